@@ -1,0 +1,58 @@
+# imgbuild — see README.md.  `make image` and `make test` do all the set-up.
+CC ?= gcc
+PREFIX ?= /usr/local
+BUILD ?= build
+PKGS := libarchive libcjson libcrypto zlib libzstd
+CFLAGS ?= -O2 -g
+CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fno-common
+CPPFLAGS += -DIB_IMAGES_DIR='"$(CURDIR)/images"'
+LDLIBS += $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -larchive -lcjson -lcrypto -lz -lzstd)
+SANITIZE ?=
+ifeq ($(SANITIZE),1)
+CFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer
+LDFLAGS += -fsanitize=address,undefined
+endif
+
+LIB_SRC := $(wildcard util/*.c layers/*.c) $(filter-out builder/imgbuild.c builder/imgverify.c,$(wildcard builder/*.c))
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+UNIT_SRC := $(wildcard tests/unit/*.c)
+PROGS := $(BUILD)/imgbuild $(BUILD)/imgverify
+
+.PHONY: all deps test-deps image base test unit integration clean install
+all: $(PROGS) $(BUILD)/unit-tests
+
+$(BUILD)/obj/%.o: %.c $(wildcard */*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/libimgbuild.a: $(LIB_OBJ)
+	ar rcs $@ $^
+
+$(BUILD)/%: $(BUILD)/obj/builder/%.o $(BUILD)/libimgbuild.a
+	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+
+$(BUILD)/unit-tests: $(UNIT_SRC) $(BUILD)/libimgbuild.a $(wildcard tests/unit/*.h)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $(UNIT_SRC) $(BUILD)/libimgbuild.a $(LDLIBS) -o $@
+
+deps:
+	@scripts/install-deps.sh build
+test-deps:
+	@scripts/install-deps.sh test
+
+# The main job: the tools, the stand-in base, then the DCP2 image over it.
+image: deps
+	$(MAKE) all
+	$(BUILD)/imgbuild dsv41-flash-b12x
+	$(BUILD)/imgbuild dsv41-flash-dcp2
+
+test: test-deps
+	$(MAKE) all
+	tests/run.sh
+
+clean:
+	rm -rf $(BUILD)
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/imgbuild
+	install -m 0755 $(PROGS) $(DESTDIR)$(PREFIX)/bin/
+	cp -r images $(DESTDIR)$(PREFIX)/share/imgbuild/

@@ -1,0 +1,57 @@
+/* The build: one context that the pipeline fills step by step and the gates
+ * read.  The pipeline is
+ *
+ *   resolve base → INPUTS gates → overlay layer → LAYERS gates
+ *     → config + manifest → IMAGE gates → tag → outputs
+ *
+ * and every step before the tag works on content named by digest only: a
+ * failure anywhere leaves the store's tags as they were. */
+#ifndef IB_BUILD_H
+#define IB_BUILD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "../layers/fsview.h"
+#include "../layers/image.h"
+#include "../layers/store.h"
+#include "../layers/tarlayer.h"
+#include "definition.h"
+#include "report.h"
+
+struct ib_build_options
+{
+  const char *store;     /* NULL: ib_store_default_path */
+  const char *from;      /* overrides the definition's base */
+  const char *name;      /* overrides the definition's name */
+  const char *platform;  /* OS/ARCH */
+  char *const *outputs;  /* references to write the image to after the tag */
+  size_t n_outputs;
+  bool json;
+  bool quiet;
+};
+
+struct ib_build
+{
+  const struct ib_definition *def;
+  const struct ib_build_options *opt;
+  const char *name;
+  struct ib_store *store;
+  struct ib_image *base;
+  struct ib_fsview *base_view; /* computed on first use */
+  struct ib_layer_entry *entries;
+  size_t n_entries;
+  struct ib_layer_result overlay;
+  struct ib_image *image;
+  struct ib_report *report;
+};
+
+/* The base's merged file system, from the per-layer caches. */
+int ib_build_base_view (struct ib_build *b, const struct ib_fsview **out, ib_error_t *err);
+
+/* Build DEF.  On success the image is tagged (and written to the outputs);
+ * *MANIFEST receives its digest. */
+int ib_build_run (const struct ib_definition *def, const struct ib_build_options *opt, ib_digest *manifest,
+                  ib_error_t *err);
+
+#endif

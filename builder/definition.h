@@ -1,0 +1,58 @@
+/* Image definitions: what to put over which base, and under which name.
+ *
+ * A definition is a folder with an `image.conf` (format in README.md); the
+ * same content can come from a Dockerfile of the FROM/COPY/ENV/LABEL/ARG/CMD
+ * subset, and both give the same image digest.  Parsing only reads the
+ * text: whether targets are sane, sources exist and targets exist in the base
+ * is the definition gate's job (gate_definition.c), so that every problem is
+ * reported in one run with the line it comes from. */
+#ifndef IB_DEFINITION_H
+#define IB_DEFINITION_H
+
+#include <stddef.h>
+
+#include "../layers/tarlayer.h"
+#include "../util/error.h"
+
+struct ib_copy_item
+{
+  enum ib_entry_type type;
+  char *raw_target;  /* as written: manifest targets are relative to DEST */
+  char *dest;        /* the manifest's DEST folder, or NULL when raw_target is a whole path */
+  char *source;      /* files: on the build machine */
+  char *link;        /* symlinks */
+  int mode;          /* -1: default */
+  char *origin;      /* "image.conf:12" or "manifest.txt:3", for messages */
+};
+
+struct ib_definition
+{
+  char *dir;       /* the folder sources are relative to */
+  char *file;      /* image.conf or the Dockerfile */
+  char *name;      /* NAME:TAG */
+  char *from;      /* base reference */
+  char *platform;  /* for FROM scratch, or to pick from an index; may be NULL */
+  char *cmd_json;  /* may be NULL */
+  int gzip_level;
+  size_t n_items;
+  struct ib_copy_item *items;
+  size_t n_new;
+  char **new_paths; /* absolute; a trailing '/' covers a folder */
+  size_t n_env;
+  char **env;       /* KEY=VALUE */
+  size_t n_labels;
+  char **labels;    /* k0, v0, k1, v1 ... */
+};
+
+/* PATH is a folder holding image.conf, or an image.conf itself. */
+int ib_definition_load (const char *path, struct ib_definition **out, ib_error_t *err);
+/* A Dockerfile; BUILD_ARGS are NAME=VALUE overrides of its ARGs. */
+int ib_definition_from_dockerfile (const char *path, const char *context, char *const *build_args,
+                                   size_t n_build_args, struct ib_definition **out, ib_error_t *err);
+void ib_definition_free (struct ib_definition *d);
+
+/* The image path an item writes ("/usr/…/x.py"), NULL if it cannot be
+ * cleaned (absolute manifest target, ".."). */
+char *ib_copy_item_target (const struct ib_copy_item *it);
+
+#endif

@@ -1,0 +1,177 @@
+/* The definition gate: the definition itself must make sense before a byte
+ * is written.  Targets stay inside their destination (no absolute manifest
+ * target, no ".."), no two items write one path, every source is a regular
+ * file, and every target replaces a file the base already has, unless the
+ * definition declares it new: an overlay that writes beside the file it
+ * meant to patch is the mistake this catches. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "../util/cleanup.h"
+#include "../util/fsutil.h"
+#include "gates.h"
+
+struct problems
+{
+  struct ib_report *report;
+  int n;
+  char *first;
+};
+
+static void problem (struct problems *p, const char *fmt, ...) __attribute__ ((format (printf, 2, 3)));
+
+/* Each problem is reported as it is found; the first becomes the error. */
+static void
+problem (struct problems *p, const char *fmt, ...)
+{
+  va_list ap;
+  va_start (ap, fmt);
+  char *msg;
+  if (vasprintf (&msg, fmt, ap) < 0)
+    abort ();
+  va_end (ap);
+  if (p->n++ == 0)
+    p->first = ib_xstrdup (msg);
+  else
+    ib_report_problem (p->report, "definition", "%s", msg);
+  free (msg);
+}
+
+struct target
+{
+  char *path;
+  const struct ib_copy_item *item;
+};
+
+static int
+cmp_target (const void *a, const void *b)
+{
+  return strcmp (((const struct target *) a)->path, ((const struct target *) b)->path);
+}
+
+static bool
+has_dotdot (const char *p)
+{
+  for (const char *s = p; (s = strstr (s, "..")); s += 2)
+    if ((s == p || s[-1] == '/') && (s[2] == '\0' || s[2] == '/'))
+      return true;
+  return false;
+}
+
+static bool
+declared_new (const struct ib_definition *d, const char *target)
+{
+  for (size_t i = 0; i < d->n_new; i++)
+    {
+      const char *n = d->new_paths[i];
+      size_t len = strlen (n);
+      if (strcmp (n, target) == 0 || (len && n[len - 1] == '/' && strncmp (n, target, len) == 0)
+          || strcmp (n, "/") == 0)
+        return true;
+    }
+  return false;
+}
+
+/* Checks of one item on its own; returns its cleaned target or NULL. */
+static char *
+check_item (struct problems *p, const struct ib_copy_item *it)
+{
+  const char *t = it->raw_target;
+  if (*t == '\0')
+    {
+      problem (p, "%s: empty target", it->origin);
+      return NULL;
+    }
+  if (it->dest && t[0] == '/')
+    {
+      problem (p, "%s: target `%s` is absolute; manifest targets are relative to %s",
+                         it->origin, t, it->dest);
+      return NULL;
+    }
+  if (!it->dest && t[0] != '/')
+    {
+      problem (p, "%s: target `%s` is not an absolute image path", it->origin, t);
+      return NULL;
+    }
+  if (has_dotdot (t))
+    {
+      problem (p, "%s: target `%s` has a `..` part", it->origin, t);
+      return NULL;
+    }
+  if (it->type == IB_ENTRY_FILE)
+    {
+      struct stat st;
+      if (stat (it->source, &st) < 0)
+        {
+          problem (p, "%s: source `%s`: %s", it->origin, it->source,
+                             strerror (errno));
+        }
+      else if (!S_ISREG (st.st_mode))
+        {
+          problem (p, "%s: source `%s` is not a regular file", it->origin,
+                             it->source);
+        }
+    }
+  char *target = ib_copy_item_target (it);
+  if (target == NULL)
+    {
+      problem (p, "%s: target `%s` is not a clean path", it->origin, t);
+    }
+  return target;
+}
+
+static void
+check_in_base (struct problems *p, const struct ib_definition *d, const struct ib_fsview *base, const struct target *t)
+{
+  if (t->item->type == IB_ENTRY_DIR || declared_new (d, t->path))
+    return;
+  const struct ib_fs_entry *e = ib_fsview_lookup (base, t->path + 1);
+  if (e == NULL)
+    {
+      problem (p, "%s: target `%s` does not exist in the base %s (declare it under [new] if it is new)",
+                         t->item->origin, t->path, d->from);
+    }
+  else if (e->type == IB_FS_DIR && t->item->type != IB_ENTRY_DIR)
+    {
+      problem (p, "%s: target `%s` is a folder in the base", t->item->origin,
+                         t->path);
+    }
+}
+
+int
+ib_gate_definition (struct ib_build *b, ib_error_t *err)
+{
+  const struct ib_definition *d = b->def;
+  const struct ib_fsview *base;
+  if (ib_build_base_view (b, &base, err) < 0)
+    return -1;
+  struct problems p = { .report = b->report };
+  struct target *ts = ib_xcalloc (d->n_items, sizeof (*ts));
+  size_t n = 0;
+  for (size_t i = 0; i < d->n_items; i++)
+    {
+      char *path = check_item (&p, &d->items[i]);
+      if (path)
+        ts[n++] = (struct target){ path, &d->items[i] };
+    }
+  qsort (ts, n, sizeof (*ts), cmp_target);
+  for (size_t i = 0; i < n; i++)
+    {
+      if (i > 0 && strcmp (ts[i - 1].path, ts[i].path) == 0 && ts[i].item->type != IB_ENTRY_DIR)
+        problem (&p, "%s: duplicate target `%s` (also %s)", ts[i].item->origin, ts[i].path, ts[i - 1].item->origin);
+      check_in_base (&p, d, base, &ts[i]);
+    }
+  for (size_t i = 0; i < n; i++)
+    free (ts[i].path);
+  free (ts);
+  if (p.n == 0)
+    return 0;
+  cleanup_free char *first = p.first;
+  if (p.n == 1)
+    return ib_error (err, IB_EDEFINITION, "%s", first);
+  return ib_error (err, IB_EDEFINITION, "%s (and %d more problems, listed above)", first, p.n - 1);
+}

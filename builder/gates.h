@@ -1,0 +1,30 @@
+/* Gates: the checks an image must pass before it is tagged.  Each gate runs
+ * in one phase of the pipeline; a gate returns 0 on pass, -1 with an error
+ * (whose class becomes the exit code) on failure, and records what it found
+ * in the build report.  Adding a gate is adding one row to ib_gates(). */
+#ifndef IB_GATES_H
+#define IB_GATES_H
+
+#include <stddef.h>
+
+#include "build.h"
+
+enum ib_gate_phase
+{
+  IB_PHASE_INPUTS, /* before the overlay layer is written */
+  IB_PHASE_LAYERS, /* over base + overlay, before config and manifest */
+  IB_PHASE_IMAGE,  /* over the finished, untagged image */
+};
+
+struct ib_gate
+{
+  const char *name;
+  enum ib_gate_phase phase;
+  int (*run) (struct ib_build *b, ib_error_t *err);
+};
+
+const struct ib_gate *ib_gates (size_t *n);
+
+int ib_gate_definition (struct ib_build *b, ib_error_t *err);
+
+#endif

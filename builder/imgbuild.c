@@ -1,0 +1,190 @@
+/* imgbuild: the command line over ib_build_run. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../util/cleanup.h"
+#include "../util/fsutil.h"
+#include "build.h"
+
+#ifndef IB_IMAGES_DIR
+#define IB_IMAGES_DIR "/usr/local/share/imgbuild/images"
+#endif
+#ifndef IB_VERSION
+#define IB_VERSION "0.1.0"
+#endif
+
+static const char usage[] =
+    "Usage: imgbuild [OPTIONS] NAME|DIR\n"
+    "       imgbuild [OPTIONS] -f DOCKERFILE -t NAME:TAG [CONTEXT]\n"
+    "\n"
+    "Build an image as a thin overlay over its base, run every gate, and tag it\n"
+    "in the local store only when all of them pass.\n"
+    "\n"
+    "NAME is looked up as $IMGBUILD_IMAGES/NAME, ./images/NAME, then\n"
+    "  " IB_IMAGES_DIR "/NAME; DIR is a folder with an image.conf.\n"
+    "\n"
+    "Options:\n"
+    "  -f, --file DOCKERFILE   build from a Dockerfile (FROM/COPY/ENV/LABEL/ARG/CMD);\n"
+    "                          sources are relative to CONTEXT, else its folder\n"
+    "  -t, --tag NAME:TAG      name the image (overrides the definition's name)\n"
+    "      --from REF          build over REF instead of the definition's base\n"
+    "      --build-arg K=V     set a Dockerfile ARG (repeatable)\n"
+    "      --store DIR         the local store (default: $IMGBUILD_STORE, else\n"
+    "                          $XDG_DATA_HOME/imgbuild/store, else\n"
+    "                          ~/.local/share/imgbuild/store)\n"
+    "      --platform OS/ARCH  the platform to take from a multi-platform base\n"
+    "      --output REF        after tagging, also write the image to REF\n"
+    "                          (oci:DIR[:NAME:TAG], docker-archive:FILE); repeatable\n"
+    "      --json              print the build report as JSON on stdout\n"
+    "  -q, --quiet             no progress on stderr (errors still go there)\n"
+    "  -h, --help              this text\n"
+    "  -V, --version           the version\n"
+    "\n"
+    "References: NAME:TAG (the store), oci:DIR[:NAME:TAG],\n"
+    "  docker-archive:FILE[:NAME:TAG], scratch.\n"
+    "\n"
+    "On success stdout has one line: NAME:TAG MANIFEST-DIGEST.\n"
+    "\n"
+    "Exit codes:\n"
+    "  0  built, every gate passed, tagged\n"
+    "  1  a gate failed\n"
+    "  2  usage\n"
+    "  3  the definition gate failed (bad target, missing source, ...)\n"
+    "  4  integrity: a digest or size does not match, content is malformed\n"
+    "  5  symbol gate    6  kernel gate    7  smoke test\n"
+    "  8  environment: I/O error, missing tool\n"
+    "  9  an image reference that does not resolve\n";
+
+struct cli
+{
+  const char *file, *context, *target;
+  struct ib_build_options opt;
+  char **outputs;
+  size_t n_outputs;
+  char **build_args;
+  size_t n_build_args;
+};
+
+static void
+push_arg (char ***list, size_t *n, const char *s)
+{
+  *list = ib_xrealloc (*list, (*n + 1) * sizeof (**list));
+  (*list)[(*n)++] = (char *) s;
+}
+
+static int
+parse_args (int argc, char **argv, struct cli *c)
+{
+  enum
+  {
+    OPT_FROM = 256,
+    OPT_STORE,
+    OPT_PLATFORM,
+    OPT_OUTPUT,
+    OPT_JSON,
+    OPT_BUILD_ARG
+  };
+  static const struct option longopts[] = {
+    { "file", required_argument, NULL, 'f' },         { "tag", required_argument, NULL, 't' },
+    { "from", required_argument, NULL, OPT_FROM },     { "store", required_argument, NULL, OPT_STORE },
+    { "platform", required_argument, NULL, OPT_PLATFORM }, { "output", required_argument, NULL, OPT_OUTPUT },
+    { "build-arg", required_argument, NULL, OPT_BUILD_ARG }, { "json", no_argument, NULL, OPT_JSON },
+    { "quiet", no_argument, NULL, 'q' },              { "help", no_argument, NULL, 'h' },
+    { "version", no_argument, NULL, 'V' },            { NULL, 0, NULL, 0 },
+  };
+  int o;
+  while ((o = getopt_long (argc, argv, "f:t:qhV", longopts, NULL)) != -1)
+    switch (o)
+      {
+      case 'f': c->file = optarg; break;
+      case 't': c->opt.name = optarg; break;
+      case OPT_FROM: c->opt.from = optarg; break;
+      case OPT_STORE: c->opt.store = optarg; break;
+      case OPT_PLATFORM: c->opt.platform = optarg; break;
+      case OPT_OUTPUT: push_arg (&c->outputs, &c->n_outputs, optarg); break;
+      case OPT_BUILD_ARG: push_arg (&c->build_args, &c->n_build_args, optarg); break;
+      case OPT_JSON: c->opt.json = true; break;
+      case 'q': c->opt.quiet = true; break;
+      case 'h': fputs (usage, stdout); exit (0);
+      case 'V': puts ("imgbuild " IB_VERSION); exit (0);
+      default: return -1;
+      }
+  if (c->file)
+    {
+      if (optind < argc)
+        c->context = argv[optind++];
+    }
+  else if (optind < argc)
+    c->target = argv[optind++];
+  if (optind != argc || (!c->file && !c->target))
+    return -1;
+  if (c->file && !c->opt.name)
+    {
+      fprintf (stderr, "imgbuild: -f needs -t NAME:TAG\n");
+      return -1;
+    }
+  c->opt.outputs = c->outputs;
+  c->opt.n_outputs = c->n_outputs;
+  return 0;
+}
+
+static bool
+is_dir (const char *p)
+{
+  struct stat st;
+  return stat (p, &st) == 0 && S_ISDIR (st.st_mode);
+}
+
+/* NAME → the folder of its definition. */
+static char *
+find_definition (const char *target)
+{
+  if (strchr (target, '/') || strcmp (target, ".") == 0)
+    return ib_xstrdup (target);
+  const char *env = getenv ("IMGBUILD_IMAGES");
+  const char *roots[] = { env && *env ? env : NULL, "images", IB_IMAGES_DIR };
+  for (size_t i = 0; i < 3; i++)
+    {
+      if (roots[i] == NULL)
+        continue;
+      char *p = ib_path_join (roots[i], target);
+      if (is_dir (p))
+        return p;
+      free (p);
+    }
+  return ib_xstrdup (target);
+}
+
+int
+main (int argc, char **argv)
+{
+  struct cli c = { 0 };
+  if (parse_args (argc, argv, &c) < 0)
+    {
+      fputs (usage, stderr);
+      return IB_EUSAGE;
+    }
+  ib_error_t err = NULL;
+  struct ib_definition *def = NULL;
+  int r;
+  if (c.file)
+    r = ib_definition_from_dockerfile (c.file, c.context, c.build_args, c.n_build_args, &def, &err);
+  else
+    {
+      cleanup_free char *dir = find_definition (c.target);
+      r = ib_definition_load (dir, &def, &err);
+    }
+  ib_digest manifest;
+  if (r == 0)
+    r = ib_build_run (def, &c.opt, &manifest, &err);
+  if (r == 0 && !c.opt.json)
+    printf ("%s %s\n", c.opt.name ? c.opt.name : def->name, manifest.s);
+  ib_definition_free (def);
+  free (c.outputs);
+  free (c.build_args);
+  return r < 0 ? ib_error_report ("imgbuild", &err) : 0;
+}

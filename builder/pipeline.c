@@ -1,0 +1,216 @@
+#include <stdlib.h>
+#include <string.h>
+
+#include "../layers/transport.h"
+#include "../util/cleanup.h"
+#include "../util/fsutil.h"
+#include "build.h"
+#include "gates.h"
+
+int
+ib_build_base_view (struct ib_build *b, const struct ib_fsview **out, ib_error_t *err)
+{
+  if (b->base_view == NULL && ib_fsview_of_image (b->store, b->base, &b->base_view, err) < 0)
+    return ib_error_wrap (err, "base `%s`", b->def->from);
+  *out = b->base_view;
+  return 0;
+}
+
+static int
+run_gates (struct ib_build *b, enum ib_gate_phase phase, ib_error_t *err)
+{
+  size_t n;
+  const struct ib_gate *g = ib_gates (&n);
+  for (size_t i = 0; i < n; i++)
+    {
+      if (g[i].phase != phase)
+        continue;
+      double t0 = ib_now ();
+      int r = g[i].run (b, err);
+      ib_report_gate (b->report, g[i].name, r < 0 ? IB_GATE_FAIL : IB_GATE_PASS, ib_now () - t0,
+                      r < 0 ? (*err)->msg : NULL);
+      if (r < 0)
+        return ib_error_wrap (err, "gate %s", g[i].name);
+    }
+  return 0;
+}
+
+static int
+resolve_base (struct ib_build *b, ib_error_t *err)
+{
+  const char *from = b->opt->from ? b->opt->from : b->def->from;
+  const char *plat = b->opt->platform ? b->opt->platform : b->def->platform;
+  struct ib_platform platform;
+  if (plat && ib_platform_parse (plat, &platform, err) < 0)
+    return -1;
+  double t0 = ib_now ();
+  if (ib_image_pull (b->store, from, plat ? &platform : NULL, &b->base, err) < 0)
+    return -1;
+  ib_report_note (b->report, "base %s: %s, %zu layers (%.2fs)", from,
+                  b->base->n_layers ? b->base->manifest.digest.s : "scratch", b->base->n_layers, ib_now () - t0);
+  return 0;
+}
+
+/* The layer entries of the definition's items, targets made relative. */
+static int
+plan_overlay (struct ib_build *b, ib_error_t *err)
+{
+  const struct ib_definition *d = b->def;
+  b->entries = ib_xcalloc (d->n_items, sizeof (*b->entries));
+  for (size_t i = 0; i < d->n_items; i++)
+    {
+      const struct ib_copy_item *it = &d->items[i];
+      cleanup_free char *target = ib_copy_item_target (it);
+      if (target == NULL)
+        return ib_error (err, IB_EDEFINITION, "%s: bad target `%s`", it->origin, it->raw_target);
+      struct ib_layer_entry *e = &b->entries[b->n_entries++];
+      e->path = ib_xstrdup (target + 1);
+      e->type = it->type;
+      e->source = it->source ? ib_xstrdup (it->source) : NULL;
+      e->link = it->link ? ib_xstrdup (it->link) : NULL;
+      e->mode = it->mode;
+    }
+  return 0;
+}
+
+static int
+write_overlay (struct ib_build *b, ib_error_t *err)
+{
+  if (plan_overlay (b, err) < 0)
+    return -1;
+  struct ib_layer_options lo = { .mtime = ib_source_date_epoch (), .gzip_level = b->def->gzip_level };
+  double t0 = ib_now ();
+  if (ib_layer_write (b->store, b->entries, b->n_entries, &lo, &b->overlay, err) < 0)
+    return ib_error_wrap (err, "overlay layer");
+  ib_report_note (b->report, "layer %s: %zu entries, %llu bytes (%.2fs)", b->overlay.desc.digest.s,
+                  b->overlay.n_entries, (unsigned long long) b->overlay.desc.size, ib_now () - t0);
+  return 0;
+}
+
+static size_t
+count_files (const struct ib_definition *d)
+{
+  size_t n = 0;
+  for (size_t i = 0; i < d->n_items; i++)
+    n += d->items[i].type == IB_ENTRY_FILE;
+  return n;
+}
+
+static int
+commit_image (struct ib_build *b, ib_error_t *err)
+{
+  /* The history line depends on the content only, so a Dockerfile and a
+   * definition with the same content give the same config. */
+  cleanup_free char *history = ib_xasprintf ("imgbuild: COPY %zu files", count_files (b->def));
+  struct ib_image_delta delta = {
+    .n_layers = 1,
+    .layers = &b->overlay.desc,
+    .diff_ids = &b->overlay.diff_id,
+    .n_env = b->def->n_env,
+    .env = b->def->env,
+    .n_labels = b->def->n_labels,
+    .labels = b->def->labels,
+    .cmd_json = b->def->cmd_json,
+    .history = history,
+    .created = ib_source_date_epoch (),
+  };
+  return ib_image_extend (b->store, b->base, &delta, &b->image, err);
+}
+
+static int
+write_outputs (struct ib_build *b, ib_error_t *err)
+{
+  for (size_t i = 0; i < b->opt->n_outputs; i++)
+    {
+      double t0 = ib_now ();
+      if (ib_image_push (b->store, b->image, b->opt->outputs[i], b->name, err) < 0)
+        return -1;
+      ib_report_note (b->report, "wrote %s (%.2fs)", b->opt->outputs[i], ib_now () - t0);
+    }
+  return 0;
+}
+
+static int
+pipeline (struct ib_build *b, ib_error_t *err)
+{
+  if (resolve_base (b, err) < 0 || run_gates (b, IB_PHASE_INPUTS, err) < 0 || write_overlay (b, err) < 0
+      || run_gates (b, IB_PHASE_LAYERS, err) < 0 || commit_image (b, err) < 0
+      || run_gates (b, IB_PHASE_IMAGE, err) < 0)
+    return -1;
+  /* Every gate passed: the name is written last, in one atomic step. */
+  if (ib_store_tag (b->store, b->name, &b->image->manifest, err) < 0)
+    return -1;
+  ib_report_note (b->report, "tagged %s %s", b->name, b->image->manifest.digest.s);
+  return write_outputs (b, err);
+}
+
+static void
+fill_report (struct ib_build *b, int status)
+{
+  cJSON *doc = ib_report_json (b->report);
+  cJSON_AddStringToObject (doc, "image", b->name);
+  cJSON_AddStringToObject (doc, "definition", b->def->file);
+  cJSON_AddStringToObject (doc, "status", status == 0 ? "pass" : "fail");
+  if (b->base)
+    {
+      cJSON *base = cJSON_AddObjectToObject (doc, "base");
+      cJSON_AddStringToObject (base, "name", b->opt->from ? b->opt->from : b->def->from);
+      if (b->base->n_layers)
+        cJSON_AddStringToObject (base, "digest", b->base->manifest.digest.s);
+      cJSON_AddNumberToObject (base, "layers", (double) b->base->n_layers);
+    }
+  if (b->overlay.desc.media_type)
+    {
+      cJSON *l = cJSON_AddObjectToObject (doc, "layer");
+      cJSON_AddStringToObject (l, "digest", b->overlay.desc.digest.s);
+      cJSON_AddStringToObject (l, "diff_id", b->overlay.diff_id.s);
+      cJSON_AddNumberToObject (l, "size", (double) b->overlay.desc.size);
+    }
+  if (status == 0)
+    cJSON_AddStringToObject (doc, "manifest", b->image->manifest.digest.s);
+}
+
+static void
+build_clear (struct ib_build *b)
+{
+  for (size_t i = 0; i < b->n_entries; i++)
+    {
+      free (b->entries[i].path);
+      free (b->entries[i].source);
+      free (b->entries[i].link);
+    }
+  free (b->entries);
+  ib_descriptor_clear (&b->overlay.desc);
+  ib_fsview_free (b->base_view);
+  ib_image_free (b->base);
+  ib_image_free (b->image);
+  ib_store_free (b->store);
+  ib_report_free (b->report);
+}
+
+int
+ib_build_run (const struct ib_definition *def, const struct ib_build_options *opt, ib_digest *manifest,
+              ib_error_t *err)
+{
+  struct ib_build b = { .def = def, .opt = opt, .name = opt->name ? opt->name : def->name };
+  if (ib_check_image_name (b.name, err) < 0)
+    return -1;
+  cleanup_free char *store = ib_store_default_path (opt->store);
+  if (ib_store_open (store, &b.store, err) < 0)
+    return -1;
+  b.report = ib_report_new ("imgbuild", opt->quiet || opt->json);
+  int r = pipeline (&b, err);
+  if (r == 0)
+    *manifest = b.image->manifest.digest;
+  fill_report (&b, r);
+  if (r < 0)
+    cJSON_AddStringToObject (ib_report_json (b.report), "error", (*err)->msg);
+  if (opt->json)
+    {
+      char *text = cJSON_Print (ib_report_json (b.report));
+      puts (text);
+      free (text);
+    }
+  build_clear (&b);
+  return r < 0 ? ib_error_wrap (err, "build %s", def->name) : 0;
+}

@@ -1,0 +1,43 @@
+/* OCI content descriptors and media types. */
+#ifndef IB_DESCRIPTOR_H
+#define IB_DESCRIPTOR_H
+
+#include <cjson/cJSON.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "digest.h"
+
+#define IB_MT_OCI_MANIFEST "application/vnd.oci.image.manifest.v1+json"
+#define IB_MT_OCI_INDEX "application/vnd.oci.image.index.v1+json"
+#define IB_MT_OCI_CONFIG "application/vnd.oci.image.config.v1+json"
+#define IB_MT_OCI_LAYER "application/vnd.oci.image.layer.v1.tar"
+#define IB_MT_OCI_LAYER_GZIP "application/vnd.oci.image.layer.v1.tar+gzip"
+#define IB_MT_OCI_LAYER_ZSTD "application/vnd.oci.image.layer.v1.tar+zstd"
+#define IB_MT_DOCKER_MANIFEST "application/vnd.docker.distribution.manifest.v2+json"
+#define IB_MT_DOCKER_LIST "application/vnd.docker.distribution.manifest.list.v2+json"
+#define IB_MT_DOCKER_CONFIG "application/vnd.docker.container.image.v1+json"
+#define IB_MT_DOCKER_LAYER_GZIP "application/vnd.docker.image.rootfs.diff.tar.gzip"
+#define IB_MT_DOCKER_LAYER "application/vnd.docker.image.rootfs.diff.tar"
+
+#define IB_ANNOTATION_REF_NAME "org.opencontainers.image.ref.name"
+
+struct ib_descriptor
+{
+  char *media_type;
+  ib_digest digest;
+  uint64_t size;
+};
+
+void ib_descriptor_clear (struct ib_descriptor *d);
+void ib_descriptor_copy (struct ib_descriptor *dst, const struct ib_descriptor *src);
+/* Parse {"mediaType","digest","size"}; the digest is validated. */
+int ib_descriptor_from_json (const cJSON *j, struct ib_descriptor *d, ib_error_t *err);
+cJSON *ib_descriptor_to_json (const struct ib_descriptor *d);
+
+bool ib_media_type_is_layer (const char *mt);
+/* The OCI media type that carries the same bytes as MT (Docker's layer types
+ * map to OCI's); NULL when MT is not a layer type we can carry. */
+const char *ib_layer_media_type_to_oci (const char *mt);
+
+#endif

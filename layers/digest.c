@@ -1,0 +1,116 @@
+#include "digest.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../util/cleanup.h"
+
+struct ib_sha256
+{
+  EVP_MD_CTX *ctx;
+};
+
+ib_sha256 *
+ib_sha256_new (void)
+{
+  ib_sha256 *h = calloc (1, sizeof (*h));
+  if (h == NULL || (h->ctx = EVP_MD_CTX_new ()) == NULL || EVP_DigestInit_ex (h->ctx, EVP_sha256 (), NULL) != 1)
+    abort ();
+  return h;
+}
+
+void
+ib_sha256_update (ib_sha256 *h, const void *buf, size_t len)
+{
+  if (len && EVP_DigestUpdate (h->ctx, buf, len) != 1)
+    abort ();
+}
+
+void
+ib_sha256_final (ib_sha256 *h, ib_digest *out)
+{
+  unsigned char md[32];
+  unsigned int n = 0;
+  static const char hex[] = "0123456789abcdef";
+  if (EVP_DigestFinal_ex (h->ctx, md, &n) != 1 || n != 32)
+    abort ();
+  memcpy (out->s, "sha256:", 7);
+  for (int i = 0; i < 32; i++)
+    {
+      out->s[7 + 2 * i] = hex[md[i] >> 4];
+      out->s[8 + 2 * i] = hex[md[i] & 15];
+    }
+  out->s[IB_DIGEST_LEN] = '\0';
+  /* Ready for the next use. */
+  if (EVP_DigestInit_ex (h->ctx, EVP_sha256 (), NULL) != 1)
+    abort ();
+}
+
+void
+ib_sha256_free (ib_sha256 *h)
+{
+  if (h == NULL)
+    return;
+  EVP_MD_CTX_free (h->ctx);
+  free (h);
+}
+
+void
+ib_sha256_buf (const void *buf, size_t len, ib_digest *out)
+{
+  ib_sha256 *h = ib_sha256_new ();
+  ib_sha256_update (h, buf, len);
+  ib_sha256_final (h, out);
+  ib_sha256_free (h);
+}
+
+int
+ib_sha256_file (const char *path, ib_digest *out, uint64_t *size, ib_error_t *err)
+{
+  cleanup_close int fd = open (path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return ib_error_errno (err, errno, IB_EENV, "open `%s`", path);
+  ib_sha256 *h = ib_sha256_new ();
+  static const size_t bufsz = 1 << 20;
+  cleanup_free char *buf = malloc (bufsz);
+  uint64_t total = 0;
+  for (;;)
+    {
+      ssize_t n = read (fd, buf, bufsz);
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n < 0)
+        {
+          ib_sha256_free (h);
+          return ib_error_errno (err, errno, IB_EENV, "read `%s`", path);
+        }
+      if (n == 0)
+        break;
+      ib_sha256_update (h, buf, (size_t) n);
+      total += (uint64_t) n;
+    }
+  ib_sha256_final (h, out);
+  ib_sha256_free (h);
+  if (size)
+    *size = total;
+  return 0;
+}
+
+int
+ib_digest_check (const char *s, ib_error_t *err)
+{
+  if (s == NULL || strncmp (s, "sha256:", 7) != 0)
+    return ib_error (err, IB_EINTEGRITY, "digest `%s` is not a sha256 digest", s ? s : "(null)");
+  const char *h = s + 7;
+  size_t i = 0;
+  for (; h[i]; i++)
+    if (!((h[i] >= '0' && h[i] <= '9') || (h[i] >= 'a' && h[i] <= 'f')))
+      return ib_error (err, IB_EINTEGRITY, "digest `%s` has a character that is not lowercase hex", s);
+  if (i != 64)
+    return ib_error (err, IB_EINTEGRITY, "digest `%s` does not have 64 hex digits", s);
+  return 0;
+}

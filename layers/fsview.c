@@ -1,0 +1,448 @@
+#include "fsview.h"
+
+#include <archive_entry.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "../util/cleanup.h"
+#include "../util/fsutil.h"
+#include "layer_reader.h"
+
+#define CACHE_MAGIC "imgbuild-files 1"
+#define MAX_CACHE_SIZE (1u << 30)
+
+/* ---- one layer's list ---------------------------------------------------- */
+
+static void
+entry_clear (struct ib_fs_entry *e)
+{
+  free (e->path);
+  free (e->link);
+}
+
+void
+ib_fs_list_free (struct ib_fs_list *l)
+{
+  if (l == NULL)
+    return;
+  for (size_t i = 0; i < l->n; i++)
+    entry_clear (&l->e[i]);
+  free (l->e);
+  free (l);
+}
+
+static int
+cmp_entry (const void *a, const void *b)
+{
+  return strcmp (((const struct ib_fs_entry *) a)->path, ((const struct ib_fs_entry *) b)->path);
+}
+
+static struct ib_fs_entry *
+list_append (struct ib_fs_list *l, size_t *cap)
+{
+  if (l->n == *cap)
+    {
+      *cap = *cap ? *cap * 2 : 256;
+      l->e = ib_xrealloc (l->e, *cap * sizeof (*l->e));
+    }
+  struct ib_fs_entry *e = &l->e[l->n++];
+  memset (e, 0, sizeof (*e));
+  return e;
+}
+
+static char
+type_of (struct archive_entry *ae)
+{
+  if (archive_entry_hardlink (ae))
+    return IB_FS_HARDLINK;
+  switch (archive_entry_filetype (ae))
+    {
+    case AE_IFREG:
+      return IB_FS_FILE;
+    case AE_IFDIR:
+      return IB_FS_DIR;
+    case AE_IFLNK:
+      return IB_FS_SYMLINK;
+    default:
+      return IB_FS_OTHER;
+    }
+}
+
+/* Whiteouts are files named ".wh.X" (delete X) or ".wh..wh..opq" (opaque
+ * parent); they are turned into markers on the path they act on. */
+static void
+classify_whiteout (struct ib_fs_entry *e)
+{
+  char *slash = strrchr (e->path, '/');
+  char *base = slash ? slash + 1 : e->path;
+  if (strncmp (base, ".wh.", 4) != 0)
+    return;
+  if (strcmp (base, ".wh..wh..opq") == 0)
+    {
+      e->type = IB_FS_OPAQUE;
+      if (slash)
+        *slash = '\0';
+      else
+        e->path[0] = '\0';
+      return;
+    }
+  e->type = IB_FS_WHITEOUT;
+  memmove (base, base + 4, strlen (base + 4) + 1);
+}
+
+static int
+hash_entry_data (struct ib_layer_reader *r, struct ib_fs_entry *e, char *buf, size_t bufsz, ib_error_t *err)
+{
+  ib_sha256 *h = ib_sha256_new ();
+  for (;;)
+    {
+      ssize_t n = ib_layer_reader_data (r, buf, bufsz, err);
+      if (n < 0)
+        {
+          ib_sha256_free (h);
+          return ib_error_wrap (err, "read `%s`", e->path);
+        }
+      if (n == 0)
+        break;
+      ib_sha256_update (h, buf, (size_t) n);
+    }
+  ib_digest d;
+  ib_sha256_final (h, &d);
+  ib_sha256_free (h);
+  memcpy (e->digest, ib_digest_hex (d.s), 64);
+  e->digest[64] = '\0';
+  return 0;
+}
+
+static int
+compute_list (const char *blob_path, const struct ib_descriptor *blob, const ib_digest *diff_id,
+              struct ib_fs_list *l, ib_error_t *err)
+{
+  struct ib_layer_reader *r;
+  if (ib_layer_reader_open (blob_path, blob, diff_id, &r, err) < 0)
+    return -1;
+  size_t cap = 0;
+  cleanup_free char *buf = ib_xmalloc (1 << 20);
+  struct archive_entry *ae;
+  int x;
+  while ((x = ib_layer_reader_next (r, &ae, err)) == 1)
+    {
+      char *path = ib_clean_tar_path (archive_entry_pathname (ae) ? archive_entry_pathname (ae) : "");
+      if (path == NULL)
+        continue; /* the root folder itself, or a hostile ".." entry that no extractor may follow */
+      struct ib_fs_entry *e = list_append (l, &cap);
+      e->path = path;
+      e->type = type_of (ae);
+      e->mode = archive_entry_perm (ae);
+      e->size = (uint64_t) archive_entry_size (ae);
+      const char *link = e->type == IB_FS_HARDLINK ? archive_entry_hardlink (ae) : archive_entry_symlink (ae);
+      if (link)
+        e->link = ib_xstrdup (link);
+      if (e->type == IB_FS_FILE && hash_entry_data (r, e, buf, 1 << 20, err) < 0)
+        {
+          ib_layer_reader_free (r);
+          return -1;
+        }
+      classify_whiteout (e);
+    }
+  if (x == 0)
+    x = ib_layer_reader_end (r, NULL, err);
+  ib_layer_reader_free (r);
+  if (x < 0)
+    return -1;
+  qsort (l->e, l->n, sizeof (*l->e), cmp_entry);
+  return 0;
+}
+
+/* Cache text: a header line, then one line per entry:
+ * TYPE MODE SIZE DIGEST|- PATH[\tLINK], with '\\', '\t' and '\n' escaped. */
+static void
+put_escaped (FILE *f, const char *s)
+{
+  for (; *s; s++)
+    {
+      if (*s == '\\')
+        fputs ("\\\\", f);
+      else if (*s == '\n')
+        fputs ("\\n", f);
+      else if (*s == '\t')
+        fputs ("\\t", f);
+      else
+        fputc (*s, f);
+    }
+}
+
+/* Undo put_escaped in place. */
+static char *
+unescape (char *s)
+{
+  char *o = s;
+  for (char *c = s; *c; c++)
+    {
+      if (*c == '\\' && c[1])
+        {
+          c++;
+          *o++ = *c == 'n' ? '\n' : *c == 't' ? '\t' : *c;
+        }
+      else
+        *o++ = *c;
+    }
+  *o = '\0';
+  return ib_xstrdup (s);
+}
+
+static int
+save_list (const char *path, const ib_digest *diff_id, const struct ib_fs_list *l, ib_error_t *err)
+{
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream (&text, &len);
+  fprintf (f, "%s %s\n", CACHE_MAGIC, diff_id->s);
+  for (size_t i = 0; i < l->n; i++)
+    {
+      const struct ib_fs_entry *e = &l->e[i];
+      fprintf (f, "%c %o %llu %s ", e->type, e->mode, (unsigned long long) e->size, e->digest[0] ? e->digest : "-");
+      put_escaped (f, e->path);
+      if (e->link)
+        {
+          fputc ('\t', f);
+          put_escaped (f, e->link);
+        }
+      fputc ('\n', f);
+    }
+  fclose (f);
+  int r = ib_write_file_atomic (path, text, len, 0644, err);
+  free (text);
+  return r;
+}
+
+/* A cache file that does not parse is ignored (and recomputed), never
+ * trusted halfway. */
+static bool
+load_list (const char *path, const ib_digest *diff_id, struct ib_fs_list *l)
+{
+  cleanup_free char *text = NULL;
+  if (ib_read_file (path, MAX_CACHE_SIZE, &text, NULL, NULL) < 0)
+    return false;
+  cleanup_free char *header = ib_xasprintf ("%s %s\n", CACHE_MAGIC, diff_id->s);
+  if (strncmp (text, header, strlen (header)) != 0)
+    return false;
+  char *c = text + strlen (header);
+  size_t cap = 0;
+  while (*c)
+    {
+      char *eol = strchr (c, '\n');
+      if (eol == NULL)
+        return false;
+      *eol = '\0';
+      struct ib_fs_entry *e = list_append (l, &cap);
+      char digest[65];
+      unsigned long long size;
+      int used = 0;
+      if (sscanf (c, "%c %o %llu %64s %n", &e->type, &e->mode, &size, digest, &used) != 4 || used == 0)
+        return false;
+      e->size = size;
+      if (strcmp (digest, "-") != 0)
+        memcpy (e->digest, digest, 65);
+      char *path = c + used;
+      char *tab = strchr (path, '\t');
+      if (tab)
+        *tab = '\0';
+      e->path = unescape (path);
+      e->link = tab ? unescape (tab + 1) : NULL;
+      c = eol + 1;
+    }
+  return true;
+}
+
+int
+ib_fs_list_layer (struct ib_store *s, const char *blob_path, const struct ib_descriptor *blob,
+                  const ib_digest *diff_id, struct ib_fs_list **out, ib_error_t *err)
+{
+  cleanup_free char *dir = NULL;
+  if (ib_store_cache_dir (s, "files", &dir, err) < 0)
+    return -1;
+  cleanup_free char *cache = ib_path_join (dir, ib_digest_hex (diff_id->s));
+  struct ib_fs_list *l = ib_xcalloc (1, sizeof (*l));
+  if (load_list (cache, diff_id, l))
+    {
+      *out = l;
+      return 0;
+    }
+  ib_fs_list_free (l);
+  l = ib_xcalloc (1, sizeof (*l));
+  if (compute_list (blob_path, blob, diff_id, l, err) < 0 || save_list (cache, diff_id, l, err) < 0)
+    {
+      ib_fs_list_free (l);
+      return -1;
+    }
+  *out = l;
+  return 0;
+}
+
+/* ---- the merged view ----------------------------------------------------- */
+
+struct ib_fsview
+{
+  size_t n, cap;
+  struct ib_fs_entry *e; /* sorted by path; entries own their strings */
+};
+
+struct ib_fsview *
+ib_fsview_new (void)
+{
+  return ib_xcalloc (1, sizeof (struct ib_fsview));
+}
+
+void
+ib_fsview_free (struct ib_fsview *v)
+{
+  if (v == NULL)
+    return;
+  for (size_t i = 0; i < v->n; i++)
+    entry_clear (&v->e[i]);
+  free (v->e);
+  free (v);
+}
+
+static size_t
+lower_bound (const struct ib_fsview *v, const char *path)
+{
+  size_t lo = 0, hi = v->n;
+  while (lo < hi)
+    {
+      size_t mid = (lo + hi) / 2;
+      if (strcmp (v->e[mid].path, path) < 0)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+  return lo;
+}
+
+/* Remove the entries under DIR (and DIR itself when WITH_SELF); "" is the
+ * root.  Paths that share a prefix are contiguous in sorted order, so the
+ * range starts at the lower bound of "DIR/". */
+static void
+remove_tree (struct ib_fsview *v, const char *dir, bool with_self)
+{
+  if (with_self)
+    {
+      size_t at = lower_bound (v, dir);
+      if (at < v->n && strcmp (v->e[at].path, dir) == 0)
+        {
+          entry_clear (&v->e[at]);
+          memmove (&v->e[at], &v->e[at + 1], (v->n - at - 1) * sizeof (*v->e));
+          v->n--;
+        }
+    }
+  cleanup_free char *prefix = *dir ? ib_xasprintf ("%s/", dir) : ib_xstrdup ("");
+  size_t pl = strlen (prefix);
+  size_t from = lower_bound (v, prefix), to = from;
+  while (to < v->n && strncmp (v->e[to].path, prefix, pl) == 0)
+    entry_clear (&v->e[to++]);
+  memmove (&v->e[from], &v->e[to], (v->n - to) * sizeof (*v->e));
+  v->n -= to - from;
+}
+
+static void
+copy_entry (struct ib_fs_entry *dst, const struct ib_fs_entry *src, int layer)
+{
+  *dst = *src;
+  dst->path = ib_xstrdup (src->path);
+  dst->link = src->link ? ib_xstrdup (src->link) : NULL;
+  dst->layer = layer;
+}
+
+static bool
+is_marker (const struct ib_fs_entry *e)
+{
+  return e->type == IB_FS_WHITEOUT || e->type == IB_FS_OPAQUE;
+}
+
+void
+ib_fsview_push (struct ib_fsview *v, const struct ib_fs_list *list, int layer)
+{
+  for (size_t i = 0; i < list->n; i++)
+    if (list->e[i].type == IB_FS_OPAQUE)
+      remove_tree (v, list->e[i].path, false);
+  for (size_t i = 0; i < list->n; i++)
+    if (list->e[i].type == IB_FS_WHITEOUT)
+      remove_tree (v, list->e[i].path, true);
+  /* Both sides are sorted: one merge pass, the upper layer winning. */
+  size_t cap = v->n + list->n;
+  struct ib_fs_entry *m = ib_xcalloc (cap ? cap : 1, sizeof (*m));
+  size_t a = 0, b = 0, n = 0, n_hidden = 0;
+  const char **hidden = ib_xcalloc (list->n + 1, sizeof (*hidden));
+  while (a < v->n || b < list->n)
+    {
+      if (b < list->n && is_marker (&list->e[b]))
+        {
+          b++;
+          continue;
+        }
+      int c = a == v->n ? 1 : b == list->n ? -1 : strcmp (v->e[a].path, list->e[b].path);
+      if (c < 0)
+        m[n++] = v->e[a++];
+      else
+        {
+          if (c == 0)
+            {
+              /* A file over a folder hides what was under the folder. */
+              if (v->e[a].type == IB_FS_DIR && list->e[b].type != IB_FS_DIR)
+                hidden[n_hidden++] = list->e[b].path;
+              entry_clear (&v->e[a++]);
+            }
+          copy_entry (&m[n++], &list->e[b++], layer);
+        }
+    }
+  free (v->e);
+  v->e = m;
+  v->n = n;
+  v->cap = cap;
+  for (size_t i = 0; i < n_hidden; i++)
+    remove_tree (v, hidden[i], false);
+  free (hidden);
+}
+
+int
+ib_fsview_of_image (struct ib_store *s, const struct ib_image *img, struct ib_fsview **out, ib_error_t *err)
+{
+  struct ib_fsview *v = ib_fsview_new ();
+  for (size_t i = 0; i < img->n_layers; i++)
+    {
+      struct ib_fs_list *l;
+      cleanup_free char *path = ib_store_blob_path (s, &img->layers[i].digest);
+      if (ib_fs_list_layer (s, path, &img->layers[i], &img->diff_ids[i], &l, err) < 0)
+        {
+          ib_fsview_free (v);
+          return -1;
+        }
+      ib_fsview_push (v, l, (int) i);
+      ib_fs_list_free (l);
+    }
+  *out = v;
+  return 0;
+}
+
+const struct ib_fs_entry *
+ib_fsview_lookup (const struct ib_fsview *v, const char *path)
+{
+  size_t at = lower_bound (v, path);
+  return at < v->n && strcmp (v->e[at].path, path) == 0 ? &v->e[at] : NULL;
+}
+
+size_t
+ib_fsview_count (const struct ib_fsview *v)
+{
+  return v->n;
+}
+
+const struct ib_fs_entry *
+ib_fsview_at (const struct ib_fsview *v, size_t i)
+{
+  return i < v->n ? &v->e[i] : NULL;
+}

@@ -1,0 +1,64 @@
+/* The merged file system of an image, without extracting it: each layer's
+ * file list (type, mode, size, sha256 of regular files, link target, and its
+ * whiteouts) is computed once, while the layer's digests are checked, and
+ * cached in the store by diff_id, which never changes.  A view stacks the
+ * lists of an image's layers with OCI whiteout rules (".wh.NAME" deletes
+ * NAME and all under it, ".wh..wh..opq" empties a folder of what the lower
+ * layers put there), so the checks of a thin build cost nothing per base
+ * byte once the base has been seen. */
+#ifndef IB_FSVIEW_H
+#define IB_FSVIEW_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "image.h"
+#include "store.h"
+
+enum ib_fs_type
+{
+  IB_FS_FILE = 'f',
+  IB_FS_DIR = 'd',
+  IB_FS_SYMLINK = 'l',
+  IB_FS_HARDLINK = 'h',
+  IB_FS_OTHER = 'o',
+  IB_FS_WHITEOUT = 'w', /* only in a layer's list: PATH is deleted */
+  IB_FS_OPAQUE = 'O',   /* only in a layer's list: PATH's lower content is hidden */
+};
+
+struct ib_fs_entry
+{
+  char *path;   /* clean, relative: "usr/lib/x.so" */
+  char type;    /* enum ib_fs_type */
+  unsigned mode;
+  uint64_t size;
+  char digest[65]; /* sha256 hex of a regular file's content, else "" */
+  char *link;      /* symlink or hardlink target, else NULL */
+  int layer;       /* in a view: the index of the layer that provides it */
+};
+
+struct ib_fs_list
+{
+  size_t n;
+  struct ib_fs_entry *e; /* sorted by path */
+};
+
+/* The file list of one layer, from the cache or computed (and the layer's
+ * digests verified).  BLOB_PATH is where its bytes are. */
+int ib_fs_list_layer (struct ib_store *s, const char *blob_path, const struct ib_descriptor *blob,
+                      const ib_digest *diff_id, struct ib_fs_list **out, ib_error_t *err);
+void ib_fs_list_free (struct ib_fs_list *l);
+
+struct ib_fsview;
+
+struct ib_fsview *ib_fsview_new (void);
+/* Stack LIST on top of the view as layer number LAYER. */
+void ib_fsview_push (struct ib_fsview *v, const struct ib_fs_list *list, int layer);
+/* The view of a whole image, every layer's list from the store. */
+int ib_fsview_of_image (struct ib_store *s, const struct ib_image *img, struct ib_fsview **out, ib_error_t *err);
+const struct ib_fs_entry *ib_fsview_lookup (const struct ib_fsview *v, const char *path);
+size_t ib_fsview_count (const struct ib_fsview *v);
+const struct ib_fs_entry *ib_fsview_at (const struct ib_fsview *v, size_t i);
+void ib_fsview_free (struct ib_fsview *v);
+
+#endif

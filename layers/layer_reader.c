@@ -1,0 +1,325 @@
+#include "layer_reader.h"
+
+#include <archive.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zlib.h>
+#include <zstd.h>
+
+#include "../util/cleanup.h"
+#include "../util/fsutil.h"
+
+#define IN_CHUNK (256u << 10)
+#define OUT_CHUNK (1u << 20)
+
+enum codec
+{
+  CODEC_NONE,
+  CODEC_GZIP,
+  CODEC_ZSTD
+};
+
+struct ib_layer_reader
+{
+  int fd;
+  char *path;
+  struct ib_descriptor blob;
+  ib_digest expected_diff_id;
+  bool have_diff_id;
+  enum codec codec;
+  ib_sha256 *blob_hash, *tar_hash;
+  uint64_t blob_size;
+  unsigned char *in, *out;
+  size_t in_len, in_pos;
+  bool in_eof, stream_end;
+  z_stream z;
+  ZSTD_DStream *zs;
+  struct archive *a;
+  ib_error_t pending; /* an error raised inside a libarchive callback */
+};
+
+static int
+fill_input (struct ib_layer_reader *r)
+{
+  if (r->in_pos < r->in_len || r->in_eof)
+    return 0;
+  ssize_t n;
+  do
+    n = read (r->fd, r->in, IN_CHUNK);
+  while (n < 0 && errno == EINTR);
+  if (n < 0)
+    return ib_error_errno (&r->pending, errno, IB_EENV, "read `%s`", r->path);
+  ib_sha256_update (r->blob_hash, r->in, (size_t) n);
+  r->blob_size += (uint64_t) n;
+  r->in_len = (size_t) n;
+  r->in_pos = 0;
+  r->in_eof = n == 0;
+  return 0;
+}
+
+/* Produce up to OUT_CHUNK uncompressed bytes; 0 at the end of the stream. */
+static ssize_t
+produce (struct ib_layer_reader *r)
+{
+  for (;;)
+    {
+      if (fill_input (r) < 0)
+        return -1;
+      size_t avail = r->in_len - r->in_pos;
+      if (avail == 0 && r->in_eof)
+        {
+          if (r->codec != CODEC_NONE && !r->stream_end)
+            return ib_error (&r->pending, IB_EINTEGRITY, "layer %s is truncated", r->blob.digest.s);
+          return 0;
+        }
+      size_t made = 0;
+      if (r->codec == CODEC_NONE)
+        {
+          made = avail < OUT_CHUNK ? avail : OUT_CHUNK;
+          memcpy (r->out, r->in + r->in_pos, made);
+          r->in_pos += made;
+        }
+      else if (r->codec == CODEC_GZIP)
+        {
+          if (r->stream_end)
+            {
+              /* Concatenated gzip members are one stream (RFC 1952). */
+              if (inflateReset (&r->z) != Z_OK)
+                return ib_error (&r->pending, IB_EINTEGRITY, "layer %s: inflate reset", r->blob.digest.s);
+              r->stream_end = false;
+            }
+          r->z.next_in = r->in + r->in_pos;
+          r->z.avail_in = (uInt) avail;
+          r->z.next_out = r->out;
+          r->z.avail_out = OUT_CHUNK;
+          int z = inflate (&r->z, Z_NO_FLUSH);
+          if (z != Z_OK && z != Z_STREAM_END && !(z == Z_BUF_ERROR && r->z.avail_in == 0))
+            return ib_error (&r->pending, IB_EINTEGRITY, "layer %s: gzip data is corrupt (%s)", r->blob.digest.s,
+                             r->z.msg ? r->z.msg : "inflate error");
+          r->in_pos = r->in_len - r->z.avail_in;
+          made = OUT_CHUNK - r->z.avail_out;
+          r->stream_end = z == Z_STREAM_END;
+        }
+      else
+        {
+          ZSTD_inBuffer ib = { r->in + r->in_pos, avail, 0 };
+          ZSTD_outBuffer ob = { r->out, OUT_CHUNK, 0 };
+          size_t z = ZSTD_decompressStream (r->zs, &ob, &ib);
+          if (ZSTD_isError (z))
+            return ib_error (&r->pending, IB_EINTEGRITY, "layer %s: zstd data is corrupt (%s)", r->blob.digest.s,
+                             ZSTD_getErrorName (z));
+          r->in_pos += ib.pos;
+          made = ob.pos;
+          r->stream_end = z == 0;
+        }
+      if (made)
+        {
+          ib_sha256_update (r->tar_hash, r->out, made);
+          return (ssize_t) made;
+        }
+    }
+}
+
+static la_ssize_t
+archive_read_cb (struct archive *a, void *data, const void **buf)
+{
+  (void) a;
+  struct ib_layer_reader *r = data;
+  ssize_t n = produce (r);
+  *buf = r->out;
+  return n;
+}
+
+static enum codec
+sniff (const unsigned char *p, size_t n)
+{
+  if (n >= 2 && p[0] == 0x1f && p[1] == 0x8b)
+    return CODEC_GZIP;
+  if (n >= 4 && p[0] == 0x28 && p[1] == 0xb5 && p[2] == 0x2f && p[3] == 0xfd)
+    return CODEC_ZSTD;
+  return CODEC_NONE;
+}
+
+static int
+reader_start (struct ib_layer_reader *r, const char *path, const struct ib_descriptor *blob, ib_error_t *err)
+{
+  if (r->fd < 0)
+    return ib_error_errno (err, errno, IB_EINTEGRITY, "layer %s: open `%s`", blob->digest.s, path);
+  if (fill_input (r) < 0)
+    {
+      ib_error_release (err);
+      *err = steal_pointer (&r->pending);
+      return -1;
+    }
+  r->codec = sniff (r->in, r->in_len);
+  if (r->codec == CODEC_GZIP && inflateInit2 (&r->z, 15 + 16) != Z_OK)
+    return ib_error (err, IB_EENV, "inflateInit2 failed");
+  if (r->codec == CODEC_ZSTD && (r->zs = ZSTD_createDStream ()) == NULL)
+    return ib_error (err, IB_EENV, "ZSTD_createDStream failed");
+  r->a = archive_read_new ();
+  archive_read_support_format_tar (r->a);
+  archive_read_support_format_gnutar (r->a);
+  if (archive_read_open (r->a, r, NULL, archive_read_cb, NULL) != ARCHIVE_OK)
+    {
+      if (r->pending)
+        *err = steal_pointer (&r->pending);
+      else
+        ib_error (err, IB_EINTEGRITY, "layer %s is not a tar archive: %s", blob->digest.s,
+                  archive_error_string (r->a));
+      return -1;
+    }
+  return 0;
+}
+
+int
+ib_layer_reader_open (const char *path, const struct ib_descriptor *blob, const ib_digest *expected_diff_id,
+                      struct ib_layer_reader **out, ib_error_t *err)
+{
+  struct ib_layer_reader *r = ib_xcalloc (1, sizeof (*r));
+  r->fd = open (path, O_RDONLY | O_CLOEXEC);
+  r->path = ib_xstrdup (path);
+  ib_descriptor_copy (&r->blob, blob);
+  if (expected_diff_id)
+    {
+      r->expected_diff_id = *expected_diff_id;
+      r->have_diff_id = true;
+    }
+  r->blob_hash = ib_sha256_new ();
+  r->tar_hash = ib_sha256_new ();
+  r->in = ib_xmalloc (IN_CHUNK);
+  r->out = ib_xmalloc (OUT_CHUNK);
+  if (reader_start (r, path, blob, err) < 0)
+    {
+      ib_layer_reader_free (r);
+      return -1;
+    }
+  *out = r;
+  return 0;
+}
+
+static int
+archive_fail (struct ib_layer_reader *r, ib_error_t *err)
+{
+  if (r->pending)
+    {
+      ib_error_release (err);
+      *err = steal_pointer (&r->pending);
+      return -1;
+    }
+  return ib_error (err, IB_EINTEGRITY, "layer %s: %s", r->blob.digest.s, archive_error_string (r->a));
+}
+
+int
+ib_layer_reader_next (struct ib_layer_reader *r, struct archive_entry **entry, ib_error_t *err)
+{
+  int x = archive_read_next_header (r->a, entry);
+  if (x == ARCHIVE_EOF)
+    return 0;
+  if (x == ARCHIVE_OK || x == ARCHIVE_WARN)
+    return 1;
+  return archive_fail (r, err);
+}
+
+ssize_t
+ib_layer_reader_data (struct ib_layer_reader *r, void *buf, size_t len, ib_error_t *err)
+{
+  la_ssize_t n = archive_read_data (r->a, buf, len);
+  if (n < 0)
+    return archive_fail (r, err);
+  return n;
+}
+
+int
+ib_layer_reader_end (struct ib_layer_reader *r, ib_digest *diff_id, ib_error_t *err)
+{
+  /* libarchive stops at the end-of-archive blocks; the digests cover every
+   * byte, padding included. */
+  for (;;)
+    {
+      ssize_t n = produce (r);
+      if (n < 0)
+        return archive_fail (r, err);
+      if (n == 0)
+        break;
+    }
+  ib_digest blob, tar;
+  ib_sha256_final (r->blob_hash, &blob);
+  ib_sha256_final (r->tar_hash, &tar);
+  if (strcmp (blob.s, r->blob.digest.s) != 0)
+    return ib_error (err, IB_EINTEGRITY, "layer blob %s: content has digest %s", r->blob.digest.s, blob.s);
+  if (r->blob_size != r->blob.size)
+    return ib_error (err, IB_EINTEGRITY, "layer blob %s: size is %llu, manifest says %llu", r->blob.digest.s,
+                     (unsigned long long) r->blob_size, (unsigned long long) r->blob.size);
+  if (r->have_diff_id && strcmp (tar.s, r->expected_diff_id.s) != 0)
+    return ib_error (err, IB_EINTEGRITY, "layer blob %s: uncompressed digest %s, config says diff_id %s",
+                     r->blob.digest.s, tar.s, r->expected_diff_id.s);
+  if (diff_id)
+    *diff_id = tar;
+  return 0;
+}
+
+void
+ib_layer_reader_free (struct ib_layer_reader *r)
+{
+  if (r == NULL)
+    return;
+  if (r->a)
+    archive_read_free (r->a);
+  if (r->codec == CODEC_GZIP)
+    inflateEnd (&r->z);
+  if (r->zs)
+    ZSTD_freeDStream (r->zs);
+  if (r->fd >= 0)
+    close (r->fd);
+  ib_sha256_free (r->blob_hash);
+  ib_sha256_free (r->tar_hash);
+  ib_descriptor_clear (&r->blob);
+  ib_error_release (&r->pending);
+  free (r->in);
+  free (r->out);
+  free (r->path);
+  free (r);
+}
+
+char *
+ib_clean_tar_path (const char *p)
+{
+  size_t n = strlen (p);
+  char *out = ib_xmalloc (n + 1);
+  size_t o = 0;
+  const char *s = p;
+  while (*s)
+    {
+      while (*s == '/')
+        s++;
+      const char *e = s;
+      while (*e && *e != '/')
+        e++;
+      size_t len = (size_t) (e - s);
+      if (len == 0 || (len == 1 && s[0] == '.'))
+        {
+          s = e;
+          continue;
+        }
+      if (len == 2 && s[0] == '.' && s[1] == '.')
+        {
+          free (out);
+          return NULL;
+        }
+      if (o)
+        out[o++] = '/';
+      memcpy (out + o, s, len);
+      o += len;
+      s = e;
+    }
+  out[o] = '\0';
+  if (o == 0)
+    {
+      free (out);
+      return NULL;
+    }
+  return out;
+}

@@ -1,0 +1,32 @@
+/* Reading a layer blob, streaming: the compression (gzip, zstd or none) is
+ * found from the bytes, the tar entries are handed out one by one, and the
+ * blob's digest and the diff_id are computed on the way.  ib_layer_reader_end
+ * drains what is left and fails when either digest differs from what the
+ * manifest and config say: a layer is never trusted because of its name. */
+#ifndef IB_LAYER_READER_H
+#define IB_LAYER_READER_H
+
+#include <archive_entry.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "descriptor.h"
+
+struct ib_layer_reader;
+
+/* EXPECTED_DIFF_ID may be NULL (not known). */
+int ib_layer_reader_open (const char *path, const struct ib_descriptor *blob, const ib_digest *expected_diff_id,
+                          struct ib_layer_reader **out, ib_error_t *err);
+/* 1 and *ENTRY set, 0 at the end, -1 on error. */
+int ib_layer_reader_next (struct ib_layer_reader *r, struct archive_entry **entry, ib_error_t *err);
+/* Read the current entry's data; 0 at its end. */
+ssize_t ib_layer_reader_data (struct ib_layer_reader *r, void *buf, size_t len, ib_error_t *err);
+/* Drain, then check both digests.  DIFF_ID may be NULL. */
+int ib_layer_reader_end (struct ib_layer_reader *r, ib_digest *diff_id, ib_error_t *err);
+void ib_layer_reader_free (struct ib_layer_reader *r);
+
+/* "a/./b/" -> "a/b"; leading "/" and "./" dropped.  NULL for a path with
+ * ".." in it or one that is empty (the root). */
+char *ib_clean_tar_path (const char *p);
+
+#endif

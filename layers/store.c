@@ -1,0 +1,400 @@
+#include "store.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../util/cleanup.h"
+#include "../util/fsutil.h"
+
+#define MAX_INDEX_SIZE (64u << 20)
+
+struct ib_store
+{
+  char *root;
+  char *blobs; /* root/blobs/sha256 */
+};
+
+struct ib_blob_writer
+{
+  struct ib_store *store;
+  char *tmp_path;
+  int fd;
+  ib_sha256 *hash;
+  uint64_t size;
+};
+
+char *
+ib_store_default_path (const char *opt)
+{
+  if (opt && *opt)
+    return ib_xstrdup (opt);
+  const char *env = getenv ("IMGBUILD_STORE");
+  if (env && *env)
+    return ib_xstrdup (env);
+  const char *xdg = getenv ("XDG_DATA_HOME");
+  if (xdg && *xdg)
+    return ib_path_join (xdg, "imgbuild/store");
+  const char *home = getenv ("HOME");
+  return ib_path_join (home && *home ? home : "/root", ".local/share/imgbuild/store");
+}
+
+int
+ib_store_open (const char *root, struct ib_store **out, ib_error_t *err)
+{
+  cleanup_free char *blobs = ib_path_join (root, "blobs/sha256");
+  if (ib_mkdir_p (blobs, 0755, err) < 0)
+    return ib_error_wrap (err, "open store `%s`", root);
+  cleanup_free char *layout = ib_path_join (root, "oci-layout");
+  if (access (layout, F_OK) < 0)
+    {
+      static const char text[] = "{\"imageLayoutVersion\":\"1.0.0\"}";
+      if (ib_write_file_atomic (layout, text, sizeof (text) - 1, 0644, err) < 0)
+        return ib_error_wrap (err, "open store `%s`", root);
+    }
+  cleanup_free char *index = ib_path_join (root, "index.json");
+  if (access (index, F_OK) < 0)
+    {
+      static const char text[] = "{\"schemaVersion\":2,\"mediaType\":\"" IB_MT_OCI_INDEX "\",\"manifests\":[]}";
+      if (ib_write_file_atomic (index, text, sizeof (text) - 1, 0644, err) < 0)
+        return ib_error_wrap (err, "open store `%s`", root);
+    }
+  struct ib_store *s = ib_xcalloc (1, sizeof (*s));
+  s->root = ib_xstrdup (root);
+  s->blobs = steal_pointer (&blobs);
+  *out = s;
+  return 0;
+}
+
+int
+ib_store_open_existing (const char *root, struct ib_store **out, ib_error_t *err)
+{
+  cleanup_free char *layout = ib_path_join (root, "oci-layout");
+  cleanup_free char *index = ib_path_join (root, "index.json");
+  if (access (layout, F_OK) < 0 || access (index, F_OK) < 0)
+    return ib_error (err, IB_ENOTFOUND, "`%s` is not an OCI image layout (no oci-layout or index.json)", root);
+  return ib_store_open (root, out, err);
+}
+
+void
+ib_store_free (struct ib_store *s)
+{
+  if (s == NULL)
+    return;
+  free (s->root);
+  free (s->blobs);
+  free (s);
+}
+
+const char *
+ib_store_root (const struct ib_store *s)
+{
+  return s->root;
+}
+
+char *
+ib_store_blob_path (const struct ib_store *s, const ib_digest *d)
+{
+  return ib_path_join (s->blobs, ib_digest_hex (d->s));
+}
+
+bool
+ib_store_has_blob (const struct ib_store *s, const ib_digest *d)
+{
+  cleanup_free char *p = ib_store_blob_path (s, d);
+  return access (p, F_OK) == 0;
+}
+
+int
+ib_store_cache_dir (const struct ib_store *s, const char *kind, char **out, ib_error_t *err)
+{
+  cleanup_free char *base = ib_path_join (s->root, "imgbuild");
+  cleanup_free char *dir = ib_path_join (base, kind);
+  if (ib_mkdir_p (dir, 0755, err) < 0)
+    return -1;
+  *out = steal_pointer (&dir);
+  return 0;
+}
+
+int
+ib_blob_writer_new (struct ib_store *s, struct ib_blob_writer **out, ib_error_t *err)
+{
+  /* The temporary file sits in blobs/sha256 so that rename() is atomic; a
+   * name starting with '.' is never a digest, so readers ignore it. */
+  cleanup_free char *tmp = ib_path_join (s->blobs, ".tmp-XXXXXX");
+  int fd = mkostemp (tmp, O_CLOEXEC);
+  if (fd < 0)
+    return ib_error_errno (err, errno, IB_EENV, "create blob in `%s`", s->blobs);
+  struct ib_blob_writer *w = ib_xcalloc (1, sizeof (*w));
+  w->store = s;
+  w->tmp_path = steal_pointer (&tmp);
+  w->fd = fd;
+  w->hash = ib_sha256_new ();
+  *out = w;
+  return 0;
+}
+
+int
+ib_blob_writer_write (struct ib_blob_writer *w, const void *buf, size_t len, ib_error_t *err)
+{
+  ib_sha256_update (w->hash, buf, len);
+  w->size += len;
+  return ib_write_all (w->fd, buf, len, w->tmp_path, err);
+}
+
+void
+ib_blob_writer_abort (struct ib_blob_writer *w)
+{
+  if (w == NULL)
+    return;
+  if (w->fd >= 0)
+    close (w->fd);
+  unlink (w->tmp_path);
+  free (w->tmp_path);
+  ib_sha256_free (w->hash);
+  free (w);
+}
+
+int
+ib_blob_writer_commit (struct ib_blob_writer *w, const ib_digest *expected, uint64_t expected_size, ib_digest *out,
+                       uint64_t *size, ib_error_t *err)
+{
+  ib_digest got;
+  ib_sha256_final (w->hash, &got);
+  if (expected && strcmp (expected->s, got.s) != 0)
+    {
+      ib_error (err, IB_EINTEGRITY, "blob %s: content has digest %s", expected->s, got.s);
+      ib_blob_writer_abort (w);
+      return -1;
+    }
+  if (expected && expected_size != UINT64_MAX && expected_size != w->size)
+    {
+      ib_error (err, IB_EINTEGRITY, "blob %s: size is %llu, descriptor says %llu", expected->s,
+                (unsigned long long) w->size, (unsigned long long) expected_size);
+      ib_blob_writer_abort (w);
+      return -1;
+    }
+  if (fchmod (w->fd, 0644) < 0 || fsync (w->fd) < 0)
+    {
+      ib_error_errno (err, errno, IB_EENV, "sync `%s`", w->tmp_path);
+      ib_blob_writer_abort (w);
+      return -1;
+    }
+  cleanup_free char *final = ib_store_blob_path (w->store, &got);
+  if (rename (w->tmp_path, final) < 0)
+    {
+      ib_error_errno (err, errno, IB_EENV, "rename blob to `%s`", final);
+      ib_blob_writer_abort (w);
+      return -1;
+    }
+  if (out)
+    *out = got;
+  if (size)
+    *size = w->size;
+  const char *blobs = w->store->blobs;
+  close (w->fd);
+  w->fd = -1;
+  free (w->tmp_path);
+  ib_sha256_free (w->hash);
+  free (w);
+  return ib_fsync_dir (blobs, err);
+}
+
+int
+ib_store_put_blob (struct ib_store *s, const void *buf, size_t len, ib_digest *out, ib_error_t *err)
+{
+  ib_digest d;
+  ib_sha256_buf (buf, len, &d);
+  if (out)
+    *out = d;
+  if (ib_store_has_blob (s, &d))
+    return 0;
+  struct ib_blob_writer *w;
+  if (ib_blob_writer_new (s, &w, err) < 0)
+    return -1;
+  if (ib_blob_writer_write (w, buf, len, err) < 0)
+    {
+      ib_blob_writer_abort (w);
+      return -1;
+    }
+  return ib_blob_writer_commit (w, &d, len, NULL, NULL, err);
+}
+
+int
+ib_store_import_fd (struct ib_store *s, int fd, const struct ib_descriptor *d, ib_error_t *err)
+{
+  if (ib_store_has_blob (s, &d->digest))
+    return 0;
+  struct ib_blob_writer *w;
+  if (ib_blob_writer_new (s, &w, err) < 0)
+    return -1;
+  static const size_t bufsz = 1 << 20;
+  cleanup_free char *buf = ib_xmalloc (bufsz);
+  for (;;)
+    {
+      ssize_t n = read (fd, buf, bufsz);
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n < 0)
+        {
+          ib_blob_writer_abort (w);
+          return ib_error_errno (err, errno, IB_EENV, "read blob %s", d->digest.s);
+        }
+      if (n == 0)
+        break;
+      if (ib_blob_writer_write (w, buf, (size_t) n, err) < 0)
+        {
+          ib_blob_writer_abort (w);
+          return -1;
+        }
+    }
+  return ib_blob_writer_commit (w, &d->digest, d->size, NULL, NULL, err);
+}
+
+int
+ib_store_copy_blob (const struct ib_store *src, struct ib_store *dst, const struct ib_descriptor *d,
+                    ib_error_t *err)
+{
+  if (ib_store_has_blob (dst, &d->digest))
+    return 0;
+  cleanup_free char *path = ib_store_blob_path (src, &d->digest);
+  cleanup_close int fd = open (path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return ib_error_errno (err, errno, IB_EINTEGRITY, "blob %s is missing from `%s`", d->digest.s, src->root);
+  if (ib_store_import_fd (dst, fd, d, err) < 0)
+    return ib_error_wrap (err, "copy from `%s`", src->root);
+  return 0;
+}
+
+int
+ib_store_read_blob (const struct ib_store *s, const ib_digest *d, size_t max, char **out, size_t *len,
+                    ib_error_t *err)
+{
+  cleanup_free char *path = ib_store_blob_path (s, d);
+  cleanup_free char *buf = NULL;
+  size_t n;
+  if (ib_read_file (path, max, &buf, &n, err) < 0)
+    return ib_error_wrap (err, "read blob %s", d->s);
+  ib_digest got;
+  ib_sha256_buf (buf, n, &got);
+  if (strcmp (got.s, d->s) != 0)
+    return ib_error (err, IB_EINTEGRITY, "blob %s in store `%s` has digest %s", d->s, s->root, got.s);
+  *out = steal_pointer (&buf);
+  if (len)
+    *len = n;
+  return 0;
+}
+
+static int
+load_index (const struct ib_store *s, cJSON **out, ib_error_t *err)
+{
+  cleanup_free char *path = ib_path_join (s->root, "index.json");
+  cleanup_free char *text = NULL;
+  if (ib_read_file (path, MAX_INDEX_SIZE, &text, NULL, err) < 0)
+    return -1;
+  cJSON *j = cJSON_Parse (text);
+  if (j == NULL || !cJSON_IsArray (cJSON_GetObjectItemCaseSensitive (j, "manifests")))
+    {
+      cJSON_Delete (j);
+      return ib_error (err, IB_EINTEGRITY, "`%s` is not an OCI image index", path);
+    }
+  *out = j;
+  return 0;
+}
+
+static const char *
+ref_name_of (const cJSON *entry)
+{
+  const cJSON *ann = cJSON_GetObjectItemCaseSensitive (entry, "annotations");
+  const cJSON *name = cJSON_GetObjectItemCaseSensitive (ann, IB_ANNOTATION_REF_NAME);
+  return cJSON_IsString (name) ? name->valuestring : NULL;
+}
+
+int
+ib_store_resolve (struct ib_store *s, const char *name, struct ib_descriptor *out, ib_error_t *err)
+{
+  cJSON *index;
+  if (load_index (s, &index, err) < 0)
+    return -1;
+  const cJSON *m;
+  int ret = ib_error (err, IB_ENOTFOUND, "`%s` is not tagged in store `%s`", name, s->root);
+  cJSON_ArrayForEach (m, cJSON_GetObjectItemCaseSensitive (index, "manifests"))
+  {
+    const char *ref = ref_name_of (m);
+    if (ref && strcmp (ref, name) == 0)
+      {
+        ib_error_release (err);
+        ret = ib_descriptor_from_json (m, out, err);
+        break;
+      }
+  }
+  cJSON_Delete (index);
+  return ret;
+}
+
+int
+ib_store_only_image (struct ib_store *s, struct ib_descriptor *out, ib_error_t *err)
+{
+  cJSON *index;
+  if (load_index (s, &index, err) < 0)
+    return -1;
+  const cJSON *list = cJSON_GetObjectItemCaseSensitive (index, "manifests");
+  int n = cJSON_GetArraySize (list);
+  int ret = n == 1 ? ib_descriptor_from_json (cJSON_GetArrayItem (list, 0), out, err)
+                   : ib_error (err, IB_ENOTFOUND, "`%s` holds %d images; name one as oci:DIR:TAG", s->root, n);
+  cJSON_Delete (index);
+  return ret;
+}
+
+static int
+lock_store (const struct ib_store *s, ib_error_t *err)
+{
+  cleanup_free char *dir = ib_path_join (s->root, "imgbuild");
+  if (ib_mkdir_p (dir, 0755, err) < 0)
+    return -1;
+  cleanup_free char *path = ib_path_join (dir, "lock");
+  int fd = open (path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0)
+    return ib_error_errno (err, errno, IB_EENV, "open `%s`", path);
+  while (flock (fd, LOCK_EX) < 0)
+    if (errno != EINTR)
+      {
+        close (fd);
+        return ib_error_errno (err, errno, IB_EENV, "lock `%s`", path);
+      }
+  return fd;
+}
+
+int
+ib_store_tag (struct ib_store *s, const char *name, const struct ib_descriptor *manifest, ib_error_t *err)
+{
+  if (!ib_store_has_blob (s, &manifest->digest))
+    return ib_error (err, IB_EINTEGRITY, "tag `%s`: manifest %s is not in the store", name, manifest->digest.s);
+  cleanup_close int lock = lock_store (s, err);
+  if (lock < 0)
+    return -1;
+  cJSON *index;
+  if (load_index (s, &index, err) < 0)
+    return -1;
+  cJSON *list = cJSON_GetObjectItemCaseSensitive (index, "manifests");
+  for (int i = cJSON_GetArraySize (list) - 1; i >= 0; i--)
+    {
+      const char *ref = ref_name_of (cJSON_GetArrayItem (list, i));
+      if (ref && strcmp (ref, name) == 0)
+        cJSON_DeleteItemFromArray (list, i);
+    }
+  cJSON *entry = ib_descriptor_to_json (manifest);
+  cJSON *ann = cJSON_AddObjectToObject (entry, "annotations");
+  cJSON_AddStringToObject (ann, IB_ANNOTATION_REF_NAME, name);
+  cJSON_AddItemToArray (list, entry);
+  char *text = cJSON_PrintUnformatted (index);
+  cJSON_Delete (index);
+  cleanup_free char *path = ib_path_join (s->root, "index.json");
+  int ret = ib_write_file_atomic (path, text, strlen (text), 0644, err);
+  free (text);
+  return ret < 0 ? ib_error_wrap (err, "tag `%s`", name) : 0;
+}

@@ -1,0 +1,65 @@
+/* The local store: an OCI image layout (oci-layout, index.json, blobs/sha256)
+ * that skopeo and umoci read as `oci:DIR:NAME:TAG`.  Blobs are immutable and
+ * named by their digest; they are written to a temporary file beside their
+ * final place, hashed while written, fsynced and renamed, so a blob that has
+ * its name always has its content.  Tags live in index.json as
+ * org.opencontainers.image.ref.name annotations; index.json is only ever
+ * replaced whole (under a lock), which makes tagging atomic.  Derived data
+ * (per-layer file lists, compile caches) lives under imgbuild/, beside the
+ * layout, and can always be recomputed. */
+#ifndef IB_STORE_H
+#define IB_STORE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "descriptor.h"
+
+struct ib_store;
+struct ib_blob_writer;
+
+/* The store named by --store, else $IMGBUILD_STORE, else
+ * $XDG_DATA_HOME/imgbuild/store, else ~/.local/share/imgbuild/store. */
+char *ib_store_default_path (const char *opt);
+/* Open ROOT, creating an empty layout there if there is none. */
+int ib_store_open (const char *root, struct ib_store **out, ib_error_t *err);
+/* Open an existing layout (a source): IB_ENOTFOUND when ROOT has none. */
+int ib_store_open_existing (const char *root, struct ib_store **out, ib_error_t *err);
+void ib_store_free (struct ib_store *s);
+const char *ib_store_root (const struct ib_store *s);
+
+char *ib_store_blob_path (const struct ib_store *s, const ib_digest *d);
+bool ib_store_has_blob (const struct ib_store *s, const ib_digest *d);
+/* A folder for derived data of one kind (created on demand). */
+int ib_store_cache_dir (const struct ib_store *s, const char *kind, char **out, ib_error_t *err);
+
+int ib_blob_writer_new (struct ib_store *s, struct ib_blob_writer **out, ib_error_t *err);
+int ib_blob_writer_write (struct ib_blob_writer *w, const void *buf, size_t len, ib_error_t *err);
+/* Name the blob by its digest.  With EXPECTED, a different digest (or size,
+ * when EXPECTED_SIZE is not UINT64_MAX) is an integrity error and nothing is
+ * stored.  The writer is freed either way. */
+int ib_blob_writer_commit (struct ib_blob_writer *w, const ib_digest *expected, uint64_t expected_size,
+                           ib_digest *out, uint64_t *size, ib_error_t *err);
+void ib_blob_writer_abort (struct ib_blob_writer *w);
+
+int ib_store_put_blob (struct ib_store *s, const void *buf, size_t len, ib_digest *out, ib_error_t *err);
+/* Copy a blob from FD, checked against its descriptor while it streams.
+ * A blob already in the store is not read again. */
+int ib_store_import_fd (struct ib_store *s, int fd, const struct ib_descriptor *d, ib_error_t *err);
+/* Copy one blob from another layout, checked while it streams. */
+int ib_store_copy_blob (const struct ib_store *src, struct ib_store *dst, const struct ib_descriptor *d,
+                        ib_error_t *err);
+/* The single image of a layout with exactly one untagged or tagged
+ * manifest: what `oci:DIR` without a tag means. */
+int ib_store_only_image (struct ib_store *s, struct ib_descriptor *out, ib_error_t *err);
+/* Read a small blob (manifest, config) whole, checked against its digest. */
+int ib_store_read_blob (const struct ib_store *s, const ib_digest *d, size_t max, char **out, size_t *len,
+                        ib_error_t *err);
+
+/* Resolve NAME:TAG to its manifest descriptor; IB_ENOTFOUND if untagged. */
+int ib_store_resolve (struct ib_store *s, const char *name, struct ib_descriptor *out, ib_error_t *err);
+/* Point NAME:TAG at MANIFEST: the last step of a build.  The manifest blob
+ * must already be in the store. */
+int ib_store_tag (struct ib_store *s, const char *name, const struct ib_descriptor *manifest, ib_error_t *err);
+
+#endif

@@ -1,0 +1,155 @@
+#include "transport.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "../util/cleanup.h"
+#include "../util/fsutil.h"
+
+int
+ib_check_image_name (const char *name, ib_error_t *err)
+{
+  const char *colon = strrchr (name, ':');
+  if (colon == NULL || colon == name || colon[1] == '\0' || strchr (colon, '/'))
+    return ib_error (err, IB_EUSAGE, "image name `%s` is not NAME:TAG", name);
+  for (const char *c = name; *c; c++)
+    if (*c <= ' ' || *c == '@' || *c == 0x7f)
+      return ib_error (err, IB_EUSAGE, "image name `%s` has a character that a reference cannot hold", name);
+  return 0;
+}
+
+/* "LOCATION[:NAME:TAG]": the location ends at the first ':' as in skopeo,
+ * so a path with a colon in it cannot be named this way. */
+static void
+split_location (const char *rest, struct ib_ref *out)
+{
+  const char *colon = strchr (rest, ':');
+  if (colon == NULL)
+    {
+      out->location = ib_xstrdup (rest);
+      return;
+    }
+  out->location = strndup (rest, (size_t) (colon - rest));
+  if (colon[1])
+    out->name = ib_xstrdup (colon + 1);
+}
+
+int
+ib_ref_parse (const char *s, struct ib_ref *out, ib_error_t *err)
+{
+  memset (out, 0, sizeof (*out));
+  if (strcmp (s, "scratch") == 0)
+    {
+      out->kind = IB_REF_SCRATCH;
+      return 0;
+    }
+  if (strncmp (s, "oci:", 4) == 0)
+    {
+      out->kind = IB_REF_OCI;
+      out->transport = &ib_transport_oci;
+      split_location (s + 4, out);
+    }
+  else if (strncmp (s, "docker-archive:", 15) == 0)
+    {
+      out->kind = IB_REF_DOCKER_ARCHIVE;
+      out->transport = &ib_transport_docker_archive;
+      split_location (s + 15, out);
+    }
+  else if (strncmp (s, "docker-daemon:", 14) == 0 || strncmp (s, "docker://", 9) == 0)
+    return ib_error (err, IB_EUSAGE, "`%s`: the docker-daemon and registry transports are not built yet", s);
+  else if (strchr (s, ':') && !strchr (s, '/'))
+    {
+      out->kind = IB_REF_STORE;
+      out->transport = &ib_transport_store;
+      out->name = ib_xstrdup (s);
+    }
+  else
+    return ib_error (err, IB_EUSAGE,
+                     "`%s` is not an image reference (NAME:TAG, oci:DIR[:NAME:TAG], docker-archive:FILE, scratch)", s);
+  if (out->location && out->location[0] == '\0')
+    {
+      ib_ref_clear (out);
+      return ib_error (err, IB_EUSAGE, "`%s` names no path", s);
+    }
+  if (out->name && ib_check_image_name (out->name, err) < 0)
+    {
+      ib_ref_clear (out);
+      return -1;
+    }
+  return 0;
+}
+
+void
+ib_ref_clear (struct ib_ref *r)
+{
+  free (r->location);
+  free (r->name);
+  memset (r, 0, sizeof (*r));
+}
+
+int
+ib_image_copy_blobs (const struct ib_store *src, struct ib_store *dst, const struct ib_image *img, ib_error_t *err)
+{
+  if (ib_store_copy_blob (src, dst, &img->config, err) < 0)
+    return -1;
+  for (size_t i = 0; i < img->n_layers; i++)
+    if (ib_store_copy_blob (src, dst, &img->layers[i], err) < 0)
+      return -1;
+  /* The manifest last: a layout never names an image whose blobs it lacks. */
+  return ib_store_copy_blob (src, dst, &img->manifest, err);
+}
+
+int
+ib_image_pull (struct ib_store *s, const char *text, const struct ib_platform *platform, struct ib_image **out,
+               ib_error_t *err)
+{
+  struct ib_ref ref;
+  if (ib_ref_parse (text, &ref, err) < 0)
+    return -1;
+  if (ref.kind == IB_REF_SCRATCH)
+    {
+      struct ib_platform host;
+      ib_platform_host (&host);
+      *out = ib_image_scratch (platform ? platform : &host);
+      return 0;
+    }
+  struct ib_descriptor manifest = { 0 };
+  int r = ref.transport->pull (s, &ref, platform, &manifest, err);
+  if (r == 0)
+    r = ib_image_load (s, &manifest, platform, out, err);
+  ib_descriptor_clear (&manifest);
+  ib_ref_clear (&ref);
+  return r < 0 ? ib_error_wrap (err, "image `%s`", text) : 0;
+}
+
+int
+ib_image_push (struct ib_store *s, const struct ib_image *img, const char *text, const char *name, ib_error_t *err)
+{
+  struct ib_ref ref;
+  if (ib_ref_parse (text, &ref, err) < 0)
+    return -1;
+  int r = ref.kind == IB_REF_SCRATCH ? ib_error (err, IB_EUSAGE, "cannot write to scratch")
+                                     : ref.transport->push (s, img, &ref, name, err);
+  ib_ref_clear (&ref);
+  return r < 0 ? ib_error_wrap (err, "write `%s`", text) : 0;
+}
+
+/* ---- the store itself ---------------------------------------------------- */
+
+static int
+store_pull (struct ib_store *s, const struct ib_ref *ref, const struct ib_platform *platform,
+            struct ib_descriptor *manifest, ib_error_t *err)
+{
+  (void) platform;
+  return ib_store_resolve (s, ref->name, manifest, err);
+}
+
+static int
+store_push (struct ib_store *s, const struct ib_image *img, const struct ib_ref *ref, const char *name,
+            ib_error_t *err)
+{
+  (void) name;
+  return ib_store_tag (s, ref->name, &img->manifest, err);
+}
+
+const struct ib_transport ib_transport_store = { "", store_pull, store_push };

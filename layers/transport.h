@@ -1,0 +1,67 @@
+/* Image references and the transports behind them, named as skopeo and
+ * podman name them:
+ *   NAME:TAG                 the local store
+ *   oci:DIR[:NAME:TAG]       an OCI image layout
+ *   docker-archive:FILE[:NAME:TAG]   a `docker save` archive (classic or OCI)
+ *   docker-daemon:NAME:TAG   the Docker Engine          (not yet)
+ *   docker://HOST/REPO:TAG   a registry                 (not yet)
+ *   scratch                  the empty image
+ * A transport is one small interface with one file per transport:
+ * `pull` brings an image's manifest, config and layers into the store,
+ * checking every digest, and `push` writes an image of the store out. */
+#ifndef IB_TRANSPORT_H
+#define IB_TRANSPORT_H
+
+#include "image.h"
+#include "store.h"
+
+struct ib_ref;
+
+struct ib_transport
+{
+  const char *prefix; /* "oci:" */
+  int (*pull) (struct ib_store *s, const struct ib_ref *ref, const struct ib_platform *platform,
+               struct ib_descriptor *manifest, ib_error_t *err);
+  /* NAME is the image's name (NAME:TAG) when the reference gives none. */
+  int (*push) (struct ib_store *s, const struct ib_image *img, const struct ib_ref *ref, const char *name,
+               ib_error_t *err);
+};
+
+enum ib_ref_kind
+{
+  IB_REF_SCRATCH,
+  IB_REF_STORE,
+  IB_REF_OCI,
+  IB_REF_DOCKER_ARCHIVE,
+  IB_REF_DOCKER_DAEMON,
+  IB_REF_REGISTRY,
+};
+
+struct ib_ref
+{
+  enum ib_ref_kind kind;
+  char *location; /* DIR, FILE, HOST/REPO; NULL for the store */
+  char *name;     /* NAME:TAG, or NULL */
+  const struct ib_transport *transport;
+};
+
+int ib_ref_parse (const char *s, struct ib_ref *out, ib_error_t *err);
+void ib_ref_clear (struct ib_ref *r);
+/* NAME:TAG with a non-empty name and tag, no spaces. */
+int ib_check_image_name (const char *name, ib_error_t *err);
+
+/* Resolve REF into the store and load it (scratch gives the empty image of
+ * PLATFORM or the host's). */
+int ib_image_pull (struct ib_store *s, const char *ref, const struct ib_platform *platform, struct ib_image **out,
+                   ib_error_t *err);
+int ib_image_push (struct ib_store *s, const struct ib_image *img, const char *ref, const char *name,
+                   ib_error_t *err);
+/* Copy the manifest, config and layers of IMG (loaded from SRC) to DST. */
+int ib_image_copy_blobs (const struct ib_store *src, struct ib_store *dst, const struct ib_image *img,
+                         ib_error_t *err);
+
+extern const struct ib_transport ib_transport_store;
+extern const struct ib_transport ib_transport_oci;
+extern const struct ib_transport ib_transport_docker_archive;
+
+#endif

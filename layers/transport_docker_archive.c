@@ -1,0 +1,486 @@
+/* docker-archive:FILE[:NAME:TAG] — what `docker save` writes and `docker
+ * load` reads.  Two layouts exist: the classic one (manifest.json naming
+ * <id>.json configs and <id>/layer.tar layers, uncompressed) and the one of
+ * Docker 25+, an OCI layout in a tar that also has a manifest.json.  Reading
+ * streams the tar once: every blob goes straight into the store, hashed on
+ * the way, and the small JSON files stay in memory.  Writing produces both
+ * layouts at once (blobs/sha256/… named by manifest.json and index.json), so
+ * old and new Docker and skopeo all accept it; `docker load` inflates
+ * compressed layers itself, so layer blobs are carried as they are. */
+#include <archive.h>
+#include <archive_entry.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../util/cleanup.h"
+#include "../util/fsutil.h"
+#include "layer_reader.h"
+#include "tarlayer.h"
+#include "transport.h"
+
+#define MAX_JSON (16u << 20)
+
+struct member
+{
+  char *path;
+  char *link; /* a symlink or hardlink member: the path it stands for */
+  ib_digest digest;
+  uint64_t size;
+  char *text; /* manifest.json and friends, kept whole */
+};
+
+struct archive_members
+{
+  struct member *m;
+  size_t n, cap;
+};
+
+static void
+members_free (struct archive_members *a)
+{
+  for (size_t i = 0; i < a->n; i++)
+    {
+      free (a->m[i].path);
+      free (a->m[i].link);
+      free (a->m[i].text);
+    }
+  free (a->m);
+}
+
+static const struct member *
+members_find (const struct archive_members *a, const char *path, int depth)
+{
+  for (size_t i = 0; i < a->n; i++)
+    if (strcmp (a->m[i].path, path) == 0)
+      {
+        if (a->m[i].link && depth < 8)
+          return members_find (a, a->m[i].link, depth + 1);
+        return a->m[i].link ? NULL : &a->m[i];
+      }
+  return NULL;
+}
+
+static bool
+is_small_json (const char *path)
+{
+  return strcmp (path, "manifest.json") == 0 || strcmp (path, "index.json") == 0
+         || strcmp (path, "oci-layout") == 0 || strcmp (path, "repositories") == 0;
+}
+
+/* A symlink's target is relative to the member's own folder. */
+static char *
+resolve_link (const char *member, const char *target, bool hard)
+{
+  if (hard || target[0] == '/')
+    return ib_clean_tar_path (target);
+  cleanup_free char *dir = ib_xstrdup (member);
+  char *slash = strrchr (dir, '/');
+  if (slash)
+    *slash = '\0';
+  else
+    dir[0] = '\0';
+  cleanup_free char *joined = *dir ? ib_xasprintf ("%s/%s", dir, target) : ib_xstrdup (target);
+  /* ib_clean_tar_path refuses "..": fold "a/../b" first. */
+  char *parts[256];
+  int np = 0;
+  char *save = NULL;
+  for (char *t = strtok_r (joined, "/", &save); t; t = strtok_r (NULL, "/", &save))
+    {
+      if (strcmp (t, "..") == 0)
+        {
+          if (np == 0)
+            return NULL;
+          np--;
+        }
+      else if (strcmp (t, ".") != 0 && np < 256)
+        parts[np++] = t;
+    }
+  char *out = ib_xstrdup ("");
+  for (int i = 0; i < np; i++)
+    {
+      char *next = *out ? ib_xasprintf ("%s/%s", out, parts[i]) : ib_xstrdup (parts[i]);
+      free (out);
+      out = next;
+    }
+  return out;
+}
+
+static int
+store_member_data (struct ib_store *s, struct archive *a, struct member *m, ib_error_t *err)
+{
+  struct ib_blob_writer *w;
+  if (ib_blob_writer_new (s, &w, err) < 0)
+    return -1;
+  cleanup_free char *buf = ib_xmalloc (1 << 20);
+  for (;;)
+    {
+      la_ssize_t n = archive_read_data (a, buf, 1 << 20);
+      if (n < 0)
+        {
+          ib_blob_writer_abort (w);
+          return ib_error (err, IB_EINTEGRITY, "`%s`: %s", m->path, archive_error_string (a));
+        }
+      if (n == 0)
+        break;
+      if (ib_blob_writer_write (w, buf, (size_t) n, err) < 0)
+        {
+          ib_blob_writer_abort (w);
+          return -1;
+        }
+    }
+  return ib_blob_writer_commit (w, NULL, UINT64_MAX, &m->digest, &m->size, err);
+}
+
+static int
+keep_member_text (struct archive *a, struct archive_entry *ae, struct member *m, ib_error_t *err)
+{
+  la_int64_t size = archive_entry_size (ae);
+  if (size < 0 || (uint64_t) size > MAX_JSON)
+    return ib_error (err, IB_EINTEGRITY, "`%s` is larger than %u bytes", m->path, MAX_JSON);
+  m->text = ib_xmalloc ((size_t) size + 1);
+  la_ssize_t n = archive_read_data (a, m->text, (size_t) size);
+  if (n != size)
+    return ib_error (err, IB_EINTEGRITY, "`%s`: %s", m->path, n < 0 ? archive_error_string (a) : "short read");
+  m->text[size] = '\0';
+  return 0;
+}
+
+static int
+read_members (struct ib_store *s, const char *file, struct archive_members *out, ib_error_t *err)
+{
+  struct archive *a = archive_read_new ();
+  archive_read_support_format_tar (a);
+  archive_read_support_format_gnutar (a);
+  archive_read_support_filter_all (a);
+  int ret = 0;
+  if (archive_read_open_filename (a, file, 1 << 20) != ARCHIVE_OK)
+    ret = ib_error (err, IB_EINTEGRITY, "open `%s`: %s", file, archive_error_string (a));
+  struct archive_entry *ae;
+  int x = ARCHIVE_OK;
+  while (ret == 0 && (x = archive_read_next_header (a, &ae)) == ARCHIVE_OK)
+    {
+      char *path = ib_clean_tar_path (archive_entry_pathname (ae) ? archive_entry_pathname (ae) : "");
+      int type = archive_entry_filetype (ae);
+      const char *hard = archive_entry_hardlink (ae);
+      if (path == NULL || (type != AE_IFREG && type != AE_IFLNK && !hard))
+        {
+          free (path);
+          continue;
+        }
+      if (out->n == out->cap)
+        {
+          out->cap = out->cap ? out->cap * 2 : 64;
+          out->m = ib_xrealloc (out->m, out->cap * sizeof (*out->m));
+        }
+      struct member *m = &out->m[out->n++];
+      memset (m, 0, sizeof (*m));
+      m->path = path;
+      if (hard || type == AE_IFLNK)
+        {
+          m->link = resolve_link (path, hard ? hard : archive_entry_symlink (ae), hard != NULL);
+          if (m->link == NULL)
+            ret = ib_error (err, IB_EINTEGRITY, "`%s`: member `%s` links outside the archive", file, path);
+        }
+      else if (is_small_json (path))
+        ret = keep_member_text (a, ae, m, err);
+      else
+        ret = store_member_data (s, a, m, err);
+    }
+  if (ret == 0 && x != ARCHIVE_EOF)
+    ret = ib_error (err, IB_EINTEGRITY, "`%s` is damaged or truncated: %s", file, archive_error_string (a));
+  archive_read_free (a);
+  return ret;
+}
+
+/* A member named blobs/sha256/HEX must hold content of that digest. */
+static int
+check_blob_names (const struct archive_members *a, const char *file, ib_error_t *err)
+{
+  for (size_t i = 0; i < a->n; i++)
+    {
+      const struct member *m = &a->m[i];
+      if (m->link || m->text || strncmp (m->path, "blobs/sha256/", 13) != 0)
+        continue;
+      if (strcmp (m->path + 13, ib_digest_hex (m->digest.s)) != 0)
+        return ib_error (err, IB_EINTEGRITY, "`%s`: member `%s` has digest %s", file, m->path, m->digest.s);
+    }
+  return 0;
+}
+
+static const char *
+layer_media_type (struct ib_store *s, const ib_digest *d)
+{
+  cleanup_free char *path = ib_store_blob_path (s, d);
+  cleanup_close int fd = open (path, O_RDONLY | O_CLOEXEC);
+  unsigned char magic[4] = { 0 };
+  if (fd >= 0 && ib_read_full (fd, magic, 4) == 4)
+    {
+      if (magic[0] == 0x1f && magic[1] == 0x8b)
+        return IB_MT_OCI_LAYER_GZIP;
+      if (magic[0] == 0x28 && magic[1] == 0xb5 && magic[2] == 0x2f && magic[3] == 0xfd)
+        return IB_MT_OCI_LAYER_ZSTD;
+    }
+  return IB_MT_OCI_LAYER;
+}
+
+static bool
+has_repo_tag (const cJSON *entry, const char *name)
+{
+  const cJSON *t;
+  cJSON_ArrayForEach (t, cJSON_GetObjectItemCaseSensitive (entry, "RepoTags"))
+  {
+    if (cJSON_IsString (t) && strcmp (t->valuestring, name) == 0)
+      return true;
+  }
+  return false;
+}
+
+static int
+member_descriptor (const struct archive_members *a, const cJSON *path, const char *what, struct ib_descriptor *d,
+                   ib_error_t *err)
+{
+  const struct member *m = cJSON_IsString (path) ? members_find (a, path->valuestring, 0) : NULL;
+  if (m == NULL || m->text)
+    return ib_error (err, IB_EINTEGRITY, "manifest.json names %s `%s`, which the archive does not hold", what,
+                     cJSON_IsString (path) ? path->valuestring : "(not a string)");
+  d->digest = m->digest;
+  d->size = m->size;
+  return 0;
+}
+
+/* manifest.json → an OCI manifest in the store. */
+static int
+manifest_from_docker (struct ib_store *s, const struct archive_members *a, const cJSON *entry,
+                      struct ib_descriptor *out, ib_error_t *err)
+{
+  struct ib_descriptor config = { 0 };
+  if (member_descriptor (a, cJSON_GetObjectItemCaseSensitive (entry, "Config"), "config", &config, err) < 0)
+    return -1;
+  config.media_type = IB_MT_OCI_CONFIG;
+  cJSON *m = cJSON_CreateObject ();
+  cJSON_AddNumberToObject (m, "schemaVersion", 2);
+  cJSON_AddStringToObject (m, "mediaType", IB_MT_OCI_MANIFEST);
+  cJSON_AddItemToObject (m, "config", ib_descriptor_to_json (&config));
+  cJSON *layers = cJSON_AddArrayToObject (m, "layers");
+  const cJSON *p;
+  cJSON_ArrayForEach (p, cJSON_GetObjectItemCaseSensitive (entry, "Layers"))
+  {
+    struct ib_descriptor l = { 0 };
+    if (member_descriptor (a, p, "layer", &l, err) < 0)
+      {
+        cJSON_Delete (m);
+        return -1;
+      }
+    l.media_type = (char *) layer_media_type (s, &l.digest);
+    cJSON_AddItemToArray (layers, ib_descriptor_to_json (&l));
+  }
+  char *text = cJSON_PrintUnformatted (m);
+  cJSON_Delete (m);
+  out->media_type = ib_xstrdup (IB_MT_OCI_MANIFEST);
+  out->size = strlen (text);
+  int r = ib_store_put_blob (s, text, out->size, &out->digest, err);
+  free (text);
+  return r;
+}
+
+static int
+choose_manifest (struct ib_store *s, const struct archive_members *a, const struct ib_ref *ref,
+                 struct ib_descriptor *out, ib_error_t *err)
+{
+  const struct member *mj = members_find (a, "manifest.json", 0);
+  if (mj && mj->text)
+    {
+      cJSON *list = cJSON_Parse (mj->text);
+      if (!cJSON_IsArray (list) || cJSON_GetArraySize (list) == 0)
+        {
+          cJSON_Delete (list);
+          return ib_error (err, IB_EINTEGRITY, "`%s`: manifest.json is not a list of images", ref->location);
+        }
+      const cJSON *chosen = NULL, *e;
+      cJSON_ArrayForEach (e, list)
+      {
+        if (ref->name ? has_repo_tag (e, ref->name) : cJSON_GetArraySize (list) == 1)
+          chosen = e;
+      }
+      int r = chosen ? manifest_from_docker (s, a, chosen, out, err)
+                     : ib_error (err, IB_ENOTFOUND, "`%s` holds %s", ref->location,
+                                 ref->name ? "no image of that name" : "several images; name one as FILE:NAME:TAG");
+      cJSON_Delete (list);
+      return r;
+    }
+  const struct member *ij = members_find (a, "index.json", 0);
+  if (ij == NULL || ij->text == NULL)
+    return ib_error (err, IB_EINTEGRITY, "`%s` has neither manifest.json nor index.json: not a docker-archive",
+                     ref->location);
+  cJSON *index = cJSON_Parse (ij->text);
+  const cJSON *list = cJSON_GetObjectItemCaseSensitive (index, "manifests");
+  int r = cJSON_GetArraySize (list) == 1
+              ? ib_descriptor_from_json (cJSON_GetArrayItem (list, 0), out, err)
+              : ib_error (err, IB_EINTEGRITY, "`%s`: index.json does not name exactly one image", ref->location);
+  cJSON_Delete (index);
+  return r;
+}
+
+static int
+archive_pull (struct ib_store *s, const struct ib_ref *ref, const struct ib_platform *platform,
+              struct ib_descriptor *manifest, ib_error_t *err)
+{
+  (void) platform;
+  struct archive_members a = { 0 };
+  int r = read_members (s, ref->location, &a, err);
+  if (r == 0)
+    r = check_blob_names (&a, ref->location, err);
+  if (r == 0)
+    r = choose_manifest (s, &a, ref, manifest, err);
+  members_free (&a);
+  return r;
+}
+
+/* ---- writing ------------------------------------------------------------- */
+
+static int
+put_member (struct archive *a, const char *path, int type, int64_t size, ib_error_t *err)
+{
+  struct archive_entry *ae = archive_entry_new ();
+  archive_entry_set_pathname (ae, path);
+  archive_entry_set_filetype (ae, (unsigned) type);
+  archive_entry_set_perm (ae, type == AE_IFDIR ? 0755 : 0644);
+  archive_entry_set_size (ae, type == AE_IFDIR ? 0 : size);
+  archive_entry_set_mtime (ae, ib_source_date_epoch (), 0);
+  int r = archive_write_header (a, ae);
+  archive_entry_free (ae);
+  return r == ARCHIVE_OK ? 0 : ib_error (err, IB_EENV, "write `%s`: %s", path, archive_error_string (a));
+}
+
+static int
+put_text (struct archive *a, const char *path, const char *text, ib_error_t *err)
+{
+  size_t len = strlen (text);
+  if (put_member (a, path, AE_IFREG, (int64_t) len, err) < 0)
+    return -1;
+  if (archive_write_data (a, text, len) != (la_ssize_t) len)
+    return ib_error (err, IB_EENV, "write `%s`: %s", path, archive_error_string (a));
+  return 0;
+}
+
+static int
+put_blob (struct archive *a, struct ib_store *s, const struct ib_descriptor *d, ib_error_t *err)
+{
+  cleanup_free char *name = ib_xasprintf ("blobs/sha256/%s", ib_digest_hex (d->digest.s));
+  cleanup_free char *path = ib_store_blob_path (s, &d->digest);
+  cleanup_close int fd = open (path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return ib_error_errno (err, errno, IB_EINTEGRITY, "blob %s", d->digest.s);
+  if (put_member (a, name, AE_IFREG, (int64_t) d->size, err) < 0)
+    return -1;
+  cleanup_free char *buf = ib_xmalloc (1 << 20);
+  uint64_t left = d->size;
+  while (left > 0)
+    {
+      ssize_t n = ib_read_full (fd, buf, left < (1 << 20) ? left : (1 << 20));
+      if (n <= 0)
+        return ib_error (err, IB_EINTEGRITY, "blob %s is shorter than its descriptor", d->digest.s);
+      if (archive_write_data (a, buf, (size_t) n) != n)
+        return ib_error (err, IB_EENV, "write `%s`: %s", name, archive_error_string (a));
+      left -= (uint64_t) n;
+    }
+  return 0;
+}
+
+static char *
+docker_manifest_json (const struct ib_image *img, const char *name)
+{
+  cJSON *list = cJSON_CreateArray ();
+  cJSON *e = cJSON_CreateObject ();
+  cJSON_AddItemToArray (list, e);
+  cleanup_free char *cfg = ib_xasprintf ("blobs/sha256/%s", ib_digest_hex (img->config.digest.s));
+  cJSON_AddStringToObject (e, "Config", cfg);
+  cJSON *tags = cJSON_AddArrayToObject (e, "RepoTags");
+  cJSON_AddItemToArray (tags, cJSON_CreateString (name));
+  cJSON *layers = cJSON_AddArrayToObject (e, "Layers");
+  for (size_t i = 0; i < img->n_layers; i++)
+    {
+      cleanup_free char *p = ib_xasprintf ("blobs/sha256/%s", ib_digest_hex (img->layers[i].digest.s));
+      cJSON_AddItemToArray (layers, cJSON_CreateString (p));
+    }
+  char *text = cJSON_PrintUnformatted (list);
+  cJSON_Delete (list);
+  return text;
+}
+
+static char *
+oci_index_json (const struct ib_image *img, const char *name)
+{
+  cJSON *index = cJSON_CreateObject ();
+  cJSON_AddNumberToObject (index, "schemaVersion", 2);
+  cJSON_AddStringToObject (index, "mediaType", IB_MT_OCI_INDEX);
+  cJSON *list = cJSON_AddArrayToObject (index, "manifests");
+  cJSON *d = ib_descriptor_to_json (&img->manifest);
+  cJSON *ann = cJSON_AddObjectToObject (d, "annotations");
+  cJSON_AddStringToObject (ann, IB_ANNOTATION_REF_NAME, name);
+  cJSON_AddItemToArray (list, d);
+  char *text = cJSON_PrintUnformatted (index);
+  cJSON_Delete (index);
+  return text;
+}
+
+static la_ssize_t
+fd_write_cb (struct archive *a, void *data, const void *buf, size_t len)
+{
+  (void) a;
+  return ib_write_all (*(int *) data, buf, len, "archive", NULL) < 0 ? -1 : (la_ssize_t) len;
+}
+
+static int
+write_members (struct archive *a, struct ib_store *s, const struct ib_image *img, const char *name,
+               ib_error_t *err)
+{
+  cleanup_free char *manifest = docker_manifest_json (img, name);
+  cleanup_free char *index = oci_index_json (img, name);
+  if (put_member (a, "blobs", AE_IFDIR, 0, err) < 0 || put_member (a, "blobs/sha256", AE_IFDIR, 0, err) < 0)
+    return -1;
+  if (put_blob (a, s, &img->config, err) < 0)
+    return -1;
+  for (size_t i = 0; i < img->n_layers; i++)
+    {
+      bool seen = false;
+      for (size_t j = 0; j < i; j++)
+        seen |= strcmp (img->layers[j].digest.s, img->layers[i].digest.s) == 0;
+      if (!seen && put_blob (a, s, &img->layers[i], err) < 0)
+        return -1;
+    }
+  if (put_blob (a, s, &img->manifest, err) < 0 || put_text (a, "index.json", index, err) < 0
+      || put_text (a, "manifest.json", manifest, err) < 0
+      || put_text (a, "oci-layout", "{\"imageLayoutVersion\":\"1.0.0\"}", err) < 0)
+    return -1;
+  return 0;
+}
+
+static int
+archive_push (struct ib_store *s, const struct ib_image *img, const struct ib_ref *ref, const char *name,
+              ib_error_t *err)
+{
+  const char *tag = ref->name ? ref->name : name;
+  cleanup_free char *tmp = ib_xasprintf ("%s.tmp-XXXXXX", ref->location);
+  cleanup_close int fd = mkostemp (tmp, O_CLOEXEC);
+  if (fd < 0)
+    return ib_error_errno (err, errno, IB_EENV, "create `%s`", tmp);
+  struct archive *a = archive_write_new ();
+  archive_write_set_format_pax_restricted (a);
+  int r = archive_write_open2 (a, &fd, NULL, fd_write_cb, NULL, NULL) == ARCHIVE_OK
+              ? write_members (a, s, img, tag, err)
+              : ib_error (err, IB_EENV, "open `%s`: %s", tmp, archive_error_string (a));
+  if (r == 0 && archive_write_close (a) != ARCHIVE_OK)
+    r = ib_error (err, IB_EENV, "write `%s`: %s", tmp, archive_error_string (a));
+  archive_write_free (a);
+  if (r == 0 && (fchmod (fd, 0644) < 0 || fsync (fd) < 0 || rename (tmp, ref->location) < 0))
+    r = ib_error_errno (err, errno, IB_EENV, "write `%s`", ref->location);
+  if (r < 0)
+    unlink (tmp);
+  return r;
+}
+
+const struct ib_transport ib_transport_docker_archive = { "docker-archive:", archive_pull, archive_push };

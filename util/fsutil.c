@@ -1,0 +1,206 @@
+#include "fsutil.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+
+void *
+ib_xmalloc (size_t n)
+{
+  void *p = malloc (n ? n : 1);
+  if (p == NULL)
+    abort ();
+  return p;
+}
+
+void *
+ib_xcalloc (size_t n, size_t size)
+{
+  void *p = calloc (n ? n : 1, size ? size : 1);
+  if (p == NULL)
+    abort ();
+  return p;
+}
+
+void *
+ib_xrealloc (void *p, size_t n)
+{
+  p = realloc (p, n ? n : 1);
+  if (p == NULL)
+    abort ();
+  return p;
+}
+
+char *
+ib_xstrdup (const char *s)
+{
+  char *r = strdup (s);
+  if (r == NULL)
+    abort ();
+  return r;
+}
+
+char *
+ib_xasprintf (const char *fmt, ...)
+{
+  va_list ap;
+  char *s;
+  va_start (ap, fmt);
+  if (vasprintf (&s, fmt, ap) < 0)
+    abort ();
+  va_end (ap);
+  return s;
+}
+
+char *
+ib_path_join (const char *a, const char *b)
+{
+  size_t la = strlen (a);
+  while (la > 1 && a[la - 1] == '/')
+    la--;
+  while (*b == '/')
+    b++;
+  return ib_xasprintf ("%.*s/%s", (int) la, a, b);
+}
+
+int
+ib_mkdir_p (const char *path, mode_t mode, ib_error_t *err)
+{
+  cleanup_free char *p = ib_xstrdup (path);
+  for (char *s = p + 1; *s; s++)
+    {
+      if (*s != '/')
+        continue;
+      *s = '\0';
+      if (mkdir (p, mode) < 0 && errno != EEXIST)
+        return ib_error_errno (err, errno, IB_EENV, "mkdir `%s`", p);
+      *s = '/';
+    }
+  if (mkdir (p, mode) < 0 && errno != EEXIST)
+    return ib_error_errno (err, errno, IB_EENV, "mkdir `%s`", p);
+  return 0;
+}
+
+int
+ib_write_all (int fd, const void *buf, size_t len, const char *what, ib_error_t *err)
+{
+  const char *p = buf;
+  while (len > 0)
+    {
+      ssize_t n = write (fd, p, len);
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n < 0)
+        return ib_error_errno (err, errno, IB_EENV, "write `%s`", what);
+      p += n;
+      len -= (size_t) n;
+    }
+  return 0;
+}
+
+ssize_t
+ib_read_full (int fd, void *buf, size_t len)
+{
+  size_t got = 0;
+  while (got < len)
+    {
+      ssize_t n = read (fd, (char *) buf + got, len - got);
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n < 0)
+        return -1;
+      if (n == 0)
+        break;
+      got += (size_t) n;
+    }
+  return (ssize_t) got;
+}
+
+int
+ib_fsync_dir (const char *dir, ib_error_t *err)
+{
+  cleanup_close int fd = open (dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0)
+    return ib_error_errno (err, errno, IB_EENV, "open directory `%s`", dir);
+  if (fsync (fd) < 0 && errno != EINVAL)
+    return ib_error_errno (err, errno, IB_EENV, "fsync `%s`", dir);
+  return 0;
+}
+
+int
+ib_write_file_atomic (const char *path, const void *buf, size_t len, mode_t mode, ib_error_t *err)
+{
+  cleanup_free char *tmp = ib_xasprintf ("%s.tmp-XXXXXX", path);
+  cleanup_close int fd = mkostemp (tmp, O_CLOEXEC);
+  if (fd < 0)
+    return ib_error_errno (err, errno, IB_EENV, "create `%s`", tmp);
+  if (ib_write_all (fd, buf, len, tmp, err) < 0 || fchmod (fd, mode) < 0 || fsync (fd) < 0)
+    {
+      if (err && *err == NULL)
+        ib_error_errno (err, errno, IB_EENV, "write `%s`", tmp);
+      unlink (tmp);
+      return -1;
+    }
+  if (rename (tmp, path) < 0)
+    {
+      int e = errno;
+      unlink (tmp);
+      return ib_error_errno (err, e, IB_EENV, "rename `%s`", path);
+    }
+  cleanup_free char *dir = ib_xstrdup (path);
+  char *slash = strrchr (dir, '/');
+  if (slash == NULL)
+    return ib_fsync_dir (".", err);
+  *slash = '\0';
+  return ib_fsync_dir (*dir ? dir : "/", err);
+}
+
+int
+ib_read_file (const char *path, size_t max, char **out, size_t *len, ib_error_t *err)
+{
+  cleanup_close int fd = open (path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return ib_error_errno (err, errno, IB_EENV, "open `%s`", path);
+  struct stat st;
+  if (fstat (fd, &st) < 0)
+    return ib_error_errno (err, errno, IB_EENV, "stat `%s`", path);
+  if (!S_ISREG (st.st_mode))
+    return ib_error (err, IB_EENV, "`%s` is not a regular file", path);
+  if ((size_t) st.st_size > max)
+    return ib_error (err, IB_EINTEGRITY, "`%s` is %lld bytes, more than the %zu allowed", path,
+                     (long long) st.st_size, max);
+  cleanup_free char *buf = ib_xmalloc ((size_t) st.st_size + 1);
+  ssize_t n = ib_read_full (fd, buf, (size_t) st.st_size);
+  if (n < 0)
+    return ib_error_errno (err, errno, IB_EENV, "read `%s`", path);
+  buf[n] = '\0';
+  *out = steal_pointer (&buf);
+  if (len)
+    *len = (size_t) n;
+  return 0;
+}
+
+static int
+remove_one (const char *p, const struct stat *st, int flag, struct FTW *ftw)
+{
+  (void) st;
+  (void) flag;
+  (void) ftw;
+  return remove (p) < 0 && errno != ENOENT ? -1 : 0;
+}
+
+int
+ib_remove_tree (const char *path, ib_error_t *err)
+{
+  if (nftw (path, remove_one, 32, FTW_DEPTH | FTW_PHYS) < 0 && errno != ENOENT)
+    return ib_error_errno (err, errno, IB_EENV, "remove `%s`", path);
+  return 0;
+}

@@ -1,0 +1,33 @@
+/* File-system helpers shared by every module: the one place that knows how to
+ * make a write durable and atomic (temporary file, fsync, rename, fsync of the
+ * directory), so that a kill at any moment leaves either the old or the new
+ * file, never a torn one. */
+#ifndef IB_FSUTIL_H
+#define IB_FSUTIL_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "error.h"
+
+int ib_mkdir_p (const char *path, mode_t mode, ib_error_t *err);
+/* Write LEN bytes to PATH atomically (PATH.tmp-XXXXXX, fsync, rename). */
+int ib_write_file_atomic (const char *path, const void *buf, size_t len, mode_t mode, ib_error_t *err);
+/* Read a whole file of at most MAX bytes (a larger one is an error). */
+int ib_read_file (const char *path, size_t max, char **out, size_t *len, ib_error_t *err);
+int ib_fsync_dir (const char *dir, ib_error_t *err);
+/* Write all of BUF to FD, retrying on EINTR and short writes. */
+int ib_write_all (int fd, const void *buf, size_t len, const char *what, ib_error_t *err);
+/* Read up to LEN bytes; returns bytes read (< LEN only at end of file). */
+ssize_t ib_read_full (int fd, void *buf, size_t len);
+/* "a" + "/" + "b", without doubling slashes.  Never fails (aborts on OOM). */
+char *ib_path_join (const char *a, const char *b);
+/* Remove a tree (used for temporary folders only). */
+int ib_remove_tree (const char *path, ib_error_t *err);
+void *ib_xmalloc (size_t n);
+void *ib_xcalloc (size_t n, size_t size);
+void *ib_xrealloc (void *p, size_t n);
+char *ib_xstrdup (const char *s);
+char *ib_xasprintf (const char *fmt, ...) __attribute__ ((format (printf, 1, 2)));
+
+#endif
