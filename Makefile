@@ -31,7 +31,7 @@ $(BUILD)/libimgbuild.a: $(LIB_OBJ)
 $(BUILD)/%: $(BUILD)/obj/builder/%.o $(BUILD)/libimgbuild.a
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
-$(BUILD)/unit-tests: $(UNIT_SRC) $(BUILD)/libimgbuild.a $(wildcard tests/unit/*.h)
+$(BUILD)/unit-tests: $(UNIT_SRC) $(BUILD)/libimgbuild.a $(wildcard tests/unit/*.h tests/unit/*.def)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $(UNIT_SRC) $(BUILD)/libimgbuild.a $(LDLIBS) -o $@
 
 deps:

@@ -137,6 +137,25 @@ trim (char *s)
   return s;
 }
 
+/* Cut the next line out of *CURSOR (NULL at the end); line numbers stay
+ * exact because empty lines are returned too. */
+static char *
+next_line (char **cursor)
+{
+  char *line = *cursor;
+  if (line == NULL || *line == '\0')
+    return NULL;
+  char *nl = strchr (line, '\n');
+  if (nl)
+    {
+      *nl = '\0';
+      *cursor = nl + 1;
+    }
+  else
+    *cursor = line + strlen (line);
+  return line;
+}
+
 /* Split on blanks into at most MAX words; returns the count. */
 static int
 split_words (char *s, char **w, int max)
@@ -161,8 +180,8 @@ load_manifest (struct ib_definition *d, const char *manifest, const char *source
     }
   cleanup_free char *src_dir = source_path (d, sources);
   int lineno = 0;
-  char *save = NULL;
-  for (char *line = strtok_r (text, "\n", &save); line; line = strtok_r (NULL, "\n", &save))
+  char *cursor = text;
+  for (char *line; (line = next_line (&cursor));)
     {
       lineno++;
       char *l = trim (line);
@@ -370,13 +389,10 @@ ib_definition_load (const char *path, struct ib_definition **out, ib_error_t *er
   const char *base = strrchr (file, '/') ? strrchr (file, '/') + 1 : file;
   cleanup_free char *section = ib_xstrdup ("");
   int lineno = 0, r = 0;
-  char *save = NULL;
-  for (char *line = strtok_r (text, "\n", &save); r == 0 && line; line = strtok_r (NULL, "\n", &save))
+  char *cursor = text;
+  for (char *line; r == 0 && (line = next_line (&cursor));)
     {
-      /* strtok_r skips empty lines: count from the pointer instead. */
-      lineno = 1;
-      for (const char *c = text; c < line; c++)
-        lineno += *c == '\0' || *c == '\n';
+      lineno++;
       char *l = trim (line);
       if (*l == '\0' || *l == '#')
         continue;
@@ -465,6 +481,42 @@ expand (const struct vars *v, const char *s)
   return out;
 }
 
+/* Split like a shell does for Dockerfile arguments: blanks separate words,
+ * quotes group them and are removed, a backslash escapes the next character.
+ * In place; returns the count. */
+static int
+split_quoted (char *s, char **w, int max)
+{
+  int n = 0;
+  char *o = s;
+  while (*s && n < max)
+    {
+      while (*s == ' ' || *s == '\t')
+        s++;
+      if (*s == '\0')
+        break;
+      w[n++] = o;
+      char quote = 0;
+      for (; *s && (quote || (*s != ' ' && *s != '\t')); s++)
+        {
+          if (quote && *s == quote)
+            quote = 0;
+          else if (!quote && (*s == '"' || *s == '\''))
+            quote = *s;
+          else if (*s == '\\' && s[1] && quote != '\'')
+            *o++ = *++s;
+          else
+            *o++ = *s;
+        }
+      /* The output never runs ahead of the input, so this '\0' lands on
+       * a character already read. */
+      if (*s)
+        s++;
+      *o++ = '\0';
+    }
+  return n;
+}
+
 static char *
 unquote (char *s)
 {
@@ -491,14 +543,14 @@ each_pair (char *args, const char *origin, bool legacy_ok, void (*fn) (void *, c
       return 0;
     }
   char *w[64];
-  int n = split_words (args, w, 64);
+  int n = split_quoted (args, w, 64);
   for (int i = 0; i < n; i++)
     {
       char *eq = strchr (w[i], '=');
       if (eq == NULL)
         return ib_error (err, IB_EDEFINITION, "%s: `%s` is not KEY=VALUE", origin, w[i]);
       *eq = '\0';
-      fn (data, unquote (w[i]), unquote (eq + 1));
+      fn (data, w[i], eq + 1);
     }
   return 0;
 }
@@ -530,7 +582,7 @@ docker_copy (struct ib_definition *d, char *args, const char *origin, ib_error_t
 {
   int mode = -1;
   char *w[256];
-  int n = split_words (args, w, 256);
+  int n = split_quoted (args, w, 256);
   int first = 0;
   while (first < n && strncmp (w[first], "--", 2) == 0)
     {

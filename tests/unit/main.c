@@ -1,1 +1,77 @@
-int main(void){return 0;}
+/* Unit tests of the library core.  Prints one line per test ("ok NAME" or
+ * "FAIL NAME") and a last line "N passed, N failed". */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../../util/fsutil.h"
+#include "test.h"
+
+#define T(name) void name (struct test_ctx *t);
+#include "tests.def"
+#undef T
+
+static const struct
+{
+  const char *name;
+  void (*fn) (struct test_ctx *);
+} all[] = {
+#define T(name) { #name, name },
+#include "tests.def"
+#undef T
+};
+
+static char tmpdir[4096];
+
+const char *
+test_tmpdir (void)
+{
+  return tmpdir;
+}
+
+const char *
+test_write (const char *dir, const char *name, const char *text)
+{
+  static char bufs[8][4096];
+  static int next;
+  char *p = bufs[next++ % 8];
+  snprintf (p, 4096, "%s/%s", dir, name);
+  char *slash = strrchr (p, '/');
+  *slash = '\0';
+  ib_mkdir_p (p, 0755, NULL);
+  *slash = '/';
+  FILE *f = fopen (p, "w");
+  if (f == NULL)
+    abort ();
+  fputs (text, f);
+  fclose (f);
+  return p;
+}
+
+int
+main (int argc, char **argv)
+{
+  int passed = 0, failed = 0;
+  const char *base = getenv ("TMPDIR") ? getenv ("TMPDIR") : "/tmp";
+  for (size_t i = 0; i < sizeof (all) / sizeof (all[0]); i++)
+    {
+      if (argc > 1 && strstr (all[i].name, argv[1]) == NULL)
+        continue;
+      snprintf (tmpdir, sizeof (tmpdir), "%s/ib-unit-XXXXXX", base);
+      if (mkdtemp (tmpdir) == NULL)
+        abort ();
+      struct test_ctx t = { 0, all[i].name };
+      all[i].fn (&t);
+      ib_remove_tree (tmpdir, NULL);
+      printf ("%s %s\n", t.failures ? "FAIL" : "ok", all[i].name);
+      fflush (stdout);
+      if (t.failures)
+        failed++;
+      else
+        passed++;
+    }
+  printf ("%d passed, %d failed\n", passed, failed);
+  return failed ? 1 : 0;
+}

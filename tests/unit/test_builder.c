@@ -1,0 +1,101 @@
+/* builder/: definitions and Dockerfiles. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../builder/definition.h"
+#include "../../util/cleanup.h"
+#include "../../util/fsutil.h"
+#include "test.h"
+
+void
+definition_parses_sections (struct test_ctx *t)
+{
+  const char *dir = test_tmpdir ();
+  test_write (dir, "files/a.py", "x = 1\n");
+  test_write (dir, "manifest.txt", "# comment\n\na.py   pkg/a.py\n");
+  test_write (dir, "image.conf", "[image]\nname = x:1\nfrom = base:1\n\n[copy]\n"
+                                 "manifest manifest.txt files /opt/lib\n"
+                                 "file files/a.py /etc/a.conf mode=0600\nsymlink /bin/sh busybox\n"
+                                 "[new]\n/etc/a.conf\n[env]\nK = v w\n[label]\nl = 1\n");
+  struct ib_definition *d = NULL;
+  ib_error_t err = NULL;
+  CHECK (t, ib_definition_load (dir, &d, &err) == 0);
+  if (d == NULL)
+    return;
+  CHECK_STR (t, d->name, "x:1");
+  CHECK_STR (t, d->from, "base:1");
+  CHECK (t, d->n_items == 3);
+  CHECK_STR (t, d->items[0].origin, "manifest.txt:3");
+  cleanup_free char *target = ib_copy_item_target (&d->items[0]);
+  CHECK_STR (t, target, "/opt/lib/pkg/a.py");
+  CHECK (t, d->items[1].mode == 0600);
+  CHECK_STR (t, d->items[1].origin, "image.conf:7");
+  CHECK (t, d->items[2].type == IB_ENTRY_SYMLINK);
+  CHECK (t, d->n_env == 1 && strcmp (d->env[0], "K=v w") == 0);
+  CHECK (t, d->n_labels == 1 && strcmp (d->labels[1], "1") == 0);
+  CHECK (t, d->n_new == 1);
+  ib_definition_free (d);
+}
+
+void
+definition_syntax_errors_name_the_line (struct test_ctx *t)
+{
+  const char *cases[][2] = {
+    { "[image]\nname = x:1\nfrom = b:1\n[copy]\nfrob a b\n", "image.conf:5" },
+    { "[image]\nname = x:1\n", "no from" },
+    { "name = x:1\n", "image.conf:1: text before" },
+    { "[image]\nname = x:1\nfrom = b:1\n[bogus]\nk = v\n", "unknown section [bogus]" },
+    { "[image]\nname = x:1\nfrom = b:1\n[copy]\nmanifest nope.txt files /x\n", "nope.txt" },
+  };
+  for (size_t i = 0; i < sizeof (cases) / sizeof (cases[0]); i++)
+    {
+      test_write (test_tmpdir (), "image.conf", cases[i][0]);
+      struct ib_definition *d = NULL;
+      ib_error_t err = NULL;
+      CHECK (t, ib_definition_load (test_tmpdir (), &d, &err) < 0);
+      CHECK (t, err && err->class == IB_EDEFINITION && strstr (err->msg, cases[i][1]));
+      if (err && !strstr (err->msg, cases[i][1]))
+        fprintf (stderr, "  got: %s\n", err->msg);
+      ib_error_release (&err);
+    }
+}
+
+void
+dockerfile_subset (struct test_ctx *t)
+{
+  const char *dir = test_tmpdir ();
+  test_write (dir, "a.py", "a\n");
+  test_write (dir, "tree/x/y.py", "y\n");
+  const char *df = test_write (dir, "Dockerfile", "# syntax is ignored\nARG BASE=base:1\nARG DEST\n"
+                                                  "FROM ${BASE} AS final\n# imgbuild:new /opt/a.py\n"
+                                                  "COPY --chmod=0755 a.py $DEST/a.py\n"
+                                                  "COPY tree/ /srv/\nENV A=1 \\\n    B=\"two words\"\n"
+                                                  "ENV LEGACY some value\nLABEL k=v\nCMD [\"/bin/sh\"]\n");
+  char *args[] = { "DEST=/opt" };
+  struct ib_definition *d = NULL;
+  ib_error_t err = NULL;
+  CHECK (t, ib_definition_from_dockerfile (df, NULL, args, 1, &d, &err) == 0);
+  if (d == NULL)
+    {
+      fprintf (stderr, "  got: %s\n", err ? err->msg : "?");
+      ib_error_release (&err);
+      return;
+    }
+  CHECK_STR (t, d->from, "base:1");
+  CHECK (t, d->n_items >= 3);
+  CHECK_STR (t, d->items[0].raw_target, "/opt/a.py");
+  CHECK (t, d->items[0].mode == 0755);
+  CHECK (t, d->n_env == 3);
+  CHECK_STR (t, d->env[1], "B=two words");
+  CHECK_STR (t, d->env[2], "LEGACY=some value");
+  CHECK (t, d->n_new == 1 && strcmp (d->new_paths[0], "/opt/a.py") == 0);
+  CHECK_STR (t, d->cmd_json, "[\"/bin/sh\"]");
+  bool found = false;
+  for (size_t i = 0; i < d->n_items; i++)
+    found |= strcmp (d->items[i].raw_target, "/srv/x/y.py") == 0;
+  CHECK (t, found);
+  ib_definition_free (d);
+  test_write (dir, "Dockerfile", "FROM a:1\nRUN make\n");
+  CHECK (t, ib_definition_from_dockerfile (df, NULL, NULL, 0, &d, &err) < 0 && strstr (err->msg, "Dockerfile:2: RUN"));
+  ib_error_release (&err);
+}

@@ -1,0 +1,295 @@
+/* layers/: digests, store, deterministic layers, the layer reader, fsview. */
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "../../layers/fsview.h"
+#include "../../layers/layer_reader.h"
+#include "../../layers/store.h"
+#include "../../layers/tarlayer.h"
+#include "../../util/cleanup.h"
+#include "../../util/fsutil.h"
+#include "test.h"
+
+void
+digest_known_values (struct test_ctx *t)
+{
+  ib_digest d;
+  ib_sha256_buf ("", 0, &d);
+  CHECK_STR (t, d.s, "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  ib_sha256_buf ("abc", 3, &d);
+  CHECK_STR (t, d.s, "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  /* Streaming in pieces gives the same digest. */
+  ib_sha256 *h = ib_sha256_new ();
+  ib_sha256_update (h, "a", 1);
+  ib_sha256_update (h, "bc", 2);
+  ib_digest d2;
+  ib_sha256_final (h, &d2);
+  ib_sha256_free (h);
+  CHECK_STR (t, d2.s, d.s);
+}
+
+void
+digest_check_rejects_bad (struct test_ctx *t)
+{
+  ib_error_t err = NULL;
+  CHECK (t, ib_digest_check ("sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855", &err) == 0);
+  const char *bad[] = { "sha256:E3B0C44298FC1C149AFBF4C8996FB92427AE41E4649B934CA495991B7852B855",
+                        "sha256:e3b0", "sha512:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+                        "sha256:../../../../etc/passwd", "", NULL };
+  for (int i = 0; bad[i]; i++)
+    {
+      CHECK (t, ib_digest_check (bad[i], &err) < 0);
+      CHECK (t, err && err->class == IB_EINTEGRITY);
+      ib_error_release (&err);
+    }
+}
+
+void
+clean_tar_path (struct test_ctx *t)
+{
+  char *p;
+  CHECK_STR (t, (p = ib_clean_tar_path ("./usr//lib/./x.so")), "usr/lib/x.so");
+  free (p);
+  CHECK_STR (t, (p = ib_clean_tar_path ("/a/b/")), "a/b");
+  free (p);
+  CHECK (t, ib_clean_tar_path ("a/../../etc/passwd") == NULL);
+  CHECK (t, ib_clean_tar_path ("./") == NULL);
+}
+
+void
+store_blob_roundtrip (struct test_ctx *t)
+{
+  ib_error_t err = NULL;
+  struct ib_store *s;
+  cleanup_free char *root = ib_path_join (test_tmpdir (), "store");
+  CHECK (t, ib_store_open (root, &s, &err) == 0);
+  ib_digest d;
+  CHECK (t, ib_store_put_blob (s, "hello", 5, &d, &err) == 0);
+  CHECK (t, ib_store_has_blob (s, &d));
+  char *buf = NULL;
+  size_t len = 0;
+  CHECK (t, ib_store_read_blob (s, &d, 100, &buf, &len, &err) == 0 && len == 5 && memcmp (buf, "hello", 5) == 0);
+  free (buf);
+  /* A blob whose bytes were changed on disk is refused when read. */
+  cleanup_free char *path = ib_store_blob_path (s, &d);
+  FILE *f = fopen (path, "w");
+  fputs ("hellO", f);
+  fclose (f);
+  CHECK (t, ib_store_read_blob (s, &d, 100, &buf, &len, &err) < 0 && err->class == IB_EINTEGRITY);
+  ib_error_release (&err);
+  ib_store_free (s);
+}
+
+void
+store_writer_refuses_wrong_digest (struct test_ctx *t)
+{
+  ib_error_t err = NULL;
+  struct ib_store *s;
+  cleanup_free char *root = ib_path_join (test_tmpdir (), "store");
+  CHECK (t, ib_store_open (root, &s, &err) == 0);
+  struct ib_blob_writer *w;
+  ib_digest expected;
+  ib_sha256_buf ("good", 4, &expected);
+  CHECK (t, ib_blob_writer_new (s, &w, &err) == 0);
+  CHECK (t, ib_blob_writer_write (w, "evil", 4, &err) == 0);
+  CHECK (t, ib_blob_writer_commit (w, &expected, 4, NULL, NULL, &err) < 0);
+  CHECK (t, err && err->class == IB_EINTEGRITY);
+  ib_error_release (&err);
+  CHECK (t, !ib_store_has_blob (s, &expected));
+  ib_digest evil;
+  ib_sha256_buf ("evil", 4, &evil);
+  CHECK (t, !ib_store_has_blob (s, &evil));
+  /* No temporary file is left behind. */
+  cleanup_free char *cmd = ib_xasprintf ("test -z \"$(ls -A %s/blobs/sha256)\"", root);
+  CHECK (t, system (cmd) == 0);
+  ib_store_free (s);
+}
+
+void
+store_tag_replaces_atomically (struct test_ctx *t)
+{
+  ib_error_t err = NULL;
+  struct ib_store *s;
+  cleanup_free char *root = ib_path_join (test_tmpdir (), "store");
+  CHECK (t, ib_store_open (root, &s, &err) == 0);
+  struct ib_descriptor a = { .media_type = IB_MT_OCI_MANIFEST }, b = a, got = { 0 };
+  CHECK (t, ib_store_put_blob (s, "{\"a\":1}", 7, &a.digest, &err) == 0);
+  a.size = 7;
+  CHECK (t, ib_store_put_blob (s, "{\"b\":2}", 7, &b.digest, &err) == 0);
+  b.size = 7;
+  CHECK (t, ib_store_resolve (s, "x:1", &got, &err) < 0 && err->class == IB_ENOTFOUND);
+  ib_error_release (&err);
+  CHECK (t, ib_store_tag (s, "x:1", &a, &err) == 0);
+  CHECK (t, ib_store_tag (s, "y:1", &a, &err) == 0);
+  CHECK (t, ib_store_tag (s, "x:1", &b, &err) == 0);
+  CHECK (t, ib_store_resolve (s, "x:1", &got, &err) == 0 && strcmp (got.digest.s, b.digest.s) == 0);
+  ib_descriptor_clear (&got);
+  CHECK (t, ib_store_resolve (s, "y:1", &got, &err) == 0 && strcmp (got.digest.s, a.digest.s) == 0);
+  ib_descriptor_clear (&got);
+  /* A manifest that is not in the store cannot be tagged. */
+  struct ib_descriptor missing = a;
+  ib_sha256_buf ("nope", 4, &missing.digest);
+  CHECK (t, ib_store_tag (s, "z:1", &missing, &err) < 0);
+  ib_error_release (&err);
+  ib_store_free (s);
+}
+
+static void
+make_entries (const char *dir, struct ib_layer_entry *e)
+{
+  e[0] = (struct ib_layer_entry){ .path = "usr/lib/b.py", .type = IB_ENTRY_FILE, .mode = -1 };
+  e[0].source = (char *) test_write (dir, "src/b.py", "print('b')\n");
+  e[1] = (struct ib_layer_entry){ .path = "usr/lib/a.py", .type = IB_ENTRY_FILE, .mode = -1 };
+  e[1].source = (char *) test_write (dir, "src/a.py", "print('a')\n");
+  e[2] = (struct ib_layer_entry){ .path = "bin/sh", .type = IB_ENTRY_SYMLINK, .link = "busybox", .mode = -1 };
+}
+
+void
+layer_is_deterministic (struct test_ctx *t)
+{
+  ib_error_t err = NULL;
+  struct ib_store *s;
+  cleanup_free char *root = ib_path_join (test_tmpdir (), "store");
+  CHECK (t, ib_store_open (root, &s, &err) == 0);
+  struct ib_layer_entry e[3];
+  make_entries (test_tmpdir (), e);
+  struct ib_layer_options o = { .mtime = 0, .gzip_level = 6 };
+  struct ib_layer_result r1 = { 0 }, r2 = { 0 }, r3 = { 0 };
+  CHECK (t, ib_layer_write (s, e, 3, &o, &r1, &err) == 0);
+  /* Different source mtimes and group/other bits change nothing. */
+  chmod (e[0].source, 0600);
+  chmod (e[1].source, 0666);
+  struct timespec old[2] = { { 1000, 0 }, { 1000, 0 } };
+  utimensat (AT_FDCWD, e[0].source, old, 0);
+  CHECK (t, ib_layer_write (s, e, 3, &o, &r2, &err) == 0);
+  CHECK_STR (t, r1.desc.digest.s, r2.desc.digest.s);
+  CHECK_STR (t, r1.diff_id.s, r2.diff_id.s);
+  /* Parents were added: usr, usr/lib, bin + 3 entries. */
+  CHECK (t, r1.n_entries == 6);
+  /* The mtime is part of the content. */
+  o.mtime = 1700000000;
+  CHECK (t, ib_layer_write (s, e, 3, &o, &r3, &err) == 0);
+  CHECK (t, strcmp (r1.diff_id.s, r3.diff_id.s) != 0);
+  /* The gzip header has no timestamp and no name (RFC 1952: FLG, MTIME). */
+  cleanup_free char *blob = ib_store_blob_path (s, &r1.desc.digest);
+  unsigned char hdr[10];
+  int fd = open (blob, O_RDONLY);
+  CHECK (t, read (fd, hdr, 10) == 10);
+  close (fd);
+  CHECK (t, hdr[0] == 0x1f && hdr[1] == 0x8b && hdr[3] == 0 && hdr[4] == 0 && hdr[5] == 0 && hdr[6] == 0
+                && hdr[7] == 0);
+  ib_descriptor_clear (&r1.desc);
+  ib_descriptor_clear (&r2.desc);
+  ib_descriptor_clear (&r3.desc);
+  ib_store_free (s);
+}
+
+void
+layer_refuses_duplicates_and_bad_sources (struct test_ctx *t)
+{
+  ib_error_t err = NULL;
+  struct ib_store *s;
+  cleanup_free char *root = ib_path_join (test_tmpdir (), "store");
+  CHECK (t, ib_store_open (root, &s, &err) == 0);
+  struct ib_layer_entry e[3];
+  make_entries (test_tmpdir (), e);
+  e[1].path = "usr/lib/b.py";
+  struct ib_layer_options o = { 0, 6 };
+  struct ib_layer_result r = { 0 };
+  CHECK (t, ib_layer_write (s, e, 3, &o, &r, &err) < 0 && err->class == IB_EDEFINITION);
+  ib_error_release (&err);
+  make_entries (test_tmpdir (), e);
+  e[0].source = (char *) test_tmpdir (); /* a folder */
+  CHECK (t, ib_layer_write (s, e, 3, &o, &r, &err) < 0 && strstr (err->msg, "not a regular file"));
+  ib_error_release (&err);
+  ib_store_free (s);
+}
+
+/* Write and read back: entries, digests, and a mismatch caught at the end. */
+void
+layer_reader_checks_digests (struct test_ctx *t)
+{
+  ib_error_t err = NULL;
+  struct ib_store *s;
+  cleanup_free char *root = ib_path_join (test_tmpdir (), "store");
+  CHECK (t, ib_store_open (root, &s, &err) == 0);
+  struct ib_layer_entry e[3];
+  make_entries (test_tmpdir (), e);
+  struct ib_layer_options o = { 0, 6 };
+  struct ib_layer_result r = { 0 };
+  CHECK (t, ib_layer_write (s, e, 3, &o, &r, &err) == 0);
+  cleanup_free char *path = ib_store_blob_path (s, &r.desc.digest);
+  struct ib_fs_list *l = NULL;
+  CHECK (t, ib_fs_list_layer (s, path, &r.desc, &r.diff_id, &l, &err) == 0);
+  CHECK (t, l && l->n == 6);
+  CHECK (t, l && strcmp (l->e[0].path, "bin") == 0 && l->e[0].type == IB_FS_DIR);
+  CHECK (t, l && strcmp (l->e[1].path, "bin/sh") == 0 && strcmp (l->e[1].link, "busybox") == 0);
+  ib_digest want;
+  ib_sha256_buf ("print('a')\n", 11, &want);
+  CHECK (t, l && strcmp (l->e[4].path, "usr/lib/a.py") == 0 && strcmp (l->e[4].digest, want.s + 7) == 0);
+  CHECK (t, l && l->e[4].mode == 0644);
+  ib_fs_list_free (l);
+  /* The cached list reads back the same. */
+  CHECK (t, ib_fs_list_layer (s, path, &r.desc, &r.diff_id, &l, &err) == 0 && l->n == 6);
+  CHECK (t, l && strcmp (l->e[1].link, "busybox") == 0);
+  ib_fs_list_free (l);
+  /* A wrong diff_id is caught by the reader. */
+  ib_digest wrong;
+  ib_sha256_buf ("x", 1, &wrong);
+  struct ib_layer_reader *rd;
+  CHECK (t, ib_layer_reader_open (path, &r.desc, &wrong, &rd, &err) == 0);
+  struct archive_entry *ae;
+  while (ib_layer_reader_next (rd, &ae, &err) == 1)
+    ;
+  CHECK (t, ib_layer_reader_end (rd, NULL, &err) < 0 && strstr (err->msg, "diff_id"));
+  ib_error_release (&err);
+  ib_layer_reader_free (rd);
+  /* A truncated blob is an integrity error. */
+  CHECK (t, truncate (path, (off_t) r.desc.size / 2) == 0);
+  cleanup_free char *cache = ib_xasprintf ("%s/imgbuild/files/%s", root, r.diff_id.s + 7);
+  unlink (cache);
+  CHECK (t, ib_fs_list_layer (s, path, &r.desc, &r.diff_id, &l, &err) < 0);
+  CHECK (t, err && err->class == IB_EINTEGRITY);
+  ib_error_release (&err);
+  ib_descriptor_clear (&r.desc);
+  ib_store_free (s);
+}
+
+static struct ib_fs_entry
+fe (const char *path, char type)
+{
+  return (struct ib_fs_entry){ .path = (char *) path, .type = type, .mode = 0644 };
+}
+
+void
+fsview_applies_whiteouts (struct test_ctx *t)
+{
+  struct ib_fs_entry l0[] = { fe ("a", 'd'), fe ("a/x", 'f'), fe ("a/y", 'f'), fe ("b", 'd'), fe ("b/z", 'f'),
+                              fe ("c", 'f'), fe ("d", 'd'), fe ("d/q", 'f') };
+  /* Layer 1: delete a/x, make b opaque (b/new only), replace folder d by a file. */
+  struct ib_fs_entry l1[] = { fe ("a/x", IB_FS_WHITEOUT), fe ("b", IB_FS_OPAQUE), fe ("b/new", 'f'), fe ("d", 'f') };
+  struct ib_fs_list list0 = { 8, l0 }, list1 = { 4, l1 };
+  struct ib_fsview *v = ib_fsview_new ();
+  ib_fsview_push (v, &list0, 0);
+  ib_fsview_push (v, &list1, 1);
+  CHECK (t, ib_fsview_lookup (v, "a/x") == NULL);
+  CHECK (t, ib_fsview_lookup (v, "a/y") != NULL);
+  CHECK (t, ib_fsview_lookup (v, "b/z") == NULL);
+  CHECK (t, ib_fsview_lookup (v, "b/new") && ib_fsview_lookup (v, "b/new")->layer == 1);
+  CHECK (t, ib_fsview_lookup (v, "b") != NULL);
+  CHECK (t, ib_fsview_lookup (v, "d") && ib_fsview_lookup (v, "d")->type == 'f');
+  CHECK (t, ib_fsview_lookup (v, "d/q") == NULL);
+  CHECK (t, ib_fsview_lookup (v, "c") && ib_fsview_lookup (v, "c")->layer == 0);
+  CHECK (t, ib_fsview_count (v) == 6);
+  /* Deleting a folder deletes what is under it. */
+  struct ib_fs_entry l2[] = { fe ("a", IB_FS_WHITEOUT) };
+  struct ib_fs_list list2 = { 1, l2 };
+  ib_fsview_push (v, &list2, 2);
+  CHECK (t, ib_fsview_lookup (v, "a") == NULL && ib_fsview_lookup (v, "a/y") == NULL);
+  CHECK (t, ib_fsview_count (v) == 4);
+  ib_fsview_free (v);
+}
