@@ -90,7 +90,8 @@ classify_whiteout (struct ib_fs_entry *e)
       return;
     }
   e->type = IB_FS_WHITEOUT;
-  memmove (base, base + 4, strlen (base + 4) + 1);
+  for (char *c = base; (*c = c[4]) != '\0'; c++)
+    ;
 }
 
 static int

@@ -1,0 +1,205 @@
+# imgbuild core (issue "imgbuild core"): the main job, its output judged by
+# skopeo, umoci and a real Docker Engine, reproducibility, foreign bases, and
+# every bad input refused with the store's tags intact.
+
+DCP2_DEF=$ROOT/images/dsv41-flash-dcp2
+VLLM=$SITE/vllm
+
+t_main_job_prints_tag_and_digest() {
+  "$IB" dsv41-flash-b12x >base.out
+  "$IB" dsv41-flash-dcp2 >out
+  grep -Eq '^dsv41-flash-dcp2:local sha256:[0-9a-f]{64}$' out
+  # What it printed is what the store and skopeo see.
+  [ "$(cut -d' ' -f2 out)" = "$(manifest_digest dsv41-flash-dcp2:local)" ]
+}
+
+t_skopeo_sees_base_layers_unchanged_plus_one() {
+  build_base
+  "$IB" -q dsv41-flash-dcp2 >/dev/null
+  skopeo inspect "oci:$IMGBUILD_STORE:dsv41-flash-b12x:local" | jq -r '.Layers[]' >base.layers
+  skopeo inspect "oci:$IMGBUILD_STORE:dsv41-flash-dcp2:local" | jq -r '.Layers[]' >dcp2.layers
+  [ "$(wc -l <dcp2.layers)" = $(($(wc -l <base.layers) + 1)) ]
+  [ "$(head -n "$(wc -l <base.layers)" dcp2.layers)" = "$(cat base.layers)" ]
+  # skopeo copies it (checking every digest on the way).
+  skopeo copy -q "oci:$IMGBUILD_STORE:dsv41-flash-dcp2:local" oci:copy:x
+}
+
+t_umoci_unpacks_the_23_files() {
+  build_base
+  "$IB" -q dsv41-flash-dcp2 >/dev/null
+  umoci unpack --image "$IMGBUILD_STORE:dsv41-flash-dcp2:local" bundle >/dev/null
+  local n=0 flat target
+  while read -r flat target; do
+    case $flat in '#'* | '') continue ;; esac
+    cmp "$DCP2_DEF/files/$flat" "bundle/rootfs$VLLM/$target"
+    [ "$(stat -c %u:%g:%a "bundle/rootfs$VLLM/$target")" = 0:0:644 ]
+    n=$((n + 1))
+  done <"$DCP2_DEF/manifest.txt"
+  [ "$n" = 23 ]
+  # The base is still there beneath: busybox runs the shell.
+  [ -x bundle/rootfs/bin/busybox ] && [ "$(readlink bundle/rootfs/bin/sh)" = busybox ]
+}
+
+t_docker_archive_loads_and_runs_in_dockerd() {
+  docker_start
+  build_base
+  "$IB" -q dsv41-flash-dcp2 --output docker-archive:dcp2.tar >/dev/null
+  $D load -i dcp2.tar
+  $D run --rm --network none dsv41-flash-dcp2:local cat "$VLLM/v1/attention/backends/mla/sparse_swa.py" >out.py
+  cmp out.py "$DCP2_DEF/files/sparse_swa.py"
+  # skopeo reads the same archive.
+  skopeo inspect docker-archive:dcp2.tar | jq -e '.Layers | length == 2'
+  $D rmi -f dsv41-flash-dcp2:local >/dev/null
+}
+
+t_same_digest_from_two_checkouts() {
+  copy_images a
+  (umask 077 && copy_images b)
+  find b -type f -exec touch -d '2001-02-03 04:05:06' {} +
+  find a -type f -exec chmod g+w,o+r {} +
+  for x in a b; do
+    IMGBUILD_STORE=$PWD/store-$x "$IB" -q "$x/dsv41-flash-b12x" >/dev/null
+    IMGBUILD_STORE=$PWD/store-$x "$IB" -q "$x/dsv41-flash-dcp2" >"$x.out"
+  done
+  cat a.out b.out
+  cmp a.out b.out
+  # And SOURCE_DATE_EPOCH is honoured: another time, another digest.
+  SOURCE_DATE_EPOCH=1700000000 IMGBUILD_STORE=$PWD/store-a "$IB" -q a/dsv41-flash-dcp2 >c.out
+  ! cmp -s a.out c.out
+}
+
+t_dockerfile_gives_the_same_digest() {
+  build_base
+  "$IB" -q dsv41-flash-dcp2 >def.out
+  mkdir ctx && cp "$DCP2_DEF"/files/*.py ctx/
+  {
+    echo "ARG BASE=dsv41-flash-b12x:local"
+    echo "FROM \$BASE"
+    echo "# imgbuild:new $VLLM/model_executor/models/deepseek_v4_1/"
+    echo "# imgbuild:new $VLLM/v1/core/candidate_blocks.py"
+    grep -v '^#' "$DCP2_DEF/manifest.txt" | while read -r flat target; do
+      [ -n "$flat" ] && echo "COPY $flat $VLLM/$target"
+    done
+    echo 'ENV DSV41_DCP_STAGE=3 DSV41_DCP_COMBINE=ag_rs \'
+    echo '    DSV41_DCP_PREFILL_GATHER=0 DSV41_ENGRAM_MMAP=0 DSV41_ENGRAM_PREFETCH=0'
+    echo 'LABEL org.opencontainers.image.title=dsv41-flash-dcp2 \'
+    echo '      org.opencontainers.image.description="DeepSeek V4.1 Flash with decode context parallelism (DCP2 a2a overlay)"'
+  } >ctx/Dockerfile
+  "$IB" -q -f ctx/Dockerfile -t dsv41-flash-dcp2:local >df.out
+  cat def.out df.out
+  cmp def.out df.out
+}
+
+t_oci_output_and_oci_base() {
+  build_base
+  "$IB" -q dsv41-flash-b12x --output oci:layout:base:1 >/dev/null
+  skopeo inspect oci:layout:base:1 >/dev/null
+  # A base read from another layout, into a fresh store.
+  IMGBUILD_STORE=$PWD/store2 "$IB" -q --from oci:layout:base:1 dsv41-flash-dcp2 --output oci:out:dcp2:1 >build.out
+  [ "$(cut -d' ' -f2 build.out)" = "sha256:$(skopeo inspect --raw oci:out:dcp2:1 | sha256sum | cut -d' ' -f1)" ]
+}
+
+# A base made by tools that are not ours: docker import + docker save.
+t_foreign_base_from_docker_save() {
+  docker_start
+  build_base
+  umoci unpack --image "$IMGBUILD_STORE:dsv41-flash-b12x:local" b >/dev/null
+  tar -C b/rootfs -c . | $D import - foreign-base:1 >/dev/null
+  $D save foreign-base:1 -o foreign.tar
+  "$IB" -q --from docker-archive:foreign.tar dsv41-flash-dcp2 -t dcp2-foreign:1 \
+    --output docker-archive:out.tar >/dev/null
+  # The base's layer keeps its digest: that of its layer.tar in the save file.
+  mkdir x && tar -C x -xf foreign.tar
+  base_layer=$(jq -r '.[0].Layers[0]' x/manifest.json)
+  want=sha256:$(sha256sum "x/$base_layer" | cut -d' ' -f1)
+  got=$(skopeo inspect "oci:$IMGBUILD_STORE:dcp2-foreign:1" | jq -r '.Layers[0]')
+  [ "$want" = "$got" ]
+  $D load -i out.tar >/dev/null
+  $D run --rm --network none dcp2-foreign:1 cat "$VLLM/v1/core/candidate_blocks.py" | cmp - "$DCP2_DEF/files/candidate_blocks.py"
+  $D rmi -f dcp2-foreign:1 foreign-base:1 >/dev/null
+}
+
+# Each bad manifest line: a one-line error naming it, exit 3, old tag kept.
+bad_manifest_case() { # LINE REGEX
+  copy_images defs
+  echo "$1" >>defs/dsv41-flash-dcp2/manifest.txt
+  expect_fail 3 "$2" "$IB" defs/dsv41-flash-dcp2
+  [ "$(manifest_digest dsv41-flash-dcp2:local)" = "$(cut -d' ' -f2 good.out)" ]
+}
+
+t_bad_inputs_leave_the_tag_alone() {
+  build_base
+  "$IB" -q dsv41-flash-dcp2 >good.out
+  bad_manifest_case "cp_utils.py ../../../../etc/cron.d/x" 'manifest.txt:27: target `\.\./.*` has a `\.\.` part'
+  rm -rf defs
+  bad_manifest_case "cp_utils.py /etc/passwd" 'manifest.txt:27: target `/etc/passwd` is absolute'
+  rm -rf defs
+  bad_manifest_case "nope.py distributed/nope.py" 'manifest.txt:27: source `.*/files/nope.py`: No such file'
+  rm -rf defs
+  bad_manifest_case "cp_utils.py v1/worker/cp_utils.py" 'manifest.txt:27: duplicate target `.*/v1/worker/cp_utils.py` \(also manifest.txt:11\)'
+  rm -rf defs
+  bad_manifest_case "cp_utils.py v1/worker/not_in_base.py" 'manifest.txt:27: target `.*/not_in_base.py` does not exist in the base'
+  # Nothing half-written stays in the store.
+  [ -z "$(find "$IMGBUILD_STORE/blobs/sha256" -name '.tmp-*')" ]
+}
+
+t_corrupt_base_blob_is_refused() {
+  build_base
+  "$IB" -q dsv41-flash-b12x --output oci:layout:base:1 >/dev/null
+  "$IB" -q dsv41-flash-dcp2 >good.out
+  layer=$(skopeo inspect oci:layout:base:1 | jq -r '.Layers[0]' | cut -d: -f2)
+  # Flip one byte in the middle of the base layer.
+  python3 - "layout/blobs/sha256/$layer" <<'PY'
+import sys
+p = sys.argv[1]
+b = bytearray(open(p, 'rb').read())
+b[len(b) // 2] ^= 0xff
+open(p, 'wb').write(b)
+PY
+  IMGBUILD_STORE=$PWD/fresh expect_fail 4 "blob sha256:$layer: content has digest" \
+    "$IB" --from oci:layout:base:1 dsv41-flash-dcp2
+  ! IMGBUILD_STORE=$PWD/fresh skopeo inspect oci:fresh:dsv41-flash-dcp2:local >/dev/null 2>&1
+  [ "$(manifest_digest dsv41-flash-dcp2:local)" = "$(cut -d' ' -f2 good.out)" ]
+}
+
+t_truncated_docker_archive_is_refused() {
+  build_base
+  "$IB" -q dsv41-flash-dcp2 >good.out
+  "$IB" -q dsv41-flash-b12x --output docker-archive:base.tar >/dev/null
+  head -c $(($(stat -c %s base.tar) / 2)) base.tar >half.tar
+  expect_fail 4 'half.tar` is damaged or truncated' "$IB" --from docker-archive:half.tar dsv41-flash-dcp2
+  [ "$(manifest_digest dsv41-flash-dcp2:local)" = "$(cut -d' ' -f2 good.out)" ]
+  # The whole archive works as a base.
+  "$IB" -q --from docker-archive:base.tar dsv41-flash-dcp2 -t from-archive:1 >/dev/null
+}
+
+t_usage_errors() {
+  expect_fail 2 'not NAME:TAG' "$IB" -t nocolon dsv41-flash-dcp2
+  "$IB" --help | grep -q 'Exit codes'
+  rc=0; "$IB" >/dev/null 2>&1 || rc=$?; [ $rc = 2 ]
+  expect_fail 3 'definition `nope`' "$IB" nope
+  expect_fail 9 '`nothere:1` is not tagged' "$IB" --from nothere:1 dsv41-flash-dcp2
+}
+
+# Killed at random moments, the store never names a blob it lacks, every
+# blob matches its name, and a tag, when present, points at a whole image.
+t_kill_at_any_moment_keeps_the_store_consistent() {
+  build_base
+  for delay in 0.01 0.03 0.05 0.08 0.12 0.2; do
+    copy_images d
+    echo "x = 1" >d/dsv41-flash-dcp2/files/extra.py
+    "$IB" -q d/dsv41-flash-dcp2 -t killed:1 >/dev/null &
+    sleep "$delay"
+    kill -9 $! 2>/dev/null || true
+    wait $! 2>/dev/null || true
+    jq -e . "$IMGBUILD_STORE/index.json" >/dev/null
+    for b in "$IMGBUILD_STORE"/blobs/sha256/[0-9a-f]*; do
+      [ "$(sha256sum "$b" | cut -d' ' -f1)" = "$(basename "$b")" ]
+    done
+    if jq -e '.manifests[] | select(.annotations["org.opencontainers.image.ref.name"] == "killed:1")' \
+      "$IMGBUILD_STORE/index.json" >/dev/null; then
+      skopeo inspect "oci:$IMGBUILD_STORE:killed:1" >/dev/null
+    fi
+    rm -rf d
+  done
+}

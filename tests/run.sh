@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The whole test suite: unit tests, then the integration suites, which start
+# the real services they need.  Last line: "N passed, N failed".
+# Usage: tests/run.sh [SUITE-REGEX [TEST-REGEX]]
+set -u
+cd "$(dirname "$0")/.."
+source tests/lib.sh
+trap finish EXIT
+
+suite_re=${1:-.}
+test_re=${2:-.}
+if [[ unit =~ $suite_re ]]; then
+  out=$("$ROOT/build/unit-tests" 2>&1)
+  echo "$out" | grep -v ' passed, .* failed$'
+  p=$(echo "$out" | tail -1 | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\1/p')
+  f=$(echo "$out" | tail -1 | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\2/p')
+  T_PASS=$((T_PASS + ${p:-0}))
+  T_FAIL=$((T_FAIL + ${f:-1}))
+fi
+for suite in tests/integration/*.sh; do
+  [[ $(basename "$suite" .sh) =~ $suite_re ]] || continue
+  source "$suite"
+  for t in $(declare -F | awk '{print $3}' | grep '^t_' | sort); do
+    [[ $t =~ $test_re ]] && run_test "$t"
+    unset -f "$t"
+  done
+done
+echo "$T_PASS passed, $T_FAIL failed"
+[ "$T_FAIL" = 0 ]
