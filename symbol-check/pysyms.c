@@ -1,0 +1,1019 @@
+#include "pysyms.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../util/cleanup.h"
+#include "../util/fsutil.h"
+
+/* ---- tokens -------------------------------------------------------------- */
+
+enum tok_kind
+{
+  T_NAME,
+  T_NUMBER,
+  T_STRING,
+  T_OP,
+  T_NEWLINE,
+  T_INDENT,
+  T_DEDENT,
+  T_END
+};
+
+struct tok
+{
+  enum tok_kind kind;
+  const char *s;
+  size_t len;
+  int line;
+};
+
+struct lexer
+{
+  const char *src, *end, *p;
+  int line;
+  int depth;         /* open brackets */
+  int indents[256];  /* columns of the open blocks */
+  int n_indents;
+  struct tok *toks;
+  size_t n, cap;
+  ib_error_t *err;
+};
+
+static void
+emit (struct lexer *lx, enum tok_kind kind, const char *s, size_t len, int line)
+{
+  if (lx->n == lx->cap)
+    {
+      lx->cap = lx->cap ? lx->cap * 2 : 1024;
+      lx->toks = ib_xrealloc (lx->toks, lx->cap * sizeof (*lx->toks));
+    }
+  lx->toks[lx->n++] = (struct tok){ kind, s, len, line };
+}
+
+static bool
+is_name_start (unsigned char c)
+{
+  return isalpha (c) || c == '_' || c >= 0x80;
+}
+
+static bool
+is_name_char (unsigned char c)
+{
+  return isalnum (c) || c == '_' || c >= 0x80;
+}
+
+/* A newline is "\n", "\r\n" or a lone "\r"; returns its length, or 0. */
+static int
+newline_at (const struct lexer *lx, const char *p)
+{
+  if (p >= lx->end)
+    return 0;
+  if (*p == '\n')
+    return 1;
+  if (*p == '\r')
+    return p + 1 < lx->end && p[1] == '\n' ? 2 : 1;
+  return 0;
+}
+
+static bool
+is_string_prefix (const char *s, size_t n)
+{
+  if (n == 0 || n > 2)
+    return false;
+  char a = (char) tolower ((unsigned char) s[0]);
+  char b = n == 2 ? (char) tolower ((unsigned char) s[1]) : 0;
+  if (n == 1)
+    return strchr ("rubft", a) != NULL;
+  return (a == 'r' && strchr ("bft", b)) || (b == 'r' && strchr ("bft", a));
+}
+
+static bool
+prefix_has (const char *s, size_t n, char c)
+{
+  for (size_t i = 0; i < n; i++)
+    if (tolower ((unsigned char) s[i]) == c)
+      return true;
+  return false;
+}
+
+static const char *scan_string (struct lexer *lx, const char *p, bool fmt);
+
+/* Inside an f-string's replacement field: an expression (with its own
+ * brackets and nested strings), an optional !conversion, an optional
+ * :format-spec that may hold further fields.  Returns the position after
+ * the closing '}', or NULL. */
+static const char *
+scan_fexpr (struct lexer *lx, const char *p)
+{
+  int depth = 0;
+  while (p < lx->end)
+    {
+      unsigned char c = (unsigned char) *p;
+      int nl = newline_at (lx, p);
+      if (nl)
+        {
+          lx->line++;
+          p += nl;
+          continue;
+        }
+      if (c == '\'' || c == '"')
+        {
+          if ((p = scan_string (lx, p, false)) == NULL)
+            return NULL;
+          continue;
+        }
+      if (is_name_start (c))
+        {
+          const char *q = p;
+          while (q < lx->end && is_name_char ((unsigned char) *q))
+            q++;
+          if (q < lx->end && (*q == '\'' || *q == '"') && is_string_prefix (p, (size_t) (q - p)))
+            {
+              if ((p = scan_string (lx, q, prefix_has (p, (size_t) (q - p), 'f') || prefix_has (p, (size_t) (q - p), 't')))
+                  == NULL)
+                return NULL;
+              continue;
+            }
+          p = q;
+          continue;
+        }
+      if (c == '(' || c == '[' || c == '{')
+        depth++;
+      else if (c == ')' || c == ']')
+        depth--;
+      else if (c == '}')
+        {
+          if (depth == 0)
+            return p + 1;
+          depth--;
+        }
+      else if (c == ':' && depth == 0)
+        {
+          /* The format spec: text up to the closing '}', fields inside. */
+          for (p++; p < lx->end; p++)
+            {
+              int n2 = newline_at (lx, p);
+              if (n2)
+                {
+                  lx->line++;
+                  p += n2 - 1;
+                }
+              else if (*p == '{')
+                {
+                  if ((p = scan_fexpr (lx, p + 1)) == NULL)
+                    return NULL;
+                  p--;
+                }
+              else if (*p == '}')
+                return p + 1;
+            }
+          return NULL;
+        }
+      p++;
+    }
+  return NULL;
+}
+
+/* P is at the opening quote.  Returns the position after the closing one. */
+static const char *
+scan_string (struct lexer *lx, const char *p, bool fmt)
+{
+  char q = *p;
+  bool triple = p + 2 < lx->end && p[1] == q && p[2] == q;
+  p += triple ? 3 : 1;
+  while (p < lx->end)
+    {
+      int nl = newline_at (lx, p);
+      /* A backslash keeps the next quote, backslash or newline from
+       * counting; before an f-string's brace it is only itself. */
+      if (*p == '\\' && p + 1 < lx->end && !(fmt && (p[1] == '{' || p[1] == '}')))
+        {
+          int n2 = newline_at (lx, p + 1);
+          lx->line += n2 ? 1 : 0;
+          p += n2 ? 1 + n2 : 2;
+          continue;
+        }
+      if (nl)
+        {
+          if (!triple)
+            return NULL;
+          lx->line++;
+          p += nl;
+          continue;
+        }
+      if (*p == q && (!triple || (p + 2 < lx->end && p[1] == q && p[2] == q)))
+        return p + (triple ? 3 : 1);
+      if (fmt && *p == '{')
+        {
+          if (p + 1 < lx->end && p[1] == '{')
+            p += 2;
+          else if ((p = scan_fexpr (lx, p + 1)) == NULL)
+            return NULL;
+          continue;
+        }
+      p++;
+    }
+  return NULL;
+}
+
+static const char *const ops3[] = { "**=", "//=", ">>=", "<<=", "...", NULL };
+static const char *const ops2[] = { "**", "//", ">>", "<<", "<=", ">=", "==", "!=", "->", ":=", "+=", "-=", "*=",
+                                    "/=", "%=", "&=", "|=", "^=", "@=", NULL };
+
+static size_t
+op_length (const char *p, const char *end)
+{
+  for (int i = 0; ops3[i]; i++)
+    if (end - p >= 3 && strncmp (p, ops3[i], 3) == 0)
+      return 3;
+  for (int i = 0; ops2[i]; i++)
+    if (end - p >= 2 && strncmp (p, ops2[i], 2) == 0)
+      return 2;
+  return 1;
+}
+
+/* At the start of a logical line: blank and comment-only lines are skipped;
+ * otherwise INDENT/DEDENT tokens follow from the column.  Returns false at
+ * the end of the input. */
+static bool
+line_start (struct lexer *lx)
+{
+  for (;;)
+    {
+      int col = 0;
+      const char *p = lx->p;
+      for (; p < lx->end; p++)
+        {
+          if (*p == ' ')
+            col++;
+          else if (*p == '\t')
+            col = (col / 8 + 1) * 8;
+          else if (*p == '\f')
+            col = 0;
+          else
+            break;
+        }
+      lx->p = p;
+      if (p >= lx->end)
+        return false;
+      int nl = newline_at (lx, p);
+      if (nl || *p == '#' || (*p == '\\' && newline_at (lx, p + 1)))
+        {
+          /* Blank, comment-only, or a lone continuation: no statement. */
+          while (lx->p < lx->end && !newline_at (lx, lx->p))
+            lx->p++;
+          if (lx->p >= lx->end)
+            return false;
+          lx->p += newline_at (lx, lx->p);
+          lx->line++;
+          continue;
+        }
+      if (col > lx->indents[lx->n_indents - 1] && lx->n_indents < 256)
+        {
+          lx->indents[lx->n_indents++] = col;
+          emit (lx, T_INDENT, p, 0, lx->line);
+        }
+      while (lx->n_indents > 1 && col < lx->indents[lx->n_indents - 1])
+        {
+          lx->n_indents--;
+          emit (lx, T_DEDENT, p, 0, lx->line);
+        }
+      return true;
+    }
+}
+
+static int
+tokenize (struct lexer *lx)
+{
+  lx->indents[0] = 0;
+  lx->n_indents = 1;
+  lx->line = 1;
+  bool at_start = true, pending = false;
+  if (lx->end - lx->p >= 3 && memcmp (lx->p, "\xef\xbb\xbf", 3) == 0)
+    lx->p += 3;
+  for (;;)
+    {
+      if (at_start && lx->depth == 0)
+        {
+          if (!line_start (lx))
+            break;
+          at_start = false;
+        }
+      if (lx->p >= lx->end)
+        break;
+      const char *p = lx->p;
+      unsigned char c = (unsigned char) *p;
+      int nl = newline_at (lx, p);
+      if (c == ' ' || c == '\t' || c == '\f')
+        lx->p++;
+      else if (c == '#')
+        while (lx->p < lx->end && !newline_at (lx, lx->p))
+          lx->p++;
+      else if (c == '\\' && newline_at (lx, p + 1))
+        {
+          lx->p += 1 + newline_at (lx, p + 1);
+          lx->line++;
+        }
+      else if (nl)
+        {
+          if (lx->depth == 0 && pending)
+            {
+              emit (lx, T_NEWLINE, p, 0, lx->line);
+              pending = false;
+              at_start = true;
+            }
+          lx->p += nl;
+          lx->line++;
+        }
+      else if (c == '\'' || c == '"' || is_name_start (c))
+        {
+          const char *q = p;
+          bool fmt = false;
+          if (c != '\'' && c != '"')
+            {
+              while (q < lx->end && is_name_char ((unsigned char) *q))
+                q++;
+              if (!(q < lx->end && (*q == '\'' || *q == '"') && is_string_prefix (p, (size_t) (q - p))))
+                {
+                  emit (lx, T_NAME, p, (size_t) (q - p), lx->line);
+                  lx->p = q;
+                  pending = true;
+                  continue;
+                }
+              fmt = prefix_has (p, (size_t) (q - p), 'f') || prefix_has (p, (size_t) (q - p), 't');
+            }
+          int line = lx->line;
+          const char *e = scan_string (lx, q, fmt);
+          if (e == NULL)
+            return ib_error (lx->err, IB_ESYMBOLS, "line %d: unterminated string", line);
+          emit (lx, T_STRING, p, (size_t) (e - p), line);
+          lx->p = e;
+        }
+      else if (isdigit (c) || (c == '.' && p + 1 < lx->end && isdigit ((unsigned char) p[1])))
+        {
+          const char *q = p + 1;
+          while (q < lx->end && (is_name_char ((unsigned char) *q) || *q == '.'
+                                 || ((*q == '+' || *q == '-') && (q[-1] == 'e' || q[-1] == 'E') && !(p[0] == '0' && (p[1] == 'x' || p[1] == 'X')))))
+            q++;
+          emit (lx, T_NUMBER, p, (size_t) (q - p), lx->line);
+          lx->p = q;
+        }
+      else
+        {
+          size_t n = op_length (p, lx->end);
+          if (c == '(' || c == '[' || c == '{')
+            lx->depth++;
+          else if ((c == ')' || c == ']' || c == '}') && lx->depth > 0)
+            lx->depth--;
+          emit (lx, T_OP, p, n, lx->line);
+          lx->p += n;
+        }
+      pending = true;
+    }
+  if (lx->depth > 0)
+    return ib_error (lx->err, IB_ESYMBOLS, "line %d: unclosed bracket at the end of the file", lx->line);
+  if (pending)
+    emit (lx, T_NEWLINE, lx->end, 0, lx->line);
+  while (lx->n_indents-- > 1)
+    emit (lx, T_DEDENT, lx->end, 0, lx->line);
+  emit (lx, T_END, lx->end, 0, lx->line);
+  return 0;
+}
+
+/* ---- statements ---------------------------------------------------------- */
+
+struct parser
+{
+  const struct tok *t;
+  const char *package;
+  struct ib_py_module *m;
+  size_t defs_cap, imports_cap;
+};
+
+static bool
+is (const struct tok *t, const char *s)
+{
+  return (t->kind == T_NAME || t->kind == T_OP) && t->len == strlen (s) && memcmp (t->s, s, t->len) == 0;
+}
+
+static bool
+is_open (const struct tok *t)
+{
+  return t->kind == T_OP && t->len == 1 && strchr ("([{", t->s[0]);
+}
+
+static bool
+is_close (const struct tok *t)
+{
+  return t->kind == T_OP && t->len == 1 && strchr (")]}", t->s[0]);
+}
+
+static char *
+tok_str (const struct tok *t)
+{
+  return strndup (t->s, t->len);
+}
+
+static void
+add_def (struct parser *ps, const struct tok *t)
+{
+  struct ib_py_module *m = ps->m;
+  if (m->n_defs == ps->defs_cap)
+    {
+      ps->defs_cap = ps->defs_cap ? ps->defs_cap * 2 : 64;
+      m->defs = ib_xrealloc (m->defs, ps->defs_cap * sizeof (*m->defs));
+    }
+  m->defs[m->n_defs++] = tok_str (t);
+}
+
+static const char *const keywords[] = { "False", "None", "True", "and", "as", "assert", "async", "await", "break",
+                                        "class", "continue", "def", "del", "elif", "else", "except", "finally",
+                                        "for", "from", "global", "if", "import", "in", "is", "lambda", "nonlocal",
+                                        "not", "or", "pass", "raise", "return", "try", "while", "with", "yield",
+                                        NULL };
+
+static bool
+is_keyword (const struct tok *t)
+{
+  for (int i = 0; keywords[i]; i++)
+    if (is (t, keywords[i]))
+      return true;
+  return false;
+}
+
+/* The index of the bracket closing the one at A, or B if none before B. */
+static size_t
+matching (const struct tok *t, size_t a, size_t b)
+{
+  int depth = 0;
+  for (size_t i = a; i < b; i++)
+    {
+      if (is_open (&t[i]))
+        depth++;
+      else if (is_close (&t[i]) && --depth == 0)
+        return i;
+    }
+  return b;
+}
+
+/* Bind the names of an assignment target: NAME, *NAME, and tuples/lists of
+ * targets, bracketed or not; attributes, subscripts and calls bind none. */
+static void
+bind_target (struct parser *ps, size_t a, size_t b)
+{
+  const struct tok *t = ps->t;
+  if (a >= b)
+    return;
+  if (is_open (&t[a]) && !is (&t[a], "{") && matching (t, a, b) == b - 1)
+    {
+      bind_target (ps, a + 1, b - 1);
+      return;
+    }
+  size_t start = a;
+  int depth = 0;
+  for (size_t i = a; i <= b; i++)
+    {
+      if (i < b && is_open (&t[i]))
+        depth++;
+      else if (i < b && is_close (&t[i]))
+        depth--;
+      if (i < b && !(depth == 0 && is (&t[i], ",")))
+        continue;
+      size_t s = start, e = i;
+      start = i + 1;
+      if (s < e && is (&t[s], "*"))
+        s++;
+      if (e - s == 1 && t[s].kind == T_NAME && !is_keyword (&t[s]))
+        add_def (ps, &t[s]);
+      else if (e - s > 2 && is_open (&t[s]) && !is (&t[s], "{") && matching (t, s, e) == e - 1)
+        bind_target (ps, s + 1, e - 1);
+    }
+}
+
+static bool
+is_augassign (const struct tok *t)
+{
+  return t->kind == T_OP && t->len >= 2 && t->s[t->len - 1] == '=' && !is (t, "==") && !is (t, "!=")
+         && !is (t, "<=") && !is (t, ">=") && !is (t, ":=");
+}
+
+/* An expression statement or an assignment of any kind. */
+static void
+bind_assignment (struct parser *ps, size_t a, size_t b)
+{
+  const struct tok *t = ps->t;
+  int depth = 0;
+  size_t part = a;
+  bool lambda = false;
+  for (size_t i = a; i < b; i++)
+    {
+      if (is_open (&t[i]))
+        depth++;
+      else if (is_close (&t[i]))
+        depth--;
+      if (depth != 0 || lambda)
+        continue;
+      if (is (&t[i], "lambda"))
+        lambda = true;
+      else if (is (&t[i], "=") )
+        {
+          bind_target (ps, part, i);
+          part = i + 1;
+        }
+      else if (part == a && is_augassign (&t[i]))
+        {
+          bind_target (ps, a, i);
+          return;
+        }
+      else if (part == a && is (&t[i], ":"))
+        {
+          /* Annotated: binds only with a value. */
+          for (size_t k = i + 1; k < b; k++)
+            {
+              if (is_open (&t[k]))
+                depth++;
+              else if (is_close (&t[k]))
+                depth--;
+              else if (depth == 0 && is (&t[k], "="))
+                {
+                  bind_target (ps, a, i);
+                  break;
+                }
+            }
+          return;
+        }
+    }
+}
+
+static char *
+dotted_name (const struct tok *t, size_t *i, size_t b)
+{
+  char *out = ib_xstrdup ("");
+  while (*i < b && t[*i].kind == T_NAME && !is (&t[*i], "as") && !is (&t[*i], "import"))
+    {
+      char *next = ib_xasprintf ("%s%s%.*s", out, *out ? "." : "", (int) t[*i].len, t[*i].s);
+      free (out);
+      out = next;
+      ++*i;
+      if (*i < b && is (&t[*i], "."))
+        ++*i;
+      else
+        break;
+    }
+  return out;
+}
+
+static struct ib_py_import *
+add_import (struct parser *ps, int line)
+{
+  struct ib_py_module *m = ps->m;
+  if (m->n_imports == ps->imports_cap)
+    {
+      ps->imports_cap = ps->imports_cap ? ps->imports_cap * 2 : 32;
+      m->imports = ib_xrealloc (m->imports, ps->imports_cap * sizeof (*m->imports));
+    }
+  struct ib_py_import *im = &m->imports[m->n_imports++];
+  memset (im, 0, sizeof (*im));
+  im->line = line;
+  return im;
+}
+
+/* import a.b [as c], d ... */
+static void
+parse_import (struct parser *ps, size_t a, size_t b, bool bind)
+{
+  const struct tok *t = ps->t;
+  size_t i = a + 1;
+  while (i < b)
+    {
+      struct ib_py_import *im = add_import (ps, t[a].line);
+      im->module = dotted_name (t, &i, b);
+      if (i + 1 < b && is (&t[i], "as"))
+        {
+          im->asname = tok_str (&t[i + 1]);
+          if (bind)
+            add_def (ps, &t[i + 1]);
+          i += 2;
+        }
+      else if (bind && i > a + 1)
+        {
+          /* `import a.b` binds `a`. */
+          size_t first = i;
+          while (first > a + 1 && !is (&t[first - 1], ",") && !is (&t[first - 1], "import"))
+            first--;
+          add_def (ps, &t[first]);
+        }
+      while (i < b && !is (&t[i], ","))
+        i++;
+      i++;
+    }
+}
+
+/* "." * LEVEL + MODULE against PACKAGE, as importlib.util.resolve_name. */
+static char *
+resolve_relative (const char *package, int level, const char *module)
+{
+  if (level == 0)
+    return ib_xstrdup (module);
+  cleanup_free char *base = ib_xstrdup (package ? package : "");
+  for (int l = 1; l < level; l++)
+    {
+      char *dot = strrchr (base, '.');
+      if (dot == NULL)
+        goto unresolved; /* beyond the top-level package */
+      *dot = '\0';
+    }
+  if (*base == '\0')
+    goto unresolved;
+  return *module ? ib_xasprintf ("%s.%s", base, module) : ib_xstrdup (base);
+unresolved:
+  {
+    char *dots = ib_xmalloc ((size_t) level + strlen (module) + 1);
+    memset (dots, '.', (size_t) level);
+    strcpy (dots + level, module);
+    return dots;
+  }
+}
+
+/* from .x import a [as b], (c, d) | * */
+static void
+parse_from (struct parser *ps, size_t a, size_t b, bool bind)
+{
+  const struct tok *t = ps->t;
+  struct ib_py_import *im = add_import (ps, t[a].line);
+  im->is_from = true;
+  size_t i = a + 1;
+  for (; i < b && (is (&t[i], ".") || is (&t[i], "...")); i++)
+    im->level += (int) t[i].len;
+  cleanup_free char *mod = dotted_name (t, &i, b);
+  im->module = resolve_relative (ps->package, im->level, mod);
+  while (i < b && !is (&t[i], "import"))
+    i++;
+  for (i++; i < b; i++)
+    {
+      if (is (&t[i], "(") || is (&t[i], ")") || is (&t[i], ","))
+        continue;
+      im->names = ib_xrealloc (im->names, (im->n_names + 1) * sizeof (*im->names));
+      struct ib_py_alias *al = &im->names[im->n_names++];
+      al->name = tok_str (&t[i]);
+      al->asname = NULL;
+      const struct tok *bound = &t[i];
+      if (i + 2 < b && is (&t[i + 1], "as"))
+        {
+          al->asname = tok_str (&t[i + 2]);
+          bound = &t[i + 2];
+          i += 2;
+        }
+      if (strcmp (al->name, "*") == 0)
+        ps->m->has_star_import |= bind;
+      else if (bind)
+        add_def (ps, bound);
+    }
+}
+
+static void
+small_statement (struct parser *ps, size_t a, size_t b, bool bind)
+{
+  const struct tok *t = ps->t;
+  if (a >= b)
+    return;
+  if (is (&t[a], "import"))
+    parse_import (ps, a, b, bind);
+  else if (is (&t[a], "from"))
+    parse_from (ps, a, b, bind);
+  else if (bind)
+    bind_assignment (ps, a, b);
+}
+
+static void
+simple_statements (struct parser *ps, size_t a, size_t b, bool bind)
+{
+  int depth = 0;
+  size_t start = a;
+  for (size_t i = a; i <= b; i++)
+    {
+      if (i < b && is_open (&ps->t[i]))
+        depth++;
+      else if (i < b && is_close (&ps->t[i]))
+        depth--;
+      if (i == b || (depth == 0 && is (&ps->t[i], ";")))
+        {
+          small_statement (ps, start, i, bind);
+          start = i + 1;
+        }
+    }
+}
+
+/* The ':' ending a compound statement's header: the first at bracket depth 0
+ * that no lambda takes. */
+static size_t
+header_colon (const struct tok *t, size_t a, size_t b)
+{
+  int depth = 0, lambdas = 0;
+  for (size_t i = a; i < b; i++)
+    {
+      if (is_open (&t[i]))
+        depth++;
+      else if (is_close (&t[i]))
+        depth--;
+      else if (depth == 0 && is (&t[i], "lambda"))
+        lambdas++;
+      else if (depth == 0 && is (&t[i], ":"))
+        {
+          if (lambdas == 0)
+            return i;
+          lambdas--;
+        }
+    }
+  return b;
+}
+
+/* `as NAME` targets of with-items and except clauses. */
+static void
+bind_as_targets (struct parser *ps, size_t a, size_t b)
+{
+  const struct tok *t = ps->t;
+  for (size_t i = a; i < b; i++)
+    {
+      if (!is (&t[i], "as"))
+        continue;
+      int depth = 0;
+      size_t e = i + 1;
+      for (; e < b; e++)
+        {
+          if (is_open (&t[e]))
+            depth++;
+          else if (is_close (&t[e]) && --depth < 0)
+            break;
+          else if (depth == 0 && is (&t[e], ","))
+            break;
+        }
+      bind_target (ps, i + 1, e);
+      i = e;
+    }
+}
+
+enum block
+{
+  BLOCK_DESCEND,
+  BLOCK_SKIP,
+  BLOCK_MATCH
+};
+
+static bool
+starts_compound (const struct tok *t, size_t a, size_t b, enum block parent)
+{
+  static const char *const kws[] = { "if", "elif", "else", "while", "for", "try", "except", "finally", "with",
+                                     "def", "class", "async", NULL };
+  for (int i = 0; kws[i]; i++)
+    if (is (&t[a], kws[i]))
+      return true;
+  /* Soft keywords: a `match` line ends with its ':'; `case` lives in a match. */
+  if (is (&t[a], "match") && b > a + 2 && is (&t[b - 1], ":") && header_colon (t, a, b) == b - 1
+      && !is (&t[a + 1], "=") && !is (&t[a + 1], ".") && !is (&t[a + 1], ":"))
+    return true;
+  return is (&t[a], "case") && parent == BLOCK_MATCH;
+}
+
+/* One logical line [A, B); returns the kind of block that an INDENT right
+ * after it opens. */
+static enum block
+logical_line (struct parser *ps, size_t a, size_t b, bool bind, enum block parent)
+{
+  const struct tok *t = ps->t;
+  if (is (&t[a], "@"))
+    return BLOCK_SKIP; /* a decorator: nothing follows it but a def or class */
+  if (!starts_compound (t, a, b, parent))
+    {
+      simple_statements (ps, a, b, bind);
+      return BLOCK_SKIP;
+    }
+  size_t k = is (&t[a], "async") ? a + 1 : a;
+  size_t colon = header_colon (t, k, b);
+  enum block kind = BLOCK_DESCEND;
+  if (is (&t[k], "def") || is (&t[k], "class"))
+    {
+      kind = BLOCK_SKIP;
+      if (bind && k + 1 < b)
+        {
+          add_def (ps, &t[k + 1]);
+          if (is (&t[k + 1], "__getattr__") && is (&t[k], "def"))
+            ps->m->has_getattr = true;
+        }
+    }
+  else if (is (&t[k], "match"))
+    kind = BLOCK_MATCH;
+  else if (bind && is (&t[k], "for"))
+    {
+      size_t in = k + 1;
+      int depth = 0;
+      for (; in < colon; in++)
+        {
+          if (is_open (&t[in]))
+            depth++;
+          else if (is_close (&t[in]))
+            depth--;
+          else if (depth == 0 && is (&t[in], "in"))
+            break;
+        }
+      bind_target (ps, k + 1, in);
+    }
+  else if (bind && (is (&t[k], "with") || is (&t[k], "except")))
+    bind_as_targets (ps, k + 1, colon);
+  if (colon + 1 < b)
+    simple_statements (ps, colon + 1, b, bind && kind != BLOCK_SKIP);
+  return kind;
+}
+
+static void
+parse_tokens (struct parser *ps)
+{
+  const struct tok *t = ps->t;
+  enum block stack[512];
+  int sp = 0, skipping = 0;
+  enum block pending = BLOCK_SKIP;
+  size_t i = 0;
+  while (t[i].kind != T_END)
+    {
+      if (t[i].kind == T_INDENT)
+        {
+          if (sp < 512)
+            {
+              stack[sp++] = pending;
+              skipping += pending == BLOCK_SKIP;
+            }
+          i++;
+          continue;
+        }
+      if (t[i].kind == T_DEDENT)
+        {
+          if (sp > 0)
+            skipping -= stack[--sp] == BLOCK_SKIP;
+          i++;
+          continue;
+        }
+      if (t[i].kind == T_NEWLINE)
+        {
+          i++;
+          continue;
+        }
+      size_t e = i;
+      while (t[e].kind != T_NEWLINE && t[e].kind != T_END)
+        e++;
+      enum block parent = sp ? stack[sp - 1] : BLOCK_DESCEND;
+      pending = logical_line (ps, i, e, skipping == 0, parent);
+      i = e;
+    }
+}
+
+static int
+cmp_str (const void *a, const void *b)
+{
+  return strcmp (*(char *const *) a, *(char *const *) b);
+}
+
+static void
+sort_unique (struct ib_py_module *m)
+{
+  qsort (m->defs, m->n_defs, sizeof (*m->defs), cmp_str);
+  size_t o = 0;
+  for (size_t i = 0; i < m->n_defs; i++)
+    {
+      if (o > 0 && strcmp (m->defs[o - 1], m->defs[i]) == 0)
+        free (m->defs[i]);
+      else
+        m->defs[o++] = m->defs[i];
+    }
+  m->n_defs = o;
+}
+
+int
+ib_py_scan (const char *src, size_t len, const char *package, struct ib_py_module **out, ib_error_t *err)
+{
+  struct lexer lx = { .src = src, .end = src + len, .p = src, .err = err };
+  if (tokenize (&lx) < 0)
+    {
+      free (lx.toks);
+      return -1;
+    }
+  struct ib_py_module *m = ib_xcalloc (1, sizeof (*m));
+  struct parser ps = { .t = lx.toks, .package = package, .m = m };
+  parse_tokens (&ps);
+  free (lx.toks);
+  sort_unique (m);
+  *out = m;
+  return 0;
+}
+
+void
+ib_py_module_free (struct ib_py_module *m)
+{
+  if (m == NULL)
+    return;
+  for (size_t i = 0; i < m->n_defs; i++)
+    free (m->defs[i]);
+  free (m->defs);
+  for (size_t i = 0; i < m->n_imports; i++)
+    {
+      struct ib_py_import *im = &m->imports[i];
+      free (im->module);
+      free (im->asname);
+      for (size_t k = 0; k < im->n_names; k++)
+        {
+          free (im->names[k].name);
+          free (im->names[k].asname);
+        }
+      free (im->names);
+    }
+  free (m->imports);
+  free (m);
+}
+
+bool
+ib_py_defines (const struct ib_py_module *m, const char *name)
+{
+  return bsearch (&name, m->defs, m->n_defs, sizeof (*m->defs), cmp_str) != NULL;
+}
+
+static cJSON *
+str_or_null (const char *s)
+{
+  return s ? cJSON_CreateString (s) : cJSON_CreateNull ();
+}
+
+cJSON *
+ib_py_module_json (const char *path, const struct ib_py_module *m)
+{
+  cJSON *f = cJSON_CreateObject ();
+  cJSON_AddStringToObject (f, "path", path);
+  cJSON *defs = cJSON_AddArrayToObject (f, "definitions");
+  for (size_t i = 0; i < m->n_defs; i++)
+    cJSON_AddItemToArray (defs, cJSON_CreateString (m->defs[i]));
+  cJSON *imports = cJSON_AddArrayToObject (f, "imports");
+  for (size_t i = 0; i < m->n_imports; i++)
+    {
+      const struct ib_py_import *im = &m->imports[i];
+      cJSON *j = cJSON_CreateObject ();
+      cJSON_AddNumberToObject (j, "line", im->line);
+      cJSON_AddItemToObject (j, "module", str_or_null (im->module));
+      cJSON_AddNumberToObject (j, "level", im->level);
+      cJSON *names = cJSON_AddArrayToObject (j, "names");
+      for (size_t k = 0; k < im->n_names; k++)
+        {
+          cJSON *n = cJSON_CreateObject ();
+          cJSON_AddStringToObject (n, "name", im->names[k].name);
+          cJSON_AddItemToObject (n, "asname", str_or_null (im->names[k].asname));
+          cJSON_AddItemToArray (names, n);
+        }
+      if (!im->is_from)
+        cJSON_AddItemToObject (j, "asname", str_or_null (im->asname));
+      cJSON_AddItemToArray (imports, j);
+    }
+  return f;
+}
+
+static bool
+has_init (const char *dir)
+{
+  cleanup_free char *p = ib_path_join (dir, "__init__.py");
+  return access (p, F_OK) == 0;
+}
+
+int
+ib_py_module_name_of_path (const char *path, char **module, char **package, ib_error_t *err)
+{
+  char real[PATH_MAX];
+  if (realpath (path, real) == NULL)
+    return ib_error_errno (err, errno, IB_EUSAGE, "`%s`", path);
+  cleanup_free char *dir = ib_xstrdup (real);
+  char *slash = strrchr (dir, '/');
+  *slash = '\0';
+  const char *file = slash + 1;
+  size_t fl = strlen (file);
+  cleanup_free char *name = fl > 3 && strcmp (file + fl - 3, ".py") == 0 ? strndup (file, fl - 3) : ib_xstrdup (file);
+  bool is_init = strcmp (name, "__init__") == 0;
+  cleanup_free char *dotted = is_init ? ib_xstrdup ("") : ib_xstrdup (name);
+  while (*dir && has_init (dir))
+    {
+      slash = strrchr (dir, '/');
+      char *next = *dotted ? ib_xasprintf ("%s.%s", slash + 1, dotted) : ib_xstrdup (slash + 1);
+      free (dotted);
+      dotted = next;
+      *slash = '\0';
+    }
+  *module = ib_xstrdup (dotted);
+  if (is_init)
+    *package = ib_xstrdup (dotted);
+  else
+    {
+      char *dot = strrchr (dotted, '.');
+      *package = dot ? strndup (dotted, (size_t) (dot - dotted)) : ib_xstrdup ("");
+    }
+  return 0;
+}

@@ -1,0 +1,66 @@
+/* What a Python module defines and imports, read without running Python.
+ *
+ * "Defines" means exactly what CPython's ast shows bound at module level:
+ * def / async def / class names; assignment targets (=, augmented,
+ * annotated with a value; tuple, list and starred unpacking); import a.b
+ * (binds a), import a.b as c, from m import x [as y]; for, with-as and
+ * except-as targets; looking into if/elif/else, try/except/else/finally,
+ * for/while/else, with and match bodies, never into def or class bodies.
+ * Imports are every import statement of the file, at any depth, with the
+ * line of its first keyword; relative ones are resolved against the module's
+ * own package.  The scanner knows the whole lexical side of the language
+ * (string prefixes, triple quotes, f-strings nesting quotes and braces,
+ * comments, continuations, brackets, semicolons, tabs), and agrees with
+ * CPython's ast on every file of the standard library (tested). */
+#ifndef IB_PYSYMS_H
+#define IB_PYSYMS_H
+
+#include <cjson/cJSON.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "../util/error.h"
+
+struct ib_py_alias
+{
+  char *name;
+  char *asname; /* or NULL */
+};
+
+struct ib_py_import
+{
+  int line;
+  bool is_from;
+  int level;      /* leading dots of a from-import */
+  char *module;   /* absolute after resolution; ".x" style when it cannot be resolved */
+  char *asname;   /* plain `import a.b as c` only */
+  size_t n_names; /* from-imports: the names, "*" for a star import */
+  struct ib_py_alias *names;
+};
+
+struct ib_py_module
+{
+  size_t n_defs;
+  char **defs; /* sorted, unique */
+  size_t n_imports;
+  struct ib_py_import *imports;
+  bool has_getattr;     /* a module-level __getattr__: any name may resolve */
+  bool has_star_import; /* a module-level `from x import *` */
+};
+
+/* Scan SRC.  PACKAGE is the dotted package the module lives in (for a
+ * package's __init__.py, the package itself), used to resolve relative
+ * imports; NULL or "" for a top-level module.  Only an unterminated string
+ * or bracket is an error. */
+int ib_py_scan (const char *src, size_t len, const char *package, struct ib_py_module **out, ib_error_t *err);
+void ib_py_module_free (struct ib_py_module *m);
+bool ib_py_defines (const struct ib_py_module *m, const char *name);
+
+/* {"path","definitions":[…],"imports":[{"line","module","level","names":[{"name","asname"}]}]} */
+cJSON *ib_py_module_json (const char *path, const struct ib_py_module *m);
+
+/* The dotted module name and package of a file on disk: folders are
+ * climbed while they hold an __init__.py. */
+int ib_py_module_name_of_path (const char *path, char **module, char **package, ib_error_t *err);
+
+#endif
