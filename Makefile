@@ -17,9 +17,10 @@ LIB_SRC := $(wildcard util/*.c layers/*.c symbol-check/*.c) $(filter-out builder
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 UNIT_SRC := $(wildcard tests/unit/*.c)
 PROGS := $(BUILD)/imgbuild $(BUILD)/imgverify
+STAND_IN_SO := images/dsv41-flash-b12x/native/_b12x_C.abi3.so
 
-.PHONY: all deps test-deps image base test unit integration clean install
-all: $(PROGS) $(BUILD)/unit-tests
+.PHONY: all deps test-deps image stand-in test clean install
+all: $(PROGS) $(BUILD)/unit-tests $(STAND_IN_SO)
 
 $(BUILD)/obj/%.o: %.c $(wildcard */*.h)
 	@mkdir -p $(dir $@)
@@ -33,6 +34,12 @@ $(BUILD)/%: $(BUILD)/obj/builder/%.o $(BUILD)/libimgbuild.a
 
 $(BUILD)/unit-tests: $(UNIT_SRC) $(BUILD)/libimgbuild.a $(wildcard tests/unit/*.h tests/unit/*.def)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $(UNIT_SRC) $(BUILD)/libimgbuild.a $(LDLIBS) -o $@
+
+# The stand-in base's native extension (a real shared object, versioned
+# symbols) that its definition copies into the image.
+$(STAND_IN_SO): images/dsv41-flash-b12x/native/b12x_ops.c images/dsv41-flash-b12x/native/b12x_ops.map
+	$(CC) -O2 -shared -fPIC -Wl,--version-script=images/dsv41-flash-b12x/native/b12x_ops.map -Wl,--build-id=none $< -o $@
+stand-in: $(STAND_IN_SO)
 
 deps:
 	@scripts/install-deps.sh build
@@ -50,7 +57,7 @@ test: test-deps
 	tests/run.sh
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(STAND_IN_SO)
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/imgbuild

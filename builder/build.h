@@ -1,11 +1,12 @@
 /* The build: one context that the pipeline fills step by step and the gates
  * read.  The pipeline is
  *
- *   resolve base → INPUTS gates → overlay layer → LAYERS gates
- *     → config + manifest → IMAGE gates → tag → outputs
+ *   resolve base → INPUTS gates → overlay layer → config + manifest
+ *     → IMAGE gates (over the candidate image) → tag → outputs
  *
- * and every step before the tag works on content named by digest only: a
- * failure anywhere leaves the store's tags as they were. */
+ * and every step before the tag works on content named by digest only (the
+ * candidate's blobs are in the store, but nothing names them): a failure
+ * anywhere leaves the store's tags as they were. */
 #ifndef IB_BUILD_H
 #define IB_BUILD_H
 
@@ -42,12 +43,16 @@ struct ib_build
   struct ib_layer_entry *entries;
   size_t n_entries;
   struct ib_layer_result overlay;
-  struct ib_image *image;
+  struct ib_image *image;        /* the candidate, untagged until every gate passed */
+  struct ib_fsview *image_view;  /* the candidate's merged file system */
   struct ib_report *report;
 };
 
 /* The base's merged file system, from the per-layer caches. */
 int ib_build_base_view (struct ib_build *b, const struct ib_fsview **out, ib_error_t *err);
+
+/* The candidate image's merged file system (base + overlay). */
+int ib_build_image_view (struct ib_build *b, const struct ib_fsview **out, ib_error_t *err);
 
 /* Build DEF.  On success the image is tagged (and written to the outputs);
  * *MANIFEST receives its digest. */

@@ -34,6 +34,16 @@ ib_definition_free (struct ib_definition *d)
     free (d->env[i]);
   for (size_t i = 0; i < d->n_labels * 2; i++)
     free (d->labels[i]);
+  for (size_t i = 0; i < d->n_check_packages; i++)
+    free (d->check_packages[i]);
+  free (d->check_packages);
+  for (size_t i = 0; i < d->n_py_required; i++)
+    ib_requirement_clear (&d->py_required[i]);
+  free (d->py_required);
+  for (size_t i = 0; i < d->n_native_required; i++)
+    ib_requirement_clear (&d->native_required[i]);
+  free (d->native_required);
+  free (d->python_path);
   free (d->items);
   free (d->new_paths);
   free (d->env);
@@ -294,6 +304,65 @@ parse_copy_line (struct ib_definition *d, char *l, const char *origin, ib_error_
                    origin);
 }
 
+static void
+add_requirement (struct ib_requirement **list, size_t *n, char **w, int nw, const char *origin)
+{
+  *list = ib_xrealloc (*list, (*n + 1) * sizeof (**list));
+  struct ib_requirement *r = &(*list)[(*n)++];
+  memset (r, 0, sizeof (*r));
+  r->path = ib_xstrdup (w[1]);
+  r->origin = ib_xstrdup (origin);
+  for (int i = 2; i < nw; i++)
+    add_string (&r->names, &r->n_names, w[i]);
+}
+
+/* [symbols]: python-path DIR | check-package NAME | unresolved warn|error |
+ * python FILE NAME... | native PATH-OR-GLOB SYMBOL... */
+static int
+parse_symbols_line (struct ib_definition *d, char *l, const char *origin, ib_error_t *err)
+{
+  char *w[256];
+  int n = split_words (l, w, 256);
+  if (n == 2 && strcmp (w[0], "python-path") == 0)
+    {
+      if (w[1][0] != '/')
+        return ib_error (err, IB_EDEFINITION, "%s: python-path must be an absolute image path", origin);
+      free (d->python_path);
+      d->python_path = ib_xstrdup (w[1]);
+      return 0;
+    }
+  if (n == 2 && strcmp (w[0], "check-package") == 0)
+    {
+      add_string (&d->check_packages, &d->n_check_packages, w[1]);
+      return 0;
+    }
+  if (n == 2 && strcmp (w[0], "unresolved") == 0 && (strcmp (w[1], "warn") == 0 || strcmp (w[1], "error") == 0))
+    {
+      d->unresolved_is_error = strcmp (w[1], "error") == 0;
+      return 0;
+    }
+  if (n >= 3 && strcmp (w[0], "python") == 0)
+    {
+      if (w[1][0] != '/' && d->python_path == NULL)
+        return ib_error (err, IB_EDEFINITION, "%s: a relative file needs python-path first", origin);
+      cleanup_free char *full = w[1][0] == '/' ? ib_xstrdup (w[1]) : ib_path_join (d->python_path, w[1]);
+      w[1] = full;
+      add_requirement (&d->py_required, &d->n_py_required, w, n, origin);
+      return 0;
+    }
+  if (n >= 3 && strcmp (w[0], "native") == 0)
+    {
+      if (w[1][0] != '/')
+        return ib_error (err, IB_EDEFINITION, "%s: a native path must be absolute", origin);
+      add_requirement (&d->native_required, &d->n_native_required, w, n, origin);
+      return 0;
+    }
+  return ib_error (err, IB_EDEFINITION,
+                   "%s: expected `python-path DIR`, `check-package NAME`, `unresolved warn|error`, "
+                   "`python FILE NAME...` or `native PATH SYMBOL...`",
+                   origin);
+}
+
 static int
 parse_image_key (struct ib_definition *d, const char *k, const char *v, const char *origin, ib_error_t *err)
 {
@@ -323,6 +392,8 @@ parse_conf_line (struct ib_definition *d, const char *section, char *l, const ch
 {
   if (strcmp (section, "copy") == 0)
     return parse_copy_line (d, l, origin, err);
+  if (strcmp (section, "symbols") == 0)
+    return parse_symbols_line (d, l, origin, err);
   if (strcmp (section, "new") == 0)
     {
       if (l[0] != '/')

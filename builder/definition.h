@@ -12,6 +12,7 @@
 #include <stddef.h>
 
 #include "../layers/tarlayer.h"
+#include "../symbol-check/symgate.h"
 #include "../util/error.h"
 
 struct ib_copy_item
@@ -42,6 +43,15 @@ struct ib_definition
   char **env;       /* KEY=VALUE */
   size_t n_labels;
   char **labels;    /* k0, v0, k1, v1 ... */
+  /* [symbols] */
+  char *python_path;
+  size_t n_check_packages;
+  char **check_packages;
+  size_t n_py_required;
+  struct ib_requirement *py_required;
+  size_t n_native_required;
+  struct ib_requirement *native_required;
+  bool unresolved_is_error;
 };
 
 /* PATH is a folder holding image.conf, or an image.conf itself. */

@@ -12,8 +12,7 @@
 enum ib_gate_phase
 {
   IB_PHASE_INPUTS, /* before the overlay layer is written */
-  IB_PHASE_LAYERS, /* over base + overlay, before config and manifest */
-  IB_PHASE_IMAGE,  /* over the finished, untagged image */
+  IB_PHASE_IMAGE,  /* over the candidate image: written, not tagged */
 };
 
 struct ib_gate
@@ -26,5 +25,6 @@ struct ib_gate
 const struct ib_gate *ib_gates (size_t *n);
 
 int ib_gate_definition (struct ib_build *b, ib_error_t *err);
+int ib_gate_symbols (struct ib_build *b, ib_error_t *err);
 
 #endif

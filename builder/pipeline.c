@@ -16,6 +16,15 @@ ib_build_base_view (struct ib_build *b, const struct ib_fsview **out, ib_error_t
   return 0;
 }
 
+int
+ib_build_image_view (struct ib_build *b, const struct ib_fsview **out, ib_error_t *err)
+{
+  if (b->image_view == NULL && ib_fsview_of_image (b->store, b->image, &b->image_view, err) < 0)
+    return ib_error_wrap (err, "image %s", b->image->manifest.digest.s);
+  *out = b->image_view;
+  return 0;
+}
+
 static int
 run_gates (struct ib_build *b, enum ib_gate_phase phase, ib_error_t *err)
 {
@@ -134,8 +143,7 @@ static int
 pipeline (struct ib_build *b, ib_error_t *err)
 {
   if (resolve_base (b, err) < 0 || run_gates (b, IB_PHASE_INPUTS, err) < 0 || write_overlay (b, err) < 0
-      || run_gates (b, IB_PHASE_LAYERS, err) < 0 || commit_image (b, err) < 0
-      || run_gates (b, IB_PHASE_IMAGE, err) < 0)
+      || commit_image (b, err) < 0 || run_gates (b, IB_PHASE_IMAGE, err) < 0)
     return -1;
   /* Every gate passed: the name is written last, in one atomic step. */
   if (ib_store_tag (b->store, b->name, &b->image->manifest, err) < 0)
@@ -182,6 +190,7 @@ build_clear (struct ib_build *b)
   free (b->entries);
   ib_descriptor_clear (&b->overlay.desc);
   ib_fsview_free (b->base_view);
+  ib_fsview_free (b->image_view);
   ib_image_free (b->base);
   ib_image_free (b->image);
   ib_store_free (b->store);

@@ -38,6 +38,7 @@ struct lexer
   const char *src, *end, *p;
   int line;
   int depth;         /* open brackets */
+  int open_line;     /* where the outermost open bracket is */
   int indents[256];  /* columns of the open blocks */
   int n_indents;
   struct tok *toks;
@@ -367,8 +368,8 @@ tokenize (struct lexer *lx)
       else
         {
           size_t n = op_length (p, lx->end);
-          if (c == '(' || c == '[' || c == '{')
-            lx->depth++;
+          if ((c == '(' || c == '[' || c == '{') && lx->depth++ == 0)
+            lx->open_line = lx->line;
           else if ((c == ')' || c == ']' || c == '}') && lx->depth > 0)
             lx->depth--;
           emit (lx, T_OP, p, n, lx->line);
@@ -377,7 +378,7 @@ tokenize (struct lexer *lx)
       pending = true;
     }
   if (lx->depth > 0)
-    return ib_error (lx->err, IB_ESYMBOLS, "line %d: unclosed bracket at the end of the file", lx->line);
+    return ib_error (lx->err, IB_ESYMBOLS, "line %d: bracket never closed", lx->open_line);
   if (pending)
     emit (lx, T_NEWLINE, lx->end, 0, lx->line);
   while (lx->n_indents-- > 1)

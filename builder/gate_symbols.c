@@ -1,0 +1,96 @@
+/* The symbol gate in the build: the definition's [symbols] rules over the
+ * candidate image, checking the imports of the overlay's Python files. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../util/cleanup.h"
+#include "../util/fsutil.h"
+#include "gates.h"
+
+struct sink
+{
+  struct ib_report *report;
+  char *first_error;
+};
+
+static void
+on_problem (void *data, bool is_error, const char *msg)
+{
+  struct sink *k = data;
+  if (is_error && k->first_error == NULL)
+    k->first_error = ib_xstrdup (msg); /* becomes the error line */
+  else
+    ib_report_problem (k->report, "symbols", "%s%s", is_error ? "" : "warning: ", msg);
+}
+
+/* Without check-package lines: the top-level packages that the overlay's
+ * files live in under python-path. */
+static char **
+default_packages (const struct ib_definition *d, size_t *n)
+{
+  char **out = NULL;
+  *n = 0;
+  size_t pl = strlen (d->python_path);
+  for (size_t i = 0; i < d->n_items; i++)
+    {
+      cleanup_free char *t = ib_copy_item_target (&d->items[i]);
+      if (t == NULL || strncmp (t, d->python_path, pl) != 0 || t[pl] != '/')
+        continue;
+      const char *rel = t + pl + 1;
+      size_t len = strcspn (rel, "/");
+      if (len == strlen (rel))
+        continue; /* a top-level module, not a package */
+      bool seen = false;
+      for (size_t k = 0; k < *n; k++)
+        seen |= strlen (out[k]) == len && strncmp (out[k], rel, len) == 0;
+      if (!seen)
+        {
+          out = ib_xrealloc (out, (*n + 1) * sizeof (*out));
+          out[(*n)++] = strndup (rel, len);
+        }
+    }
+  return out;
+}
+
+int
+ib_gate_symbols (struct ib_build *b, ib_error_t *err)
+{
+  const struct ib_definition *d = b->def;
+  if (d->python_path == NULL && d->n_native_required == 0)
+    return 0;
+  const struct ib_fsview *view;
+  if (ib_build_image_view (b, &view, err) < 0)
+    return -1;
+  size_t n_default = 0;
+  char **defaults = d->n_check_packages || !d->python_path ? NULL : default_packages (d, &n_default);
+  struct ib_symbol_rules rules = {
+    .python_path = d->python_path,
+    .packages = d->n_check_packages ? d->check_packages : defaults,
+    .n_packages = d->n_check_packages ? d->n_check_packages : n_default,
+    .python = d->py_required,
+    .n_python = d->n_py_required,
+    .native = d->native_required,
+    .n_native = d->n_native_required,
+    .unresolved_is_error = d->unresolved_is_error,
+    .first_checked_layer = (int) b->base->n_layers,
+  };
+  struct sink k = { b->report, NULL };
+  struct ib_symbol_stats st;
+  int r = ib_symbols_check (b->store, b->image, view, &rules, on_problem, &k, &st, err);
+  for (size_t i = 0; i < n_default; i++)
+    free (defaults[i]);
+  free (defaults);
+  cleanup_free char *first = k.first_error;
+  if (r < 0)
+    return -1;
+  ib_report_note (b->report,
+                  "symbols: %zu overlay files, %zu imports, %zu names, %zu shared objects; %zu read, %zu cached; "
+                  "%zu warnings",
+                  st.files_checked, st.imports_checked, st.names_checked, st.native_checked, st.scanned, st.cached,
+                  st.warnings);
+  if (st.errors == 0)
+    return 0;
+  if (st.errors == 1)
+    return ib_error (err, IB_ESYMBOLS, "%s", first);
+  return ib_error (err, IB_ESYMBOLS, "%s (and %zu more, listed above)", first, st.errors - 1);
+}

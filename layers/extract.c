@@ -1,0 +1,92 @@
+#include "extract.h"
+
+#include <archive_entry.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../util/cleanup.h"
+#include "../util/fsutil.h"
+
+static const struct ib_fs_entry *
+find_wanted (const struct ib_fs_entry *const *wanted, size_t n, int layer, const char *path)
+{
+  for (size_t i = 0; i < n; i++)
+    if (wanted[i]->layer == layer && strcmp (wanted[i]->path, path) == 0)
+      return wanted[i];
+  return NULL;
+}
+
+static int
+extract_layer (struct ib_store *s, const struct ib_image *img, int layer, const struct ib_fs_entry *const *wanted,
+               size_t n, ib_extract_fn fn, void *data, ib_error_t *err)
+{
+  cleanup_free char *path = ib_store_blob_path (s, &img->layers[layer].digest);
+  struct ib_layer_reader *r;
+  if (ib_layer_reader_open (path, &img->layers[layer], &img->diff_ids[layer], &r, err) < 0)
+    return -1;
+  struct archive_entry *ae;
+  int x;
+  while ((x = ib_layer_reader_next (r, &ae, err)) == 1)
+    {
+      cleanup_free char *p = ib_clean_tar_path (archive_entry_pathname (ae) ? archive_entry_pathname (ae) : "");
+      const struct ib_fs_entry *e = p ? find_wanted (wanted, n, layer, p) : NULL;
+      if (e && fn (data, e, r, err) < 0)
+        {
+          ib_layer_reader_free (r);
+          return -1;
+        }
+    }
+  /* The layer's digests are checked even though only part of it was used. */
+  if (x == 0)
+    x = ib_layer_reader_end (r, NULL, err);
+  ib_layer_reader_free (r);
+  return x;
+}
+
+int
+ib_extract_entries (struct ib_store *s, const struct ib_image *img, const struct ib_fs_entry *const *wanted,
+                    size_t n, ib_extract_fn fn, void *data, ib_error_t *err)
+{
+  for (size_t layer = 0; layer < img->n_layers; layer++)
+    {
+      bool needed = false;
+      for (size_t i = 0; i < n && !needed; i++)
+        needed = wanted[i]->layer == (int) layer;
+      if (needed && extract_layer (s, img, (int) layer, wanted, n, fn, data, err) < 0)
+        return -1;
+    }
+  return 0;
+}
+
+int
+ib_reader_slurp (struct ib_layer_reader *r, size_t max, char **out, size_t *len, ib_error_t *err)
+{
+  size_t cap = 64 << 10, n = 0;
+  char *buf = ib_xmalloc (cap + 1);
+  for (;;)
+    {
+      if (n == cap)
+        {
+          if (cap >= max)
+            {
+              free (buf);
+              return ib_error (err, IB_EINTEGRITY, "file is larger than %zu bytes", max);
+            }
+          cap *= 2;
+          buf = ib_xrealloc (buf, cap + 1);
+        }
+      ssize_t got = ib_layer_reader_data (r, buf + n, cap - n, err);
+      if (got < 0)
+        {
+          free (buf);
+          return -1;
+        }
+      if (got == 0)
+        break;
+      n += (size_t) got;
+    }
+  buf[n] = '\0';
+  *out = buf;
+  *len = n;
+  return 0;
+}

@@ -1,0 +1,95 @@
+# symbol-check (issue "symbol-check"): the extractor against CPython's ast,
+# and the Python and native symbol gate failing where it must.
+
+VLLM_BASE=dsv41-flash-b12x/site-packages/vllm
+
+t_python_symbols_equal_ast_on_the_stdlib() {
+  python3 "$ROOT/tests/pyref/compare.py" "$IV" --stdlib | tee cmp.out
+  grep -Eq '^python-symbols: [0-9]+ files, ([0-9]+) equal, 0 differ' cmp.out
+  # Not a vacuous pass: the standard library has hundreds of modules.
+  n=$(sed -n 's/^python-symbols: \([0-9]*\) files.*/\1/p' cmp.out)
+  [ "$n" -gt 500 ]
+}
+
+t_python_symbols_equal_ast_on_the_tricky_corpus() {
+  python3 "$ROOT/tests/pyref/compare.py" "$IV" $(find "$ROOT/tests/pyref/corpus" -name '*.py') | tee cmp.out
+  grep -q ' 0 differ, 0 unparsable' cmp.out
+  # The reference must see what it is meant to see (guards the corpus).
+  "$IV" --python-symbols "$ROOT/tests/pyref/corpus/pkg/sub/tricky.py" >out.json
+  for name in fh4 star_exc in_case3 t3 ann1 __getattr__ semicolon_b; do
+    jq -e --arg n "$name" '.files[0].definitions | index($n)' out.json >/dev/null
+  done
+  for name in ann2 local listcomp_var inner_method walrus; do
+    ! jq -e --arg n "$name" '.files[0].definitions | index($n)' out.json >/dev/null
+  done
+}
+
+t_symbol_gate_passes_and_is_warm_the_second_time() {
+  build_base
+  "$IB" dsv41-flash-dcp2 2>first.err >/dev/null
+  grep -q 'gate symbols *pass' first.err
+  grep -Eq 'symbols: 23 overlay files, [1-9][0-9]* imports' first.err
+  "$IB" -t again:1 dsv41-flash-dcp2 2>second.err >/dev/null
+  # The second time, no base file is read again: all from the cache.
+  grep -Eq 'symbols: .* 23 read, [1-9][0-9]* cached' second.err
+}
+
+t_removed_base_definition_fails_the_build() {
+  copy_images d
+  # The base loses get_dcp_group, which the overlay imports.
+  python3 - d/$VLLM_BASE/distributed/parallel_state.py <<'PY'
+import re, sys
+p = sys.argv[1]
+s = open(p).read()
+s = re.sub(r"\ndef get_dcp_group\(\).*?\n\n\n", "\n", s, flags=re.S)
+open(p, "w").write(s)
+PY
+  ! grep -q 'def get_dcp_group' d/$VLLM_BASE/distributed/parallel_state.py
+  "$IB" -q d/dsv41-flash-b12x -t base:broken >/dev/null
+  expect_fail 5 'vllm/distributed/communication_op.py:[0-9]+: from vllm.distributed.parallel_state import get_dcp_group: get_dcp_group is not defined in vllm/distributed/parallel_state.py \(layer sha256:[0-9a-f]{64}\)' \
+    "$IB" d/dsv41-flash-dcp2 -t dcp2:2 --from base:broken
+  # The required-symbol list catches it too, as a second problem.
+  grep -q 'parallel_state.py does not define required symbol get_dcp_group' stderr.txt
+  ! skopeo inspect "oci:$IMGBUILD_STORE:dcp2:2" >/dev/null 2>&1
+}
+
+t_missing_required_symbol_fails_the_build() {
+  build_base
+  copy_images d
+  echo "python vllm/v1/core/kv_cache_utils.py get_swa_block_size no_such_helper" >>d/dsv41-flash-dcp2/image.conf
+  expect_fail 5 'image.conf:[0-9]+: .*kv_cache_utils.py does not define required symbol no_such_helper' \
+    "$IB" d/dsv41-flash-dcp2 -t dcp2:3
+  ! skopeo inspect "oci:$IMGBUILD_STORE:dcp2:3" >/dev/null 2>&1
+}
+
+t_missing_native_symbol_fails_the_build() {
+  build_base
+  copy_images d
+  echo "native /usr/local/lib/python3.12/dist-packages/vllm/_b12x_C*.so b12x_missing_op" >>d/dsv41-flash-dcp2/image.conf
+  expect_fail 5 '_b12x_C.abi3.so does not export dynamic symbol b12x_missing_op' "$IB" d/dsv41-flash-dcp2 -t n:1
+  copy_images e
+  echo "native /usr/local/lib/python3.12/dist-packages/vllm/_b12x_C*.so b12x_fused_moe@B12X_9.9" >>e/dsv41-flash-dcp2/image.conf
+  expect_fail 5 'does not export dynamic symbol b12x_fused_moe@B12X_9.9' "$IB" e/dsv41-flash-dcp2 -t n:2
+  copy_images f
+  echo "native /usr/lib/libnothere.so* x" >>f/dsv41-flash-dcp2/image.conf
+  expect_fail 5 'no shared object in the image matches /usr/lib/libnothere.so' "$IB" f/dsv41-flash-dcp2 -t n:3
+}
+
+t_unresolvable_import_warns_or_fails_by_policy() {
+  build_base
+  copy_images d
+  # vllm.envs answers through a module-level __getattr__.
+  printf 'from vllm.envs import VLLM_CACHE_ROOT\n' >>d/dsv41-flash-dcp2/files/engram.py
+  "$IB" d/dsv41-flash-dcp2 -t warn:1 2>warn.err >/dev/null
+  grep -q 'warning: vllm/model_executor/models/deepseek_v4_1/engram.py:[0-9]*: from vllm.envs import VLLM_CACHE_ROOT: VLLM_CACHE_ROOT is not resolvable statically (vllm/envs.py has a module-level __getattr__)' warn.err
+  sed -i 's/^unresolved warn/unresolved error/' d/dsv41-flash-dcp2/image.conf
+  expect_fail 5 'VLLM_CACHE_ROOT is not resolvable statically' "$IB" d/dsv41-flash-dcp2 -t warn:2
+}
+
+t_import_of_a_missing_module_fails() {
+  build_base
+  copy_images d
+  printf 'from vllm.v1.core.no_such_module import thing\n' >>d/dsv41-flash-dcp2/files/candidate_blocks.py
+  expect_fail 5 'candidate_blocks.py:[0-9]+: from vllm.v1.core.no_such_module: module vllm.v1.core.no_such_module is not in the image' \
+    "$IB" d/dsv41-flash-dcp2 -t m:1
+}

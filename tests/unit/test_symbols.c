@@ -1,0 +1,114 @@
+/* symbol-check/: the Python scanner on syntax the stdlib comparison cannot
+ * cover (Python 3.12 f-strings, errors), and ELF dynamic symbols of a shared
+ * object built here. */
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../../symbol-check/elfsyms.h"
+#include "../../symbol-check/pysyms.h"
+#include "../../util/cleanup.h"
+#include "../../util/fsutil.h"
+#include "test.h"
+
+static struct ib_py_module *
+scan (struct test_ctx *t, const char *src, const char *package)
+{
+  struct ib_py_module *m = NULL;
+  ib_error_t err = NULL;
+  CHECK (t, ib_py_scan (src, strlen (src), package, &m, &err) == 0);
+  if (err)
+    fprintf (stderr, "  %s\n", err->msg);
+  ib_error_release (&err);
+  return m;
+}
+
+void
+pysyms_pep701_fstrings (struct test_ctx *t)
+{
+  /* Python 3.12: the same quote inside a replacement field, nested fields,
+   * a '}' inside a nested string, a format spec with a field. */
+  const char *src = "d = {'a': 1}\n"
+                    "s = f\"{d[\"a\"]} {f\"{d[\"a\"]:>{3}}\"} {'}'}\"\n"
+                    "t = f'''{\n  d['a']\n}'''\n"
+                    "after = 1\n";
+  struct ib_py_module *m = scan (t, src, NULL);
+  if (m == NULL)
+    return;
+  CHECK (t, ib_py_defines (m, "after") && ib_py_defines (m, "s") && ib_py_defines (m, "t"));
+  CHECK (t, m->n_defs == 4);
+  ib_py_module_free (m);
+}
+
+void
+pysyms_relative_imports_and_flags (struct test_ctx *t)
+{
+  const char *src = "from .a import x\nfrom ..b.c import y as z\nfrom ... import w\nfrom .q import *\n"
+                    "def __getattr__(name):\n    from . import late\n";
+  struct ib_py_module *m = scan (t, src, "vllm.v1.core");
+  if (m == NULL)
+    return;
+  CHECK (t, m->n_imports == 5);
+  CHECK_STR (t, m->imports[0].module, "vllm.v1.core.a");
+  CHECK_STR (t, m->imports[1].module, "vllm.v1.b.c");
+  CHECK_STR (t, m->imports[1].names[0].asname, "z");
+  CHECK_STR (t, m->imports[2].module, "vllm");
+  CHECK (t, m->imports[4].line == 6);
+  CHECK (t, m->has_star_import && m->has_getattr);
+  CHECK (t, ib_py_defines (m, "z") && !ib_py_defines (m, "y") && !ib_py_defines (m, "late"));
+  ib_py_module_free (m);
+  /* Beyond the top-level package: kept in its relative form. */
+  m = scan (t, "from .... import x\n", "a.b");
+  CHECK (t, m && strcmp (m->imports[0].module, "....") == 0);
+  ib_py_module_free (m);
+}
+
+void
+pysyms_errors (struct test_ctx *t)
+{
+  const char *bad[] = { "s = 'open\n", "x = (1,\n", "s = '''never closed\n", "f = f\"{x\"\n", NULL };
+  for (int i = 0; bad[i]; i++)
+    {
+      struct ib_py_module *m = NULL;
+      ib_error_t err = NULL;
+      CHECK (t, ib_py_scan (bad[i], strlen (bad[i]), NULL, &m, &err) < 0);
+      CHECK (t, err && strstr (err->msg, "line 1"));
+      ib_error_release (&err);
+    }
+}
+
+void
+elf_dynsyms_of_a_built_object (struct test_ctx *t)
+{
+  const char *dir = test_tmpdir ();
+  test_write (dir, "lib.c", "int visible_fn (void) { return 1; }\n"
+                            "int old_fn (void) { return 2; }\n"
+                            "__attribute__((visibility(\"hidden\"))) int hidden_fn (void) { return 3; }\n"
+                            "__asm__ (\".symver old_fn,old_fn@LIB_1.0\");\n");
+  test_write (dir, "lib.map", "LIB_1.0 { global: old_fn; };\nLIB_2.0 { global: visible_fn; local: *; } LIB_1.0;\n");
+  cleanup_free char *cmd = ib_xasprintf ("cd %s && cc -shared -fPIC -Wl,--version-script=lib.map lib.c -o lib.so", dir);
+  CHECK (t, system (cmd) == 0);
+  cleanup_free char *so = ib_path_join (dir, "lib.so");
+  int fd = open (so, O_RDONLY);
+  struct ib_elf_symbols *s = NULL;
+  ib_error_t err = NULL;
+  CHECK (t, ib_elf_dynsyms (fd, so, &s, &err) == 0);
+  close (fd);
+  if (s == NULL)
+    return;
+  CHECK (t, s->machine == 62 || s->machine == 183);
+  CHECK (t, ib_elf_exports (s, "visible_fn"));
+  CHECK (t, ib_elf_exports (s, "visible_fn@LIB_2.0"));
+  CHECK (t, !ib_elf_exports (s, "visible_fn@LIB_1.0"));
+  CHECK (t, ib_elf_exports (s, "old_fn@LIB_1.0"));
+  CHECK (t, !ib_elf_exports (s, "hidden_fn"));
+  CHECK (t, !ib_elf_exports (s, "visible"));
+  ib_elf_symbols_free (s);
+  /* Not an ELF file. */
+  cleanup_free char *c = ib_path_join (dir, "lib.c");
+  fd = open (c, O_RDONLY);
+  CHECK (t, ib_elf_dynsyms (fd, c, &s, &err) < 0 && strstr (err->msg, "not an ELF"));
+  close (fd);
+  ib_error_release (&err);
+}
