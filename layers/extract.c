@@ -7,13 +7,20 @@
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
 
+static int
+cmp_entry_path (const void *a, const void *b)
+{
+  return strcmp ((*(const struct ib_fs_entry *const *) a)->path, (*(const struct ib_fs_entry *const *) b)->path);
+}
+
+/* WANTED is sorted by path; a view has one entry per path. */
 static const struct ib_fs_entry *
 find_wanted (const struct ib_fs_entry *const *wanted, size_t n, int layer, const char *path)
 {
-  for (size_t i = 0; i < n; i++)
-    if (wanted[i]->layer == layer && strcmp (wanted[i]->path, path) == 0)
-      return wanted[i];
-  return NULL;
+  struct ib_fs_entry key = { .path = (char *) path };
+  const struct ib_fs_entry *kp = &key;
+  const struct ib_fs_entry *const *hit = bsearch (&kp, wanted, n, sizeof (*wanted), cmp_entry_path);
+  return hit && (*hit)->layer == layer ? *hit : NULL;
 }
 
 static int
@@ -47,12 +54,15 @@ int
 ib_extract_entries (struct ib_store *s, const struct ib_image *img, const struct ib_fs_entry *const *wanted,
                     size_t n, ib_extract_fn fn, void *data, ib_error_t *err)
 {
+  cleanup_free const struct ib_fs_entry **sorted = ib_xcalloc (n, sizeof (*sorted));
+  memcpy (sorted, wanted, n * sizeof (*sorted));
+  qsort (sorted, n, sizeof (*sorted), cmp_entry_path);
   for (size_t layer = 0; layer < img->n_layers; layer++)
     {
       bool needed = false;
       for (size_t i = 0; i < n && !needed; i++)
         needed = wanted[i]->layer == (int) layer;
-      if (needed && extract_layer (s, img, (int) layer, wanted, n, fn, data, err) < 0)
+      if (needed && extract_layer (s, img, (int) layer, sorted, n, fn, data, err) < 0)
         return -1;
     }
   return 0;

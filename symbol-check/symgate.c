@@ -18,6 +18,8 @@
 #define MAX_PY_SOURCE (64u << 20)
 #define PY_CACHE_MAGIC "imgbuild-pysyms 1"
 #define ELF_CACHE_MAGIC "imgbuild-elfsyms 1"
+/* The last line of a complete cache file: one cut short is recomputed. */
+#define CACHE_END "\x01end"
 
 struct known
 {
@@ -92,6 +94,17 @@ known_add (struct ctx *c, const struct ib_fs_entry *e, struct ib_py_module *m, b
 
 /* ---- the per-content cache of definitions -------------------------------- */
 
+/* Complete, and cut before the marker so the loaders see only the lines. */
+static bool
+has_end (char *text)
+{
+  size_t n = strlen (text), m = strlen (CACHE_END "\n");
+  if (n < m || strcmp (text + n - m, CACHE_END "\n") != 0)
+    return false;
+  text[n - m] = '\0';
+  return true;
+}
+
 static void
 py_cache_save (struct ctx *c, const struct ib_fs_entry *e, const struct ib_py_module *m)
 {
@@ -101,10 +114,11 @@ py_cache_save (struct ctx *c, const struct ib_fs_entry *e, const struct ib_py_mo
   fprintf (f, "%s\ngetattr %d\nstar %d\n", PY_CACHE_MAGIC, m->has_getattr, m->has_star_import);
   for (size_t i = 0; i < m->n_defs; i++)
     fprintf (f, "%s\n", m->defs[i]);
+  fprintf (f, "%s\n", CACHE_END);
   fclose (f);
   cleanup_free char *path = ib_path_join (c->py_cache, e->digest);
   /* A cache that cannot be written only costs time next build. */
-  ib_write_file_atomic (path, text, len, 0644, NULL);
+  ib_write_cache_file (path, text, len, NULL);
   free (text);
 }
 
@@ -114,6 +128,8 @@ py_cache_load (struct ctx *c, const struct ib_fs_entry *e)
   cleanup_free char *path = ib_path_join (c->py_cache, e->digest);
   cleanup_free char *text = NULL;
   if (!e->digest[0] || ib_read_file (path, MAX_PY_SOURCE, &text, NULL, NULL) < 0)
+    return NULL;
+  if (!has_end (text))
     return NULL;
   int getattr = 0, star = 0, used = 0;
   if (sscanf (text, PY_CACHE_MAGIC "\ngetattr %d\nstar %d\n%n", &getattr, &star, &used) != 2 || used == 0)
@@ -364,6 +380,8 @@ elf_cache_load (struct ctx *c, const struct ib_fs_entry *e)
   cleanup_free char *text = NULL;
   if (!e->digest[0] || ib_read_file (path, 1u << 30, &text, NULL, NULL) < 0)
     return NULL;
+  if (!has_end (text))
+    return NULL;
   unsigned machine;
   int used = 0;
   if (sscanf (text, ELF_CACHE_MAGIC "\nmachine %u\n%n", &machine, &used) != 1 || used == 0)
@@ -388,9 +406,10 @@ elf_cache_save (struct ctx *c, const struct ib_fs_entry *e, const struct ib_elf_
   fprintf (f, "%s\nmachine %u\n", ELF_CACHE_MAGIC, s->machine);
   for (size_t i = 0; i < s->n; i++)
     fprintf (f, "%s\n", s->names[i]);
+  fprintf (f, "%s\n", CACHE_END);
   fclose (f);
   cleanup_free char *path = ib_path_join (c->elf_cache, e->digest);
-  ib_write_file_atomic (path, text, len, 0644, NULL);
+  ib_write_cache_file (path, text, len, NULL);
   free (text);
 }
 

@@ -164,6 +164,23 @@ ib_write_file_atomic (const char *path, const void *buf, size_t len, mode_t mode
 }
 
 int
+ib_write_cache_file (const char *path, const void *buf, size_t len, ib_error_t *err)
+{
+  cleanup_free char *tmp = ib_xasprintf ("%s.tmp-XXXXXX", path);
+  cleanup_close int fd = mkostemp (tmp, O_CLOEXEC);
+  if (fd < 0)
+    return ib_error_errno (err, errno, IB_EENV, "create `%s`", tmp);
+  if (ib_write_all (fd, buf, len, tmp, err) < 0 || fchmod (fd, 0644) < 0 || rename (tmp, path) < 0)
+    {
+      if (err && *err == NULL)
+        ib_error_errno (err, errno, IB_EENV, "write `%s`", path);
+      unlink (tmp);
+      return -1;
+    }
+  return 0;
+}
+
+int
 ib_read_file (const char *path, size_t max, char **out, size_t *len, ib_error_t *err)
 {
   cleanup_close int fd = open (path, O_RDONLY | O_CLOEXEC);

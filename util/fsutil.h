@@ -13,6 +13,10 @@
 int ib_mkdir_p (const char *path, mode_t mode, ib_error_t *err);
 /* Write LEN bytes to PATH atomically (PATH.tmp-XXXXXX, fsync, rename). */
 int ib_write_file_atomic (const char *path, const void *buf, size_t len, mode_t mode, ib_error_t *err);
+/* For derived data that can be recomputed: the same temporary-file-and-rename
+ * (never torn), without fsync, so thousands of small cache files cost no
+ * disk flushes.  Readers must check that the content is complete. */
+int ib_write_cache_file (const char *path, const void *buf, size_t len, ib_error_t *err);
 /* Read a whole file of at most MAX bytes (a larger one is an error). */
 int ib_read_file (const char *path, size_t max, char **out, size_t *len, ib_error_t *err);
 int ib_fsync_dir (const char *dir, ib_error_t *err);
