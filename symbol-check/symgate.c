@@ -94,55 +94,76 @@ known_add (struct ctx *c, const struct ib_fs_entry *e, struct ib_py_module *m, b
 
 /* ---- the per-content cache of definitions -------------------------------- */
 
-/* Complete, and cut before the marker so the loaders see only the lines. */
-static bool
-has_end (char *text)
-{
-  size_t n = strlen (text), m = strlen (CACHE_END "\n");
-  if (n < m || strcmp (text + n - m, CACHE_END "\n") != 0)
-    return false;
-  text[n - m] = '\0';
-  return true;
-}
-
+/* Both caches (definitions of a Python file, dynamic symbols of a shared
+ * object) are a header line, then one name per line, then an end marker:
+ * a file cut short is recomputed, never half-trusted. */
 static void
-py_cache_save (struct ctx *c, const struct ib_fs_entry *e, const struct ib_py_module *m)
+cache_save (const char *dir, const char *digest, const char *header, char *const *names, size_t n)
 {
   char *text = NULL;
   size_t len = 0;
   FILE *f = open_memstream (&text, &len);
-  fprintf (f, "%s\ngetattr %d\nstar %d\n", PY_CACHE_MAGIC, m->has_getattr, m->has_star_import);
-  for (size_t i = 0; i < m->n_defs; i++)
-    fprintf (f, "%s\n", m->defs[i]);
+  fprintf (f, "%s\n", header);
+  for (size_t i = 0; i < n; i++)
+    fprintf (f, "%s\n", names[i]);
   fprintf (f, "%s\n", CACHE_END);
   fclose (f);
-  cleanup_free char *path = ib_path_join (c->py_cache, e->digest);
+  cleanup_free char *path = ib_path_join (dir, digest);
   /* A cache that cannot be written only costs time next build. */
   ib_write_cache_file (path, text, len, NULL);
   free (text);
 }
 
+/* The header line (in *HEADER) and the names; false when absent or cut. */
+static bool
+cache_load (const char *dir, const char *digest, char **text, char **header, char ***names, size_t *n)
+{
+  cleanup_free char *path = ib_path_join (dir, digest);
+  size_t len, m = strlen (CACHE_END "\n");
+  if (!digest[0] || ib_read_file (path, 1u << 30, text, &len, NULL) < 0)
+    return false;
+  if (len < m || strcmp (*text + len - m, CACHE_END "\n") != 0)
+    return false;
+  (*text)[len - m] = '\0';
+  char *save = NULL;
+  *header = strtok_r (*text, "\n", &save);
+  *names = NULL;
+  *n = 0;
+  for (char *l = strtok_r (NULL, "\n", &save); l; l = strtok_r (NULL, "\n", &save))
+    {
+      *names = ib_xrealloc (*names, (*n + 1) * sizeof (**names));
+      (*names)[(*n)++] = ib_xstrdup (l);
+    }
+  return *header != NULL;
+}
+
+static void
+py_cache_save (struct ctx *c, const struct ib_fs_entry *e, const struct ib_py_module *m)
+{
+  cleanup_free char *header = ib_xasprintf ("%s getattr=%d star=%d", PY_CACHE_MAGIC, m->has_getattr,
+                                            m->has_star_import);
+  cache_save (c->py_cache, e->digest, header, m->defs, m->n_defs);
+}
+
 static struct ib_py_module *
 py_cache_load (struct ctx *c, const struct ib_fs_entry *e)
 {
-  cleanup_free char *path = ib_path_join (c->py_cache, e->digest);
   cleanup_free char *text = NULL;
-  if (!e->digest[0] || ib_read_file (path, MAX_PY_SOURCE, &text, NULL, NULL) < 0)
-    return NULL;
-  if (!has_end (text))
-    return NULL;
-  int getattr = 0, star = 0, used = 0;
-  if (sscanf (text, PY_CACHE_MAGIC "\ngetattr %d\nstar %d\n%n", &getattr, &star, &used) != 2 || used == 0)
+  char *header, **names;
+  size_t n;
+  int getattr, star;
+  if (!cache_load (c->py_cache, e->digest, &text, &header, &names, &n))
     return NULL;
   struct ib_py_module *m = ib_xcalloc (1, sizeof (*m));
+  m->defs = names;
+  m->n_defs = n;
+  if (sscanf (header, PY_CACHE_MAGIC " getattr=%d star=%d", &getattr, &star) != 2)
+    {
+      ib_py_module_free (m);
+      return NULL;
+    }
   m->has_getattr = getattr;
   m->has_star_import = star;
-  char *save = NULL;
-  for (char *l = strtok_r (text + used, "\n", &save); l; l = strtok_r (NULL, "\n", &save))
-    {
-      m->defs = ib_xrealloc (m->defs, (m->n_defs + 1) * sizeof (*m->defs));
-      m->defs[m->n_defs++] = ib_xstrdup (l);
-    }
   return m;
 }
 
@@ -376,23 +397,14 @@ struct native_job
 static struct ib_elf_symbols *
 elf_cache_load (struct ctx *c, const struct ib_fs_entry *e)
 {
-  cleanup_free char *path = ib_path_join (c->elf_cache, e->digest);
   cleanup_free char *text = NULL;
-  if (!e->digest[0] || ib_read_file (path, 1u << 30, &text, NULL, NULL) < 0)
-    return NULL;
-  if (!has_end (text))
-    return NULL;
-  unsigned machine;
-  int used = 0;
-  if (sscanf (text, ELF_CACHE_MAGIC "\nmachine %u\n%n", &machine, &used) != 1 || used == 0)
-    return NULL;
+  char *header;
   struct ib_elf_symbols *s = ib_xcalloc (1, sizeof (*s));
-  s->machine = machine;
-  char *save = NULL;
-  for (char *l = strtok_r (text + used, "\n", &save); l; l = strtok_r (NULL, "\n", &save))
+  if (!cache_load (c->elf_cache, e->digest, &text, &header, &s->names, &s->n)
+      || sscanf (header, ELF_CACHE_MAGIC " machine=%u", &s->machine) != 1)
     {
-      s->names = ib_xrealloc (s->names, (s->n + 1) * sizeof (*s->names));
-      s->names[s->n++] = ib_xstrdup (l);
+      ib_elf_symbols_free (s);
+      return NULL;
     }
   return s;
 }
@@ -400,17 +412,8 @@ elf_cache_load (struct ctx *c, const struct ib_fs_entry *e)
 static void
 elf_cache_save (struct ctx *c, const struct ib_fs_entry *e, const struct ib_elf_symbols *s)
 {
-  char *text = NULL;
-  size_t len = 0;
-  FILE *f = open_memstream (&text, &len);
-  fprintf (f, "%s\nmachine %u\n", ELF_CACHE_MAGIC, s->machine);
-  for (size_t i = 0; i < s->n; i++)
-    fprintf (f, "%s\n", s->names[i]);
-  fprintf (f, "%s\n", CACHE_END);
-  fclose (f);
-  cleanup_free char *path = ib_path_join (c->elf_cache, e->digest);
-  ib_write_cache_file (path, text, len, NULL);
-  free (text);
+  cleanup_free char *header = ib_xasprintf ("%s machine=%u", ELF_CACHE_MAGIC, s->machine);
+  cache_save (c->elf_cache, e->digest, header, s->names, s->n);
 }
 
 static void
