@@ -2,18 +2,18 @@
 CC ?= gcc
 PREFIX ?= /usr/local
 BUILD ?= build
-PKGS := libarchive libcjson libcrypto zlib libzstd
+PKGS := libarchive libcjson libcrypto zlib libzstd liblz4
 CFLAGS ?= -O2 -g
 CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fno-common
 CPPFLAGS += -DIB_IMAGES_DIR='"$(CURDIR)/images"'
-LDLIBS += $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -larchive -lcjson -lcrypto -lz -lzstd)
+LDLIBS += $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -larchive -lcjson -lcrypto -lz -lzstd -llz4)
 SANITIZE ?=
 ifeq ($(SANITIZE),1)
 CFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer
 LDFLAGS += -fsanitize=address,undefined
 endif
 
-LIB_SRC := $(wildcard util/*.c layers/*.c symbol-check/*.c) $(filter-out builder/imgbuild.c builder/imgverify.c,$(wildcard builder/*.c))
+LIB_SRC := $(wildcard util/*.c layers/*.c symbol-check/*.c kernels/*.c) $(filter-out builder/imgbuild.c builder/imgverify.c,$(wildcard builder/*.c))
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 UNIT_SRC := $(wildcard tests/unit/*.c)
 PROGS := $(BUILD)/imgbuild $(BUILD)/imgverify

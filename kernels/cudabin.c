@@ -1,0 +1,554 @@
+#include "cudabin.h"
+
+#include <elf.h>
+#include <errno.h>
+#include <lz4.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#include "../util/cleanup.h"
+#include "../util/fsutil.h"
+
+#define FATBIN_MAGIC 0xBA55ED50u
+#define EM_CUDA_ 190
+#define STO_CUDA_ENTRY 0x10
+#define FLAG_LZ4 0x2000ull
+#define FLAG_ZSTD 0x8000ull
+#define FLAG_ARCH_SPECIFIC 0x100000ull
+#define FLAG_FAMILY 0x200000ull
+#define MAX_ENTRY (2ull << 30) /* one cubin or PTX, uncompressed */
+#define SCAN_CHUNK (1u << 20)
+
+struct inspector
+{
+  int fd;
+  const char *what;
+  uint64_t file_size;
+  struct ib_cuda_file *out;
+  ib_error_t *err;
+};
+
+static int
+pread_all (struct inspector *in, void *buf, size_t len, uint64_t off)
+{
+  if (off > in->file_size || len > in->file_size - off)
+    return ib_error (in->err, IB_EKERNELS, "`%s`: data at %llu+%zu lies past the end of the file", in->what,
+                     (unsigned long long) off, len);
+  size_t got = 0;
+  while (got < len)
+    {
+      ssize_t n = pread (in->fd, (char *) buf + got, len - got, (off_t) (off + got));
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n <= 0)
+        return ib_error_errno (in->err, n < 0 ? errno : EIO, IB_EENV, "read `%s`", in->what);
+      got += (size_t) n;
+    }
+  return 0;
+}
+
+static struct ib_cuda_entry *
+add_entry (struct ib_cuda_file *f)
+{
+  f->e = ib_xrealloc (f->e, (f->n + 1) * sizeof (*f->e));
+  struct ib_cuda_entry *e = &f->e[f->n++];
+  memset (e, 0, sizeof (*e));
+  e->compression = "none";
+  return e;
+}
+
+static void
+add_kernel (struct ib_cuda_entry *e, const char *name, size_t len)
+{
+  e->kernels = ib_xrealloc (e->kernels, (e->n_kernels + 1) * sizeof (*e->kernels));
+  e->kernels[e->n_kernels++] = strndup (name, len);
+}
+
+/* ---- cubins (in memory: one entry's payload) ----------------------------- */
+
+static bool
+is_cuda_elf (const unsigned char *p, size_t n)
+{
+  return n >= sizeof (Elf64_Ehdr) && memcmp (p, ELFMAG, SELFMAG) == 0 && p[EI_CLASS] == ELFCLASS64
+         && ((const Elf64_Ehdr *) p)->e_machine == EM_CUDA_;
+}
+
+static bool
+section_ok (const Elf64_Shdr *sh, size_t n)
+{
+  return sh->sh_offset <= n && sh->sh_size <= n - sh->sh_offset;
+}
+
+/* "-arch sm_121a" in the ptxas command line that .note.nv.tkinfo keeps. */
+static char
+variant_from_notes (const unsigned char *p, size_t n, const Elf64_Shdr *sh, unsigned shnum, const char *shstr,
+                    size_t shstr_len)
+{
+  for (unsigned i = 0; i < shnum; i++)
+    {
+      if (sh[i].sh_name >= shstr_len || strcmp (shstr + sh[i].sh_name, ".note.nv.tkinfo") != 0
+          || !section_ok (&sh[i], n))
+        continue;
+      const char *s = (const char *) p + sh[i].sh_offset;
+      size_t len = sh[i].sh_size;
+      for (size_t k = 0; k + 9 < len; k++)
+        if (memcmp (s + k, "-arch sm_", 9) == 0)
+          {
+            size_t e = k + 9;
+            while (e < len && s[e] >= '0' && s[e] <= '9')
+              e++;
+            return e < len && (s[e] == 'a' || s[e] == 'f') ? s[e] : 0;
+          }
+    }
+  return 0;
+}
+
+/* Fill E (kind SASS) from a cubin image.  SM and variant are taken from the
+ * cubin only when E does not have them from its fatbin entry. */
+static int
+parse_cubin (struct inspector *in, const unsigned char *p, size_t n, struct ib_cuda_entry *e)
+{
+  if (!is_cuda_elf (p, n))
+    return ib_error (in->err, IB_EKERNELS, "`%s`: a cubin entry is not a CUDA ELF image", in->what);
+  const Elf64_Ehdr *eh = (const Elf64_Ehdr *) p;
+  if (e->sm == 0)
+    e->sm = p[EI_ABIVERSION] >= 8 ? (eh->e_flags >> 8) & 0xff : eh->e_flags & 0xff;
+  if (eh->e_shentsize != sizeof (Elf64_Shdr) || eh->e_shoff > n
+      || (uint64_t) eh->e_shnum * sizeof (Elf64_Shdr) > n - eh->e_shoff)
+    return ib_error (in->err, IB_EKERNELS, "`%s`: cubin for sm_%u has no usable section headers", in->what, e->sm);
+  const Elf64_Shdr *sh = (const Elf64_Shdr *) (p + eh->e_shoff);
+  const char *shstr = NULL;
+  size_t shstr_len = 0;
+  if (eh->e_shstrndx < eh->e_shnum && section_ok (&sh[eh->e_shstrndx], n))
+    {
+      shstr = (const char *) p + sh[eh->e_shstrndx].sh_offset;
+      shstr_len = sh[eh->e_shstrndx].sh_size;
+    }
+  if (shstr && e->variant == 0)
+    e->variant = variant_from_notes (p, n, sh, eh->e_shnum, shstr, shstr_len);
+  for (unsigned i = 0; i < eh->e_shnum; i++)
+    {
+      if (sh[i].sh_type != SHT_SYMTAB || sh[i].sh_entsize != sizeof (Elf64_Sym) || sh[i].sh_link >= eh->e_shnum
+          || !section_ok (&sh[i], n) || !section_ok (&sh[sh[i].sh_link], n))
+        continue;
+      const Elf64_Sym *sym = (const Elf64_Sym *) (p + sh[i].sh_offset);
+      const char *str = (const char *) p + sh[sh[i].sh_link].sh_offset;
+      size_t str_len = sh[sh[i].sh_link].sh_size;
+      for (size_t k = 0; k < sh[i].sh_size / sizeof (Elf64_Sym); k++)
+        if (ELF64_ST_TYPE (sym[k].st_info) == STT_FUNC && (sym[k].st_other & STO_CUDA_ENTRY)
+            && sym[k].st_name < str_len)
+          add_kernel (e, str + sym[k].st_name, strnlen (str + sym[k].st_name, str_len - sym[k].st_name));
+    }
+  return 0;
+}
+
+/* ---- PTX ----------------------------------------------------------------- */
+
+static void
+parse_ptx (const char *p, size_t n, struct ib_cuda_entry *e)
+{
+  for (size_t i = 0; i + 7 < n; i++)
+    {
+      if (memcmp (p + i, ".entry", 6) != 0 || (i > 0 && p[i - 1] != ' ' && p[i - 1] != '\t' && p[i - 1] != '\n')
+          || (p[i + 6] != ' ' && p[i + 6] != '\t'))
+        continue;
+      size_t s = i + 6;
+      while (s < n && (p[s] == ' ' || p[s] == '\t'))
+        s++;
+      size_t t = s;
+      while (t < n && p[t] != '(' && p[t] != ' ' && p[t] != '\t' && p[t] != '\n' && p[t] != '\r')
+        t++;
+      if (t > s)
+        add_kernel (e, p + s, t - s);
+      i = t;
+    }
+}
+
+/* ---- fatbin entries ------------------------------------------------------ */
+
+static int
+decompress (struct inspector *in, const unsigned char *src, size_t n, uint64_t flags, uint64_t usize,
+            struct ib_cuda_entry *e, unsigned char **out, size_t *out_len)
+{
+  bool zstd = (flags & FLAG_ZSTD) || (n >= 4 && src[0] == 0x28 && src[1] == 0xb5 && src[2] == 0x2f && src[3] == 0xfd);
+  if (usize > MAX_ENTRY)
+    return ib_error (in->err, IB_EKERNELS, "`%s`: an entry claims %llu bytes uncompressed", in->what,
+                     (unsigned long long) usize);
+  unsigned char *buf = ib_xmalloc (usize ? usize : 1);
+  if (zstd)
+    {
+      e->compression = "zstd";
+      size_t r = ZSTD_decompress (buf, usize, src, n);
+      if (ZSTD_isError (r) || r != usize)
+        {
+          free (buf);
+          return ib_error (in->err, IB_EKERNELS, "`%s`: zstd entry for arch %u does not decompress: %s", in->what,
+                           e->sm, ZSTD_isError (r) ? ZSTD_getErrorName (r) : "wrong size");
+        }
+    }
+  else
+    {
+      /* The LZ4 flag, or compressed without a zstd frame: a raw LZ4 block. */
+      e->compression = "lz4";
+      int r = LZ4_decompress_safe ((const char *) src, (char *) buf, (int) n, (int) usize);
+      if (r < 0 || (uint64_t) r != usize)
+        {
+          free (buf);
+          return ib_error (in->err, IB_EKERNELS, "`%s`: lz4 entry for arch %u does not decompress", in->what, e->sm);
+        }
+    }
+  *out = buf;
+  *out_len = usize;
+  return 0;
+}
+
+static int
+parse_payload (struct inspector *in, struct ib_cuda_entry *e, const unsigned char *p, size_t n)
+{
+  if (e->kind == IB_CUDA_SASS)
+    return parse_cubin (in, p, n, e);
+  if (e->kind == IB_CUDA_PTX)
+    parse_ptx ((const char *) p, n, e);
+  return 0;
+}
+
+/* One entry at OFF; *NEXT receives the offset of the following one. */
+static int
+read_entry (struct inspector *in, uint64_t off, uint64_t end, uint64_t *next)
+{
+  unsigned char h[0x40] = { 0 };
+  if (end - off < 16 || pread_all (in, h, 16, off) < 0)
+    return ib_error (in->err, IB_EKERNELS, "`%s`: a fatbin entry header is cut at offset %llu", in->what,
+                     (unsigned long long) off);
+  uint16_t kind;
+  uint32_t hsize;
+  uint64_t psize;
+  memcpy (&kind, h, 2);
+  memcpy (&hsize, h + 4, 4);
+  memcpy (&psize, h + 8, 8);
+  if (hsize < 0x20 || hsize > 4096 || psize > end - off || hsize > end - off - psize)
+    return ib_error (in->err, IB_EKERNELS, "`%s`: fatbin entry at offset %llu has impossible sizes", in->what,
+                     (unsigned long long) off);
+  if (pread_all (in, h, hsize < sizeof (h) ? hsize : sizeof (h), off) < 0)
+    return -1;
+  uint32_t csize = 0, arch = 0;
+  uint64_t flags = 0, usize = 0;
+  memcpy (&csize, h + 0x10, 4);
+  memcpy (&arch, h + 0x1c, 4);
+  if (hsize >= 0x30)
+    memcpy (&flags, h + 0x28, 8);
+  if (hsize >= 0x40)
+    memcpy (&usize, h + 0x38, 8);
+  *next = off + hsize + psize;
+  if (kind != 1 && kind != 2 && kind != 8)
+    return 0; /* another kind of payload (debug info, ...): not GPU code */
+  struct ib_cuda_entry *e = add_entry (in->out);
+  e->kind = kind == 2 ? IB_CUDA_SASS : kind == 1 ? IB_CUDA_PTX : IB_CUDA_LTOIR;
+  e->sm = arch;
+  e->variant = (flags & FLAG_ARCH_SPECIFIC) ? 'a' : (flags & FLAG_FAMILY) ? 'f' : 0;
+  e->size = psize;
+  size_t stored = csize && csize <= psize ? csize : psize;
+  cleanup_free unsigned char *raw = ib_xmalloc (stored ? stored : 1);
+  if (pread_all (in, raw, stored, off + hsize) < 0)
+    return -1;
+  bool compressed = (flags & (FLAG_LZ4 | FLAG_ZSTD)) || (csize && usize > csize);
+  if (!compressed)
+    {
+      e->uncompressed_size = stored;
+      return parse_payload (in, e, raw, stored);
+    }
+  cleanup_free unsigned char *plain = NULL;
+  size_t plain_len = 0;
+  if (decompress (in, raw, stored, flags, usize, e, &plain, &plain_len) < 0)
+    return -1;
+  e->uncompressed_size = plain_len;
+  return parse_payload (in, e, plain, plain_len);
+}
+
+/* Fatbin containers from OFF to END, one after another; padding between
+ * them is skipped 8 bytes at a time.  Returns the number found. */
+static int
+read_containers (struct inspector *in, uint64_t off, uint64_t end)
+{
+  int found = 0;
+  while (off + 16 <= end)
+    {
+      unsigned char h[16];
+      if (pread_all (in, h, 16, off) < 0)
+        return -1;
+      uint32_t magic;
+      uint16_t hs;
+      uint64_t size;
+      memcpy (&magic, h, 4);
+      memcpy (&hs, h + 6, 2);
+      memcpy (&size, h + 8, 8);
+      if (magic != FATBIN_MAGIC)
+        {
+          off += 8;
+          continue;
+        }
+      if (hs < 16 || size > end - off || hs > end - off - size)
+        return ib_error (in->err, IB_EKERNELS, "`%s`: fatbin container at offset %llu runs past its section",
+                         in->what, (unsigned long long) off);
+      found++;
+      uint64_t e = off + hs, stop = off + hs + size;
+      while (e < stop)
+        {
+          uint64_t next = stop;
+          if (read_entry (in, e, stop, &next) < 0)
+            return -1;
+          e = next;
+        }
+      off = stop;
+    }
+  return found;
+}
+
+/* ---- host ELF files ------------------------------------------------------ */
+
+/* How far a cubin reaches: its section and program header tables are
+ * written last. */
+static uint64_t
+cubin_extent (const Elf64_Ehdr *eh)
+{
+  uint64_t sh = eh->e_shoff + (uint64_t) eh->e_shnum * eh->e_shentsize;
+  uint64_t ph = eh->e_phoff + (uint64_t) eh->e_phnum * eh->e_phentsize;
+  return sh > ph ? sh : ph;
+}
+
+/* A bare cubin (or one embedded at OFF): its extent from its header. */
+static int
+read_cubin_at (struct inspector *in, uint64_t off)
+{
+  Elf64_Ehdr eh;
+  if (pread_all (in, &eh, sizeof (eh), off) < 0)
+    return -1;
+  uint64_t len = cubin_extent (&eh);
+  if (len > MAX_ENTRY || len > in->file_size - off)
+    return ib_error (in->err, IB_EKERNELS, "`%s`: cubin at offset %llu runs past the end", in->what,
+                     (unsigned long long) off);
+  cleanup_free unsigned char *buf = ib_xmalloc (len);
+  if (pread_all (in, buf, len, off) < 0)
+    return -1;
+  struct ib_cuda_entry *e = add_entry (in->out);
+  e->kind = IB_CUDA_SASS;
+  e->size = e->uncompressed_size = len;
+  return parse_cubin (in, buf, len, e);
+}
+
+/* Fatbins or cubins inside a data section: looked for at 8-byte aligned
+ * offsets, a chunk at a time, and validated by their headers. */
+static int
+scan_section (struct inspector *in, uint64_t off, uint64_t size)
+{
+  cleanup_free unsigned char *buf = ib_xmalloc (SCAN_CHUNK + 8);
+  for (uint64_t at = 0; at + 16 <= size;)
+    {
+      size_t n = size - at < SCAN_CHUNK ? (size_t) (size - at) : SCAN_CHUNK;
+      if (pread_all (in, buf, n, off + at) < 0)
+        return -1;
+      bool jumped = false;
+      for (size_t k = 0; k + 16 <= n && !jumped; k += 8)
+        {
+          uint32_t magic;
+          memcpy (&magic, buf + k, 4);
+          if (magic == FATBIN_MAGIC)
+            {
+              uint64_t csize;
+              uint16_t hs;
+              memcpy (&hs, buf + k + 6, 2);
+              memcpy (&csize, buf + k + 8, 8);
+              if (hs == 16 && csize <= size - at - k - hs)
+                {
+                  if (read_containers (in, off + at + k, off + at + k + hs + csize) < 0)
+                    return -1;
+                  at += k + hs + csize;
+                  jumped = true;
+                }
+            }
+          else if (k + sizeof (Elf64_Ehdr) <= n && is_cuda_elf (buf + k, n - k))
+            {
+              uint64_t len = cubin_extent ((const Elf64_Ehdr *) (buf + k));
+              if (len <= size - at - k)
+                {
+                  if (read_cubin_at (in, off + at + k) < 0)
+                    return -1;
+                  at += k + len;
+                  jumped = true;
+                }
+            }
+        }
+      if (!jumped)
+        at += n > 16 ? n - 8 : n;
+    }
+  return 0;
+}
+
+static int
+inspect_host_elf (struct inspector *in, const Elf64_Ehdr *eh)
+{
+  if (eh->e_shentsize != sizeof (Elf64_Shdr) || eh->e_shnum == 0)
+    return 0;
+  cleanup_free Elf64_Shdr *sh = ib_xcalloc (eh->e_shnum, sizeof (*sh));
+  if (pread_all (in, sh, eh->e_shnum * sizeof (*sh), eh->e_shoff) < 0)
+    return -1;
+  cleanup_free char *names = NULL;
+  size_t names_len = 0;
+  if (eh->e_shstrndx < eh->e_shnum && sh[eh->e_shstrndx].sh_size < (64u << 20))
+    {
+      names_len = sh[eh->e_shstrndx].sh_size;
+      names = ib_xmalloc (names_len + 1);
+      if (pread_all (in, names, names_len, sh[eh->e_shstrndx].sh_offset) < 0)
+        return -1;
+      names[names_len] = '\0';
+    }
+  bool any = false;
+  for (unsigned i = 0; i < eh->e_shnum; i++)
+    {
+      const char *name = names && sh[i].sh_name < names_len ? names + sh[i].sh_name : "";
+      if (sh[i].sh_type == SHT_NOBITS)
+        continue;
+      if (strcmp (name, ".nv_fatbin") == 0 || strcmp (name, "__nv_relfatbin") == 0)
+        {
+          if (read_containers (in, sh[i].sh_offset, sh[i].sh_offset + sh[i].sh_size) < 0)
+            return -1;
+          any = true;
+        }
+    }
+  if (any)
+    return 0;
+  /* No fatbin section: look for GPU code embedded in the data sections. */
+  for (unsigned i = 0; i < eh->e_shnum; i++)
+    {
+      const char *name = names && sh[i].sh_name < names_len ? names + sh[i].sh_name : "";
+      if (sh[i].sh_type == SHT_PROGBITS && !(sh[i].sh_flags & SHF_EXECINSTR) && strncmp (name, ".debug", 6) != 0
+          && scan_section (in, sh[i].sh_offset, sh[i].sh_size) < 0)
+        return -1;
+    }
+  return 0;
+}
+
+int
+ib_cuda_inspect (int fd, const char *what, struct ib_cuda_file **out, ib_error_t *err)
+{
+  struct stat st;
+  if (fstat (fd, &st) < 0)
+    return ib_error_errno (err, errno, IB_EENV, "stat `%s`", what);
+  struct inspector in = { fd, what, (uint64_t) st.st_size, ib_xcalloc (1, sizeof (struct ib_cuda_file)), err };
+  unsigned char head[sizeof (Elf64_Ehdr)] = { 0 };
+  size_t n = in.file_size < sizeof (head) ? (size_t) in.file_size : sizeof (head);
+  int r = pread_all (&in, head, n, 0);
+  uint32_t magic = 0;
+  memcpy (&magic, head, 4);
+  if (r == 0 && magic == FATBIN_MAGIC)
+    r = read_containers (&in, 0, in.file_size) < 0 ? -1 : 0;
+  else if (r == 0 && n == sizeof (head) && memcmp (head, ELFMAG, SELFMAG) == 0 && head[EI_CLASS] == ELFCLASS64
+           && head[EI_DATA] == ELFDATA2LSB)
+    r = ((const Elf64_Ehdr *) head)->e_machine == EM_CUDA_ ? read_cubin_at (&in, 0)
+                                                           : inspect_host_elf (&in, (const Elf64_Ehdr *) head);
+  if (r < 0)
+    {
+      ib_cuda_file_free (in.out);
+      return -1;
+    }
+  *out = in.out;
+  return 0;
+}
+
+void
+ib_cuda_file_free (struct ib_cuda_file *f)
+{
+  if (f == NULL)
+    return;
+  for (size_t i = 0; i < f->n; i++)
+    {
+      for (size_t k = 0; k < f->e[i].n_kernels; k++)
+        free (f->e[i].kernels[k]);
+      free (f->e[i].kernels);
+    }
+  free (f->e);
+  free (f);
+}
+
+const char *
+ib_cuda_kind_name (enum ib_cuda_kind k)
+{
+  return k == IB_CUDA_SASS ? "sass" : k == IB_CUDA_PTX ? "ptx" : "ltoir";
+}
+
+void
+ib_cuda_entry_arch (const struct ib_cuda_entry *e, char *buf, size_t n)
+{
+  const char *prefix = e->kind == IB_CUDA_SASS ? "sm" : e->kind == IB_CUDA_PTX ? "compute" : "ltoir";
+  snprintf (buf, n, "%s_%u%s", prefix, e->sm, e->variant == 'a' ? "a" : e->variant == 'f' ? "f" : "");
+}
+
+bool
+ib_sass_runs_on (unsigned sm, char variant, unsigned major, unsigned minor)
+{
+  unsigned m = sm / 10, n = sm % 10;
+  if (variant == 'a')
+    return m == major && n == minor;
+  return m == major && minor >= n;
+}
+
+cJSON *
+ib_cuda_file_json (const struct ib_cuda_file *f)
+{
+  cJSON *o = cJSON_CreateObject ();
+  cJSON *entries = cJSON_AddArrayToObject (o, "entries");
+  for (size_t i = 0; i < f->n; i++)
+    {
+      const struct ib_cuda_entry *e = &f->e[i];
+      cJSON *j = cJSON_CreateObject ();
+      char v[2] = { e->variant, 0 };
+      cJSON_AddStringToObject (j, "kind", ib_cuda_kind_name (e->kind));
+      cJSON_AddNumberToObject (j, "sm", e->sm);
+      cJSON_AddStringToObject (j, "variant", v);
+      cJSON_AddStringToObject (j, "compression", e->compression);
+      cJSON_AddNumberToObject (j, "size", (double) e->size);
+      cJSON_AddNumberToObject (j, "uncompressed_size", (double) e->uncompressed_size);
+      cJSON *k = cJSON_AddArrayToObject (j, "kernels");
+      for (size_t x = 0; x < e->n_kernels; x++)
+        cJSON_AddItemToArray (k, cJSON_CreateString (e->kernels[x]));
+      cJSON_AddItemToArray (entries, j);
+    }
+  return o;
+}
+
+int
+ib_cuda_file_from_json (const cJSON *j, struct ib_cuda_file **out, ib_error_t *err)
+{
+  const cJSON *entries = cJSON_GetObjectItemCaseSensitive (j, "entries");
+  if (!cJSON_IsArray (entries))
+    return ib_error (err, IB_EINTEGRITY, "kernel cache entry without entries");
+  struct ib_cuda_file *f = ib_xcalloc (1, sizeof (*f));
+  const cJSON *x;
+  cJSON_ArrayForEach (x, entries)
+  {
+    struct ib_cuda_entry *e = add_entry (f);
+    const cJSON *kind = cJSON_GetObjectItemCaseSensitive (x, "kind");
+    const cJSON *variant = cJSON_GetObjectItemCaseSensitive (x, "variant");
+    const cJSON *comp = cJSON_GetObjectItemCaseSensitive (x, "compression");
+    const char *k = cJSON_IsString (kind) ? kind->valuestring : "";
+    e->kind = strcmp (k, "sass") == 0 ? IB_CUDA_SASS : strcmp (k, "ptx") == 0 ? IB_CUDA_PTX : IB_CUDA_LTOIR;
+    e->sm = (unsigned) cJSON_GetNumberValue (cJSON_GetObjectItemCaseSensitive (x, "sm"));
+    e->variant = cJSON_IsString (variant) ? variant->valuestring[0] : 0;
+    const char *c = cJSON_IsString (comp) ? comp->valuestring : "none";
+    e->compression = strcmp (c, "zstd") == 0 ? "zstd" : strcmp (c, "lz4") == 0 ? "lz4" : "none";
+    e->size = (uint64_t) cJSON_GetNumberValue (cJSON_GetObjectItemCaseSensitive (x, "size"));
+    e->uncompressed_size = (uint64_t) cJSON_GetNumberValue (cJSON_GetObjectItemCaseSensitive (x, "uncompressed_size"));
+    const cJSON *kn;
+    cJSON_ArrayForEach (kn, cJSON_GetObjectItemCaseSensitive (x, "kernels"))
+    {
+      if (cJSON_IsString (kn))
+        add_kernel (e, kn->valuestring, strlen (kn->valuestring));
+    }
+  }
+  *out = f;
+  return 0;
+}

@@ -1,0 +1,73 @@
+/* What GPU code a file holds: the fatbin containers of host ELF files
+ * (.nv_fatbin, __nv_relfatbin of -rdc objects, and fatbins or cubins
+ * embedded in other data sections), bare .cubin and .fatbin files.
+ *
+ * Formats (checked against nvcc 13.0 output in the tests):
+ *   container: u32 magic 0xBA55ED50, u16 version, u16 header size, u64 size
+ *     of the entries that follow; containers follow one another, padded.
+ *   entry: u16 kind (1 PTX, 2 ELF/cubin, 8 LTO-IR), u16 version, u32 header
+ *     size, u64 payload size, u32 compressed size at +0x10, u32 SM at +0x1C,
+ *     u64 flags at +0x28 (0x2000 LZ4, 0x8000 zstd; 0x100000 "a", 0x200000
+ *     "f"), u64 uncompressed size at +0x38; the next entry starts after the
+ *     entry's own header size plus its payload size.
+ *   cubin: ELF with e_machine 190; SM in e_flags (bits 0-7 for ABI version
+ *     7, 8-15 for 8); a kernel is an STT_FUNC symbol with STO_CUDA_ENTRY
+ *     (0x10) in st_other; a bare cubin's a/f variant is in the ptxas
+ *     command line of its .note.nv.tkinfo.
+ * Memory stays bounded: a file is read a section at a time and one entry's
+ * payload at a time. */
+#ifndef IB_CUDABIN_H
+#define IB_CUDABIN_H
+
+#include <cjson/cJSON.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../util/error.h"
+
+enum ib_cuda_kind
+{
+  IB_CUDA_SASS,
+  IB_CUDA_PTX,
+  IB_CUDA_LTOIR,
+};
+
+struct ib_cuda_entry
+{
+  enum ib_cuda_kind kind;
+  unsigned sm;       /* 121 for sm_121 / compute_121 */
+  char variant;      /* 'a', 'f' or 0 */
+  const char *compression; /* "none", "lz4", "zstd" */
+  uint64_t size;     /* as stored */
+  uint64_t uncompressed_size;
+  size_t n_kernels;
+  char **kernels;    /* __global__ entry points, as the symbol table names them */
+};
+
+struct ib_cuda_file
+{
+  size_t n;
+  struct ib_cuda_entry *e;
+};
+
+/* Inspect FD (WHAT names it in messages).  A file with no GPU code gives an
+ * empty list; a damaged container or entry is an IB_EKERNELS error. */
+int ib_cuda_inspect (int fd, const char *what, struct ib_cuda_file **out, ib_error_t *err);
+void ib_cuda_file_free (struct ib_cuda_file *f);
+
+const char *ib_cuda_kind_name (enum ib_cuda_kind k);
+/* "sm_121a", "compute_120", "ltoir_100" */
+void ib_cuda_entry_arch (const struct ib_cuda_entry *e, char *buf, size_t n);
+
+/* CUDA's binary compatibility: does SASS for SM/VARIANT run, without a JIT,
+ * on a GPU of compute capability MAJOR.MINOR?  Plain sm_XY runs on X.Z for
+ * every Z >= Y; sm_XYa only on X.Y; sm_XYf on its family, X.Z for Z >= Y. */
+bool ib_sass_runs_on (unsigned sm, char variant, unsigned major, unsigned minor);
+
+/* {"entries":[{"kind","sm","variant","compression","size","uncompressed_size","kernels":[…]}]} */
+cJSON *ib_cuda_file_json (const struct ib_cuda_file *f);
+/* The inverse, for the per-content cache. */
+int ib_cuda_file_from_json (const cJSON *j, struct ib_cuda_file **out, ib_error_t *err);
+
+#endif
