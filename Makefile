@@ -17,7 +17,9 @@ LIB_SRC := $(wildcard util/*.c layers/*.c symbol-check/*.c kernels/*.c) $(filter
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 UNIT_SRC := $(wildcard tests/unit/*.c)
 PROGS := $(BUILD)/imgbuild $(BUILD)/imgverify
-STAND_IN_SO := images/dsv41-flash-b12x/native/_b12x_C.abi3.so
+STAND_IN_SO := images/dsv41-flash-b12x/native/_b12x_C.abi3.so images/dsv41-flash-b12x/native/libflashinfer_dcp.so
+NVCC ?= $(shell command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)
+SI := images/dsv41-flash-b12x
 
 .PHONY: all deps test-deps image stand-in test clean install
 all: $(PROGS) $(BUILD)/unit-tests $(STAND_IN_SO)
@@ -37,8 +39,15 @@ $(BUILD)/unit-tests: $(UNIT_SRC) $(BUILD)/libimgbuild.a $(wildcard tests/unit/*.
 
 # The stand-in base's native extension (a real shared object, versioned
 # symbols) that its definition copies into the image.
-$(STAND_IN_SO): images/dsv41-flash-b12x/native/b12x_ops.c images/dsv41-flash-b12x/native/b12x_ops.map
-	$(CC) -O2 -shared -fPIC -Wl,--version-script=images/dsv41-flash-b12x/native/b12x_ops.map -Wl,--build-id=none $< -o $@
+$(SI)/native/_b12x_C.abi3.so: $(SI)/native/b12x_ops.c $(SI)/native/b12x_ops.map
+	$(CC) -O2 -shared -fPIC -Wl,--version-script=$(SI)/native/b12x_ops.map -Wl,--build-id=none $< -o $@
+# Built by nvcc: trtllm_dcp_alltoall as sm_121a SASS, dcp_lse_combine as
+# compute_120 PTX only (the kernel the dsv41-flash-dcp2 definition prebakes).
+$(SI)/native/libflashinfer_dcp.so: $(SI)/native/flashinfer_dcp.cu $(SI)/flashinfer/csrc/dcp_lse_combine.cu $(SI)/flashinfer/include/dcp_common.cuh
+	@test -x "$(NVCC)" || { echo "the stand-in base needs nvcc (CUDA toolkit >= 12.9): set NVCC or install it in /usr/local/cuda" >&2; exit 8; }
+	$(NVCC) -c -frandom-seed=1 -Xcompiler -fPIC -gencode arch=compute_121a,code=sm_121a $(SI)/native/flashinfer_dcp.cu -o $(SI)/native/flashinfer_dcp.o
+	$(NVCC) -c -frandom-seed=2 -Xcompiler -fPIC -I$(SI)/flashinfer/include -gencode arch=compute_120,code=compute_120 $(SI)/flashinfer/csrc/dcp_lse_combine.cu -o $(SI)/native/dcp_lse_combine.o
+	$(NVCC) -shared -Xlinker --build-id=none -Xlinker --strip-all $(SI)/native/flashinfer_dcp.o $(SI)/native/dcp_lse_combine.o -o $@
 stand-in: $(STAND_IN_SO)
 
 deps:

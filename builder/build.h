@@ -1,8 +1,12 @@
 /* The build: one context that the pipeline fills step by step and the gates
  * read.  The pipeline is
  *
- *   resolve base → INPUTS gates → overlay layer → config + manifest
- *     → IMAGE gates (over the candidate image) → tag → outputs
+ *   resolve base → INPUTS gates → overlay layer → prebake layer
+ *     → config + manifest → IMAGE gates (over the candidate image)
+ *     → tag → outputs
+ *
+ * The kernel gate judges the image with its prebaked layer: before it, the
+ * kernels that prebake exists to add would be missing by design.
  *
  * and every step before the tag works on content named by digest only (the
  * candidate's blobs are in the store, but nothing names them): a failure
@@ -43,6 +47,8 @@ struct ib_build
   struct ib_layer_entry *entries;
   size_t n_entries;
   struct ib_layer_result overlay;
+  struct ib_prebake_result prebake;
+  struct ib_layer_result prebake_layer; /* when the definition prebakes */
   struct ib_image *image;        /* the candidate, untagged until every gate passed */
   struct ib_fsview *image_view;  /* the candidate's merged file system */
   struct ib_report *report;

@@ -44,6 +44,27 @@ ib_definition_free (struct ib_definition *d)
     ib_requirement_clear (&d->native_required[i]);
   free (d->native_required);
   free (d->python_path);
+  free (d->targets);
+  for (size_t i = 0; i < d->n_kernel_required; i++)
+    ib_requirement_clear (&d->kernel_required[i]);
+  free (d->kernel_required);
+  for (size_t i = 0; i < d->n_prebake; i++)
+    {
+      struct ib_prebake_source *p = &d->prebake[i];
+      free (p->source);
+      free (p->dest);
+      free (p->origin);
+      for (size_t k = 0; k < p->n_includes; k++)
+        free (p->includes[k]);
+      free (p->includes);
+    }
+  free (d->prebake);
+  for (size_t i = 0; i < d->n_prebake_arches; i++)
+    free (d->prebake_arches[i]);
+  free (d->prebake_arches);
+  for (size_t i = 0; i < d->n_prebake_flags; i++)
+    free (d->prebake_flags[i]);
+  free (d->prebake_flags);
   free (d->items);
   free (d->new_paths);
   free (d->env);
@@ -363,6 +384,88 @@ parse_symbols_line (struct ib_definition *d, char *l, const char *origin, ib_err
                    origin);
 }
 
+/* [kernels]: target MAJOR.MINOR... | require PATH-OR-GLOB KERNEL... */
+static int
+parse_kernels_line (struct ib_definition *d, char *l, const char *origin, ib_error_t *err)
+{
+  char *w[256];
+  int n = split_words (l, w, 256);
+  if (n >= 2 && strcmp (w[0], "target") == 0)
+    {
+      for (int i = 1; i < n; i++)
+        {
+          struct ib_compute_capability cc;
+          if (ib_compute_capability_parse (w[i], &cc) < 0)
+            return ib_error (err, IB_EDEFINITION, "%s: target `%s` is not a compute capability like 12.1", origin,
+                             w[i]);
+          d->targets = ib_xrealloc (d->targets, (d->n_targets + 1) * sizeof (*d->targets));
+          d->targets[d->n_targets++] = cc;
+        }
+      return 0;
+    }
+  if (n >= 3 && strcmp (w[0], "require") == 0 && w[1][0] == '/')
+    {
+      add_requirement (&d->kernel_required, &d->n_kernel_required, w, n, origin);
+      return 0;
+    }
+  return ib_error (err, IB_EDEFINITION, "%s: expected `target 12.1 ...` or `require /PATH-OR-GLOB KERNEL...`",
+                   origin);
+}
+
+/* SRC of a prebake source: "image:/path" inside the base, else relative
+ * to the definition. */
+static char *
+prebake_path (const struct ib_definition *d, const char *s, bool in_image)
+{
+  if (strncmp (s, "image:", 6) == 0)
+    return ib_xstrdup (s + 6);
+  return in_image ? ib_xstrdup (s) : source_path (d, s);
+}
+
+/* [prebake]: arch ARCH... | flags FLAG... | jobs N |
+ * source SRC DEST [include DIR...] */
+static int
+parse_prebake_line (struct ib_definition *d, char *l, const char *origin, ib_error_t *err)
+{
+  char *w[256];
+  int n = split_words (l, w, 256);
+  if (n >= 2 && (strcmp (w[0], "arch") == 0 || strcmp (w[0], "flags") == 0))
+    {
+      bool arch = w[0][0] == 'a';
+      for (int i = 1; i < n; i++)
+        add_string (arch ? &d->prebake_arches : &d->prebake_flags, arch ? &d->n_prebake_arches : &d->n_prebake_flags,
+                    w[i]);
+      return 0;
+    }
+  if (n == 2 && strcmp (w[0], "jobs") == 0)
+    {
+      d->prebake_jobs = atoi (w[1]);
+      return d->prebake_jobs > 0 ? 0 : ib_error (err, IB_EDEFINITION, "%s: jobs must be a positive number", origin);
+    }
+  if (n >= 3 && strcmp (w[0], "source") == 0 && (n == 3 || strcmp (w[3], "include") == 0))
+    {
+      if (w[2][0] != '/')
+        return ib_error (err, IB_EDEFINITION, "%s: prebake destination `%s` must be an absolute image path", origin,
+                         w[2]);
+      d->prebake = ib_xrealloc (d->prebake, (d->n_prebake + 1) * sizeof (*d->prebake));
+      struct ib_prebake_source *p = &d->prebake[d->n_prebake++];
+      memset (p, 0, sizeof (*p));
+      p->in_image = strncmp (w[1], "image:", 6) == 0;
+      p->source = prebake_path (d, w[1], p->in_image);
+      p->dest = ib_xstrdup (w[2]);
+      p->origin = ib_xstrdup (origin);
+      for (int i = 4; i < n; i++)
+        {
+          cleanup_free char *inc = prebake_path (d, w[i], p->in_image);
+          add_string (&p->includes, &p->n_includes, inc);
+        }
+      return 0;
+    }
+  return ib_error (err, IB_EDEFINITION,
+                   "%s: expected `arch ARCH...`, `flags FLAG...`, `jobs N` or `source SRC DEST [include DIR...]`",
+                   origin);
+}
+
 static int
 parse_image_key (struct ib_definition *d, const char *k, const char *v, const char *origin, ib_error_t *err)
 {
@@ -394,6 +497,10 @@ parse_conf_line (struct ib_definition *d, const char *section, char *l, const ch
     return parse_copy_line (d, l, origin, err);
   if (strcmp (section, "symbols") == 0)
     return parse_symbols_line (d, l, origin, err);
+  if (strcmp (section, "kernels") == 0)
+    return parse_kernels_line (d, l, origin, err);
+  if (strcmp (section, "prebake") == 0)
+    return parse_prebake_line (d, l, origin, err);
   if (strcmp (section, "new") == 0)
     {
       if (l[0] != '/')
@@ -488,6 +595,8 @@ ib_definition_load (const char *path, struct ib_definition **out, ib_error_t *er
     }
   if (r == 0)
     r = require_keys (d, err);
+  if (r == 0 && d->n_prebake && d->n_prebake_arches == 0)
+    r = ib_error (err, IB_EDEFINITION, "%s: [prebake] has sources but no `arch` line", d->file);
   if (r < 0)
     {
       ib_definition_free (d);

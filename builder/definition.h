@@ -12,6 +12,8 @@
 #include <stddef.h>
 
 #include "../layers/tarlayer.h"
+#include "../kernels/kgate.h"
+#include "../kernels/prebake.h"
 #include "../symbol-check/symgate.h"
 #include "../util/error.h"
 
@@ -52,6 +54,19 @@ struct ib_definition
   size_t n_native_required;
   struct ib_requirement *native_required;
   bool unresolved_is_error;
+  /* [kernels] */
+  size_t n_targets;
+  struct ib_compute_capability *targets;
+  size_t n_kernel_required;
+  struct ib_requirement *kernel_required;
+  /* [prebake] */
+  size_t n_prebake;
+  struct ib_prebake_source *prebake;
+  size_t n_prebake_arches;
+  char **prebake_arches;
+  size_t n_prebake_flags;
+  char **prebake_flags;
+  int prebake_jobs;
 };
 
 /* PATH is a folder holding image.conf, or an image.conf itself. */

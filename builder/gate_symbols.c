@@ -7,22 +7,6 @@
 #include "../util/fsutil.h"
 #include "gates.h"
 
-struct sink
-{
-  struct ib_report *report;
-  char *first_error;
-};
-
-static void
-on_problem (void *data, bool is_error, const char *msg)
-{
-  struct sink *k = data;
-  if (is_error && k->first_error == NULL)
-    k->first_error = ib_xstrdup (msg); /* becomes the error line */
-  else
-    ib_report_problem (k->report, "symbols", "%s%s", is_error ? "" : "warning: ", msg);
-}
-
 /* Without check-package lines: the top-level packages that the overlay's
  * files live in under python-path. */
 static char **
@@ -74,23 +58,21 @@ ib_gate_symbols (struct ib_build *b, ib_error_t *err)
     .unresolved_is_error = d->unresolved_is_error,
     .first_checked_layer = (int) b->base->n_layers,
   };
-  struct sink k = { b->report, NULL };
+  struct ib_gate_sink k = { b->report, "symbols", NULL, 0 };
   struct ib_symbol_stats st;
-  int r = ib_symbols_check (b->store, b->image, view, &rules, on_problem, &k, &st, err);
+  int r = ib_symbols_check (b->store, b->image, view, &rules, ib_gate_sink_problem, &k, &st, err);
   for (size_t i = 0; i < n_default; i++)
     free (defaults[i]);
   free (defaults);
-  cleanup_free char *first = k.first_error;
   if (r < 0)
-    return -1;
+    {
+      ib_gate_sink_finish (&k, IB_ESYMBOLS, NULL);
+      return -1;
+    }
   ib_report_note (b->report,
                   "symbols: %zu overlay files, %zu imports, %zu names, %zu shared objects; %zu read, %zu cached; "
                   "%zu warnings",
                   st.files_checked, st.imports_checked, st.names_checked, st.native_checked, st.scanned, st.cached,
                   st.warnings);
-  if (st.errors == 0)
-    return 0;
-  if (st.errors == 1)
-    return ib_error (err, IB_ESYMBOLS, "%s", first);
-  return ib_error (err, IB_ESYMBOLS, "%s (and %zu more, listed above)", first, st.errors - 1);
+  return ib_gate_sink_finish (&k, IB_ESYMBOLS, err);
 }

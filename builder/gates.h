@@ -24,7 +24,22 @@ struct ib_gate
 
 const struct ib_gate *ib_gates (size_t *n);
 
+/* Where a gate's problems go: each is a line of the report as it is found,
+ * except the first error, which becomes the gate's error (the one "error:"
+ * line the user sees, naming the first thing to fix). */
+struct ib_gate_sink
+{
+  struct ib_report *report;
+  const char *gate;
+  char *first_error;
+  size_t errors;
+};
+void ib_gate_sink_problem (void *sink, bool is_error, const char *msg);
+/* 0 when no error was reported, else the gate's error of CLASS. */
+int ib_gate_sink_finish (struct ib_gate_sink *k, int class, ib_error_t *err);
+
 int ib_gate_definition (struct ib_build *b, ib_error_t *err);
 int ib_gate_symbols (struct ib_build *b, ib_error_t *err);
+int ib_gate_kernels (struct ib_build *b, ib_error_t *err);
 
 #endif

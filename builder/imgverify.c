@@ -9,6 +9,9 @@
 #include <unistd.h>
 
 #include "../kernels/cudabin.h"
+#include "../kernels/kgate.h"
+#include "../layers/transport.h"
+#include <sys/stat.h>
 #include "../symbol-check/pysyms.h"
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
@@ -30,6 +33,17 @@ static const char usage[] =
     "                            (a plain `import a.b as c` has names [] and an\n"
     "                            \"asname\" on the entry; relative imports are\n"
     "                            resolved from the file's package on disk)\n"
+    "  --kernels PATH...         the GPU code of files on disk: per file, each\n"
+    "                            fatbin entry or cubin (kind, SM and a/f variant,\n"
+    "                            compression, sizes, kernel names); a table, or\n"
+    "                            with --json {\"files\":[{\"path\",\"entries\":[{\"kind\",\n"
+    "                            \"sm\",\"variant\",\"compression\",\"size\",\n"
+    "                            \"uncompressed_size\",\"kernels\":[...]}]}]}\n"
+    "  --kernels REF [GLOB...]   the same for the files of an image that match the\n"
+    "                            globs ('*' crosses '/'; default *.so *.so.* *.cubin\n"
+    "                            *.fatbin), read from its layers\n"
+    "  --store DIR               the local store (as imgbuild)\n"
+    "  --json                    machine-readable output\n"
     "  -h, --help                this text\n"
     "\n"
     "Exit codes: 0 pass, 2 usage, 4 integrity, 5 symbols, 6 kernels, 7 smoke,\n"
@@ -58,6 +72,19 @@ print_kernel_table (const char *path, const struct ib_cuda_file *f)
     }
 }
 
+static void
+emit_kernels (cJSON *list, bool json, const char *path, const struct ib_cuda_file *f)
+{
+  if (!json)
+    {
+      print_kernel_table (path, f);
+      return;
+    }
+  cJSON *j = ib_cuda_file_json (f);
+  cJSON_AddItemToObjectCS (j, "path", cJSON_CreateString (path));
+  cJSON_AddItemToArray (list, j);
+}
+
 /* GPU code in files on disk. */
 static int
 kernels_of_files (int n, char **files, bool json)
@@ -74,14 +101,7 @@ kernels_of_files (int n, char **files, bool json)
         ib_error_errno (&err, errno, IB_EUSAGE, "open `%s`", files[i]);
       else if (ib_cuda_inspect (fd, files[i], &f, &err) == 0)
         {
-          if (json)
-            {
-              cJSON *j = ib_cuda_file_json (f);
-              cJSON_AddItemToObjectCS (j, "path", cJSON_CreateString (files[i]));
-              cJSON_AddItemToArray (list, j);
-            }
-          else
-            print_kernel_table (files[i], f);
+          emit_kernels (list, json, files[i], f);
           ib_cuda_file_free (f);
         }
       if (fd >= 0)
@@ -97,6 +117,77 @@ kernels_of_files (int n, char **files, bool json)
     }
   cJSON_Delete (doc);
   return rc;
+}
+
+/* GPU code in the files of an image that match GLOBS (default: shared
+ * objects, cubins, fatbins), read out of its layers through the store. */
+static int
+kernels_of_image (const char *store_path, const char *ref, int n_globs, char **globs, bool json)
+{
+  static char *defaults[] = { "*.so", "*.so.*", "*.cubin", "*.fatbin" };
+  if (n_globs == 0)
+    {
+      n_globs = 4;
+      globs = defaults;
+    }
+  ib_error_t err = NULL;
+  cleanup_free char *root = ib_store_default_path (store_path);
+  struct ib_store *s = NULL;
+  struct ib_image *img = NULL;
+  struct ib_fsview *view = NULL;
+  const struct ib_fs_entry **files = NULL;
+  size_t n = 0;
+  struct ib_cuda_file **code = NULL;
+  int r = ib_store_open (root, &s, &err);
+  if (r == 0)
+    r = ib_image_pull (s, ref, NULL, &img, &err);
+  if (r == 0)
+    r = ib_fsview_of_image (s, img, &view, &err);
+  for (int g = 0; r == 0 && g < n_globs; g++)
+    {
+      const struct ib_fs_entry **some = NULL;
+      size_t k = ib_fsview_glob (view, globs[g], &some);
+      for (size_t i = 0; i < k; i++)
+        {
+          bool seen = false;
+          for (size_t x = 0; x < n && !seen; x++)
+            seen = files[x] == some[i];
+          if (!seen)
+            {
+              files = ib_xrealloc (files, (n + 1) * sizeof (*files));
+              files[n++] = some[i];
+            }
+        }
+      free (some);
+    }
+  if (r == 0)
+    {
+      code = ib_xcalloc (n ? n : 1, sizeof (*code));
+      r = ib_kernels_inspect_entries (s, img, files, n, code, NULL, &err);
+    }
+  cJSON *doc = cJSON_CreateObject ();
+  cJSON *list = cJSON_AddArrayToObject (doc, "files");
+  for (size_t i = 0; r == 0 && i < n; i++)
+    {
+      cleanup_free char *path = ib_xasprintf ("/%s", files[i]->path);
+      if (code[i]->n || json)
+        emit_kernels (list, json, path, code[i]);
+    }
+  if (r == 0 && json)
+    {
+      char *text = cJSON_PrintUnformatted (doc);
+      puts (text);
+      free (text);
+    }
+  cJSON_Delete (doc);
+  for (size_t i = 0; code && i < n; i++)
+    ib_cuda_file_free (code[i]);
+  free (code);
+  free (files);
+  ib_fsview_free (view);
+  ib_image_free (img);
+  ib_store_free (s);
+  return r < 0 ? ib_error_report ("imgverify", &err) : 0;
 }
 
 static int
@@ -137,15 +228,18 @@ main (int argc, char **argv)
     OPT_PY = 256,
     OPT_KERNELS,
     OPT_JSON,
+    OPT_STORE,
   };
   static const struct option longopts[] = {
     { "python-symbols", no_argument, NULL, OPT_PY },
     { "kernels", no_argument, NULL, OPT_KERNELS },
     { "json", no_argument, NULL, OPT_JSON },
+    { "store", required_argument, NULL, OPT_STORE },
     { "help", no_argument, NULL, 'h' },
     { NULL, 0, NULL, 0 },
   };
   bool py = false, kernels = false, json = false;
+  const char *store = NULL;
   int o;
   while ((o = getopt_long (argc, argv, "h", longopts, NULL)) != -1)
     switch (o)
@@ -153,13 +247,17 @@ main (int argc, char **argv)
       case OPT_PY: py = true; break;
       case OPT_KERNELS: kernels = true; break;
       case OPT_JSON: json = true; break;
+      case OPT_STORE: store = optarg; break;
       case 'h': fputs (usage, stdout); return 0;
       default: fputs (usage, stderr); return IB_EUSAGE;
       }
   if (py && optind < argc)
     return python_symbols (argc - optind, argv + optind);
-  if (kernels && optind < argc)
+  struct stat st;
+  if (kernels && optind < argc && stat (argv[optind], &st) == 0 && !S_ISDIR (st.st_mode))
     return kernels_of_files (argc - optind, argv + optind, json);
+  if (kernels && optind < argc)
+    return kernels_of_image (store, argv[optind], argc - optind - 1, argv + optind + 1, json);
   fputs (usage, stderr);
   return IB_EUSAGE;
 }

@@ -106,15 +106,50 @@ count_files (const struct ib_definition *d)
 }
 
 static int
+write_prebake (struct ib_build *b, ib_error_t *err)
+{
+  const struct ib_definition *d = b->def;
+  if (d->n_prebake == 0)
+    return 0;
+  const struct ib_fsview *base_view = NULL;
+  if (ib_build_base_view (b, &base_view, err) < 0)
+    return -1;
+  struct ib_prebake_spec spec = {
+    .sources = d->prebake,
+    .n_sources = d->n_prebake,
+    .arches = d->prebake_arches,
+    .n_arches = d->n_prebake_arches,
+    .flags = d->prebake_flags,
+    .n_flags = d->n_prebake_flags,
+    .jobs = d->prebake_jobs,
+  };
+  double t0 = ib_now ();
+  if (ib_prebake_run (b->store, b->base, base_view, &spec, &b->prebake, err) < 0)
+    return ib_error_wrap (err, "prebake");
+  struct ib_layer_options lo = { .mtime = ib_source_date_epoch (), .gzip_level = d->gzip_level };
+  if (ib_layer_write (b->store, b->prebake.entries, b->prebake.n_entries, &lo, &b->prebake_layer, err) < 0)
+    return ib_error_wrap (err, "prebake layer");
+  ib_report_note (b->report, "prebake: %zu sources, %zu compiled, %zu cached, %zu nvcc runs (jobs %d, %s); layer %s (%.2fs)",
+                  d->n_prebake, b->prebake.compiled, b->prebake.cached, b->prebake.nvcc_runs, b->prebake.jobs,
+                  b->prebake.nvcc_version, b->prebake_layer.desc.digest.s, ib_now () - t0);
+  return 0;
+}
+
+static int
 commit_image (struct ib_build *b, ib_error_t *err)
 {
-  /* The history line depends on the content only, so a Dockerfile and a
+  /* History lines depend on the content only, so a Dockerfile and a
    * definition with the same content give the same config. */
-  cleanup_free char *history = ib_xasprintf ("imgbuild: COPY %zu files", count_files (b->def));
+  cleanup_free char *copy = ib_xasprintf ("imgbuild: COPY %zu files", count_files (b->def));
+  cleanup_free char *bake = ib_xasprintf ("imgbuild: PREBAKE %zu kernels sources", b->def->n_prebake);
+  bool baked = b->prebake_layer.desc.media_type != NULL;
+  struct ib_descriptor layers[2] = { b->overlay.desc, b->prebake_layer.desc };
+  ib_digest diff_ids[2] = { b->overlay.diff_id, b->prebake_layer.diff_id };
+  const char *history[2] = { copy, bake };
   struct ib_image_delta delta = {
-    .n_layers = 1,
-    .layers = &b->overlay.desc,
-    .diff_ids = &b->overlay.diff_id,
+    .n_layers = baked ? 2 : 1,
+    .layers = layers,
+    .diff_ids = diff_ids,
     .n_env = b->def->n_env,
     .env = b->def->env,
     .n_labels = b->def->n_labels,
@@ -143,7 +178,7 @@ static int
 pipeline (struct ib_build *b, ib_error_t *err)
 {
   if (resolve_base (b, err) < 0 || run_gates (b, IB_PHASE_INPUTS, err) < 0 || write_overlay (b, err) < 0
-      || commit_image (b, err) < 0 || run_gates (b, IB_PHASE_IMAGE, err) < 0)
+      || write_prebake (b, err) < 0 || commit_image (b, err) < 0 || run_gates (b, IB_PHASE_IMAGE, err) < 0)
     return -1;
   /* Every gate passed: the name is written last, in one atomic step. */
   if (ib_store_tag (b->store, b->name, &b->image->manifest, err) < 0)
@@ -174,6 +209,18 @@ fill_report (struct ib_build *b, int status)
       cJSON_AddStringToObject (l, "diff_id", b->overlay.diff_id.s);
       cJSON_AddNumberToObject (l, "size", (double) b->overlay.desc.size);
     }
+  if (b->prebake_layer.desc.media_type)
+    {
+      cJSON *p = cJSON_AddObjectToObject (doc, "prebake");
+      cJSON_AddStringToObject (p, "layer", b->prebake_layer.desc.digest.s);
+      cJSON_AddStringToObject (p, "nvcc", b->prebake.nvcc);
+      cJSON_AddStringToObject (p, "nvcc_version", b->prebake.nvcc_version);
+      cJSON_AddStringToObject (p, "flags", b->prebake.flags);
+      cJSON_AddNumberToObject (p, "compiled", (double) b->prebake.compiled);
+      cJSON_AddNumberToObject (p, "cached", (double) b->prebake.cached);
+      cJSON_AddNumberToObject (p, "nvcc_runs", (double) b->prebake.nvcc_runs);
+      cJSON_AddNumberToObject (p, "jobs", b->prebake.jobs);
+    }
   if (status == 0)
     cJSON_AddStringToObject (doc, "manifest", b->image->manifest.digest.s);
 }
@@ -189,6 +236,8 @@ build_clear (struct ib_build *b)
     }
   free (b->entries);
   ib_descriptor_clear (&b->overlay.desc);
+  ib_descriptor_clear (&b->prebake_layer.desc);
+  ib_prebake_result_clear (&b->prebake);
   ib_fsview_free (b->base_view);
   ib_fsview_free (b->image_view);
   ib_image_free (b->base);

@@ -1,6 +1,9 @@
 #include "extract.h"
 
 #include <archive_entry.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -98,5 +101,24 @@ ib_reader_slurp (struct ib_layer_reader *r, size_t max, char **out, size_t *len,
   buf[n] = '\0';
   *out = buf;
   *len = n;
+  return 0;
+}
+
+int
+ib_reader_spool (struct ib_layer_reader *r, const char *dir, int *fd, ib_error_t *err)
+{
+  cleanup_free char *tmp = ib_path_join (dir, ".spool-XXXXXX");
+  cleanup_close int f = mkostemp (tmp, O_CLOEXEC);
+  if (f < 0)
+    return ib_error_errno (err, errno, IB_EENV, "create `%s`", tmp);
+  unlink (tmp);
+  cleanup_free char *buf = ib_xmalloc (1 << 20);
+  ssize_t n;
+  while ((n = ib_layer_reader_data (r, buf, 1 << 20, err)) > 0)
+    if (ib_write_all (f, buf, (size_t) n, tmp, err) < 0)
+      return -1;
+  if (n < 0 || lseek (f, 0, SEEK_SET) < 0)
+    return n < 0 ? -1 : ib_error_errno (err, errno, IB_EENV, "seek `%s`", tmp);
+  *fd = steal_fd (&f);
   return 0;
 }

@@ -23,6 +23,9 @@ typedef int (*ib_extract_fn) (void *data, const struct ib_fs_entry *entry, struc
 int ib_extract_entries (struct ib_store *s, const struct ib_image *img, const struct ib_fs_entry *const *wanted,
                         size_t n, ib_extract_fn fn, void *data, ib_error_t *err);
 
+/* Copy the current file of R into an unlinked temporary file in DIR, for
+ * readers that seek (ELF); *FD is positioned at 0. */
+int ib_reader_spool (struct ib_layer_reader *r, const char *dir, int *fd, ib_error_t *err);
 /* Read the current file of R whole (at most MAX bytes). */
 int ib_reader_slurp (struct ib_layer_reader *r, size_t max, char **out, size_t *len, ib_error_t *err);
 

@@ -2,6 +2,7 @@
 
 #include <archive_entry.h>
 #include <errno.h>
+#include <fnmatch.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -446,4 +447,45 @@ const struct ib_fs_entry *
 ib_fsview_at (const struct ib_fsview *v, size_t i)
 {
   return i < v->n ? &v->e[i] : NULL;
+}
+
+const struct ib_fs_entry *
+ib_fsview_follow (const struct ib_fsview *v, const struct ib_fs_entry *e)
+{
+  for (int hops = 0; e && e->type == IB_FS_SYMLINK && hops < 16; hops++)
+    {
+      cleanup_free char *dir = ib_xstrdup (e->path);
+      char *slash = strrchr (dir, '/');
+      if (slash)
+        *slash = '\0';
+      else
+        dir[0] = '\0';
+      cleanup_free char *joined
+          = e->link[0] == '/' || !*dir ? ib_xstrdup (e->link) : ib_xasprintf ("%s/%s", dir, e->link);
+      cleanup_free char *clean = ib_clean_tar_path (joined);
+      e = clean ? ib_fsview_lookup (v, clean) : NULL;
+    }
+  return e && e->type == IB_FS_FILE ? e : NULL;
+}
+
+size_t
+ib_fsview_glob (const struct ib_fsview *v, const char *pattern, const struct ib_fs_entry ***out)
+{
+  const struct ib_fs_entry **list = NULL;
+  size_t n = 0;
+  for (size_t i = 0; i < v->n; i++)
+    {
+      cleanup_free char *abs = ib_xasprintf ("/%s", v->e[i].path);
+      const struct ib_fs_entry *file = fnmatch (pattern, abs, 0) == 0 ? ib_fsview_follow (v, &v->e[i]) : NULL;
+      bool seen = false;
+      for (size_t k = 0; file && k < n && !seen; k++)
+        seen = list[k] == file;
+      if (file && !seen)
+        {
+          list = ib_xrealloc (list, (n + 1) * sizeof (*list));
+          list[n++] = file;
+        }
+    }
+  *out = list;
+  return n;
 }

@@ -58,6 +58,13 @@ void ib_fsview_push (struct ib_fsview *v, const struct ib_fs_list *list, int lay
 int ib_fsview_of_image (struct ib_store *s, const struct ib_image *img, struct ib_fsview **out, ib_error_t *err);
 const struct ib_fs_entry *ib_fsview_lookup (const struct ib_fsview *v, const char *path);
 size_t ib_fsview_count (const struct ib_fsview *v);
+/* E with its symlinks followed (relative to their folder, at most 16 hops)
+ * to a regular file of the view; NULL when they lead nowhere. */
+const struct ib_fs_entry *ib_fsview_follow (const struct ib_fsview *v, const struct ib_fs_entry *e);
+/* The regular files whose absolute path ("/usr/lib/x.so") matches the shell
+ * glob PATTERN ('*' also crosses '/'), symlinks followed, each once, in path
+ * order.  *OUT is malloc'd; returns the count. */
+size_t ib_fsview_glob (const struct ib_fsview *v, const char *pattern, const struct ib_fs_entry ***out);
 const struct ib_fs_entry *ib_fsview_at (const struct ib_fsview *v, size_t i);
 void ib_fsview_free (struct ib_fsview *v);
 

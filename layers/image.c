@@ -321,12 +321,15 @@ extended_config (const struct ib_image *base, const struct ib_image_delta *d, ib
       cJSON_DeleteItemFromObjectCaseSensitive (c, "history");
       hist = cJSON_AddArrayToObject (c, "history");
     }
-  cJSON *h = cJSON_CreateObject ();
-  cJSON_AddStringToObject (h, "created", created);
-  cJSON_AddStringToObject (h, "created_by", d->history ? d->history : "imgbuild");
-  if (d->n_layers == 0)
-    cJSON_AddBoolToObject (h, "empty_layer", true);
-  cJSON_AddItemToArray (hist, h);
+  for (size_t i = 0; i < (d->n_layers ? d->n_layers : 1); i++)
+    {
+      cJSON *h = cJSON_CreateObject ();
+      cJSON_AddStringToObject (h, "created", created);
+      cJSON_AddStringToObject (h, "created_by", d->n_layers && d->history ? d->history[i] : "imgbuild");
+      if (d->n_layers == 0)
+        cJSON_AddBoolToObject (h, "empty_layer", true);
+      cJSON_AddItemToArray (hist, h);
+    }
   return c;
 }
 

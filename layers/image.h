@@ -48,7 +48,7 @@ struct ib_image_delta
   size_t n_labels; /* key/value pairs, flat: k0, v0, k1, v1 ... */
   char *const *labels;
   const char *cmd_json;      /* a JSON array, or NULL to keep the base's */
-  const char *history;       /* created_by of the history entry */
+  const char *const *history; /* created_by of each layer's history entry */
   long long created;         /* seconds since the epoch */
 };
 

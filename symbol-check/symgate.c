@@ -2,7 +2,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <fnmatch.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -436,17 +435,8 @@ native_extracted (void *data, const struct ib_fs_entry *e, struct ib_layer_reade
 {
   struct native_job *job = data;
   struct ctx *c = job->c;
-  cleanup_free char *tmp = ib_path_join (c->elf_cache, ".spool-XXXXXX");
-  cleanup_close int fd = mkostemp (tmp, O_CLOEXEC);
-  if (fd < 0)
-    return ib_error_errno (err, errno, IB_EENV, "create `%s`", tmp);
-  unlink (tmp);
-  cleanup_free char *buf = ib_xmalloc (1 << 20);
-  ssize_t n;
-  while ((n = ib_layer_reader_data (r, buf, 1 << 20, err)) > 0)
-    if (ib_write_all (fd, buf, (size_t) n, tmp, err) < 0)
-      return -1;
-  if (n < 0)
+  cleanup_close int fd = -1;
+  if (ib_reader_spool (r, c->elf_cache, &fd, err) < 0)
     return -1;
   struct ib_elf_symbols *syms;
   if (ib_elf_dynsyms (fd, e->path, &syms, err) < 0)
@@ -462,39 +452,16 @@ native_extracted (void *data, const struct ib_fs_entry *e, struct ib_layer_reade
   return 0;
 }
 
-/* A symlink in the view, followed (relative to its folder) to a file. */
-static const struct ib_fs_entry *
-follow (const struct ctx *c, const struct ib_fs_entry *e)
-{
-  for (int hops = 0; e && e->type == IB_FS_SYMLINK && hops < 16; hops++)
-    {
-      cleanup_free char *dir = ib_xstrdup (e->path);
-      char *slash = strrchr (dir, '/');
-      if (slash)
-        *slash = '\0';
-      else
-        dir[0] = '\0';
-      cleanup_free char *joined = e->link[0] == '/' || !*dir ? ib_xstrdup (e->link) : ib_xasprintf ("%s/%s", dir, e->link);
-      cleanup_free char *clean = ib_clean_tar_path (joined);
-      e = clean ? ib_fsview_lookup (c->view, clean) : NULL;
-    }
-  return e && e->type == IB_FS_FILE ? e : NULL;
-}
-
 static int
 check_native (struct ctx *c, const struct ib_requirement *req, ib_error_t *err)
 {
   const struct ib_fs_entry **wanted = NULL;
   size_t n = 0, matched = 0;
-  for (size_t i = 0; i < ib_fsview_count (c->view); i++)
+  cleanup_free const struct ib_fs_entry **files = NULL;
+  size_t n_files = ib_fsview_glob (c->view, req->path, &files);
+  for (size_t i = 0; i < n_files; i++)
     {
-      const struct ib_fs_entry *e = ib_fsview_at (c->view, i);
-      cleanup_free char *abs = ib_xasprintf ("/%s", e->path);
-      if (fnmatch (req->path, abs, FNM_PATHNAME) != 0)
-        continue;
-      const struct ib_fs_entry *file = follow (c, e);
-      if (file == NULL)
-        continue;
+      const struct ib_fs_entry *file = files[i];
       matched++;
       c->st->native_checked++;
       struct ib_elf_symbols *syms = elf_cache_load (c, file);
@@ -513,17 +480,6 @@ check_native (struct ctx *c, const struct ib_requirement *req, ib_error_t *err)
   int r = ib_extract_entries (c->s, c->img, wanted, n, native_extracted, &job, err);
   free (wanted);
   return r;
-}
-
-void
-ib_requirement_clear (struct ib_requirement *r)
-{
-  free (r->path);
-  free (r->origin);
-  for (size_t i = 0; i < r->n_names; i++)
-    free (r->names[i]);
-  free (r->names);
-  memset (r, 0, sizeof (*r));
 }
 
 static void

@@ -22,14 +22,7 @@
 #include "../layers/fsview.h"
 #include "../layers/image.h"
 #include "../layers/store.h"
-
-struct ib_requirement
-{
-  char *path;   /* an image path; for native symbols a glob */
-  size_t n_names;
-  char **names;
-  char *origin; /* "image.conf:31" */
-};
+#include "../util/requirement.h"
 
 struct ib_symbol_rules
 {
@@ -51,15 +44,10 @@ struct ib_symbol_stats
   size_t scanned, cached; /* files whose symbols were read vs found in the cache */
 };
 
-/* Each problem is one line; IS_ERROR false for a warning. */
-typedef void (*ib_problem_fn) (void *data, bool is_error, const char *msg);
-
 /* Returns -1 only when the check itself could not run (I/O, a damaged
  * layer); problems found go to FN and are counted in STATS. */
 int ib_symbols_check (struct ib_store *s, const struct ib_image *img, const struct ib_fsview *view,
                       const struct ib_symbol_rules *rules, ib_problem_fn fn, void *data,
                       struct ib_symbol_stats *stats, ib_error_t *err);
-
-void ib_requirement_clear (struct ib_requirement *r);
 
 #endif

@@ -1,0 +1,241 @@
+#include "kgate.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../layers/extract.h"
+#include "../util/cleanup.h"
+#include "../util/fsutil.h"
+
+#define CACHE_MAGIC "imgbuild-kernels 1"
+
+int
+ib_compute_capability_parse (const char *s, struct ib_compute_capability *out)
+{
+  char *end;
+  long major = strtol (s, &end, 10);
+  if (end == s || *end != '.')
+    return -1;
+  const char *m = end + 1;
+  long minor = strtol (m, &end, 10);
+  if (end == m || *end || major < 1 || major > 99 || minor < 0 || minor > 9)
+    return -1;
+  out->major = (unsigned) major;
+  out->minor = (unsigned) minor;
+  return 0;
+}
+
+bool
+ib_kernel_name_matches (const char *required, const char *symbol)
+{
+  if (strcmp (required, symbol) == 0)
+    return true;
+  char prefix[32];
+  snprintf (prefix, sizeof (prefix), "_Z%zu", strlen (required));
+  size_t pl = strlen (prefix);
+  return strncmp (symbol, prefix, pl) == 0 && strncmp (symbol + pl, required, strlen (required)) == 0;
+}
+
+/* ---- what files hold, cached by content digest --------------------------- */
+
+struct inspect_job
+{
+  const char *cache;
+  const struct ib_fs_entry *const *files;
+  size_t n;
+  struct ib_cuda_file **out;
+  size_t inspected;
+};
+
+static struct ib_cuda_file *
+cache_load (const char *dir, const struct ib_fs_entry *e)
+{
+  cleanup_free char *path = ib_path_join (dir, e->digest);
+  cleanup_free char *text = NULL;
+  if (!e->digest[0] || ib_read_file (path, 1u << 30, &text, NULL, NULL) < 0)
+    return NULL;
+  cJSON *j = cJSON_Parse (text);
+  const cJSON *magic = cJSON_GetObjectItemCaseSensitive (j, "cache");
+  struct ib_cuda_file *f = NULL;
+  if (cJSON_IsString (magic) && strcmp (magic->valuestring, CACHE_MAGIC) == 0)
+    ib_cuda_file_from_json (j, &f, NULL);
+  cJSON_Delete (j);
+  return f;
+}
+
+static void
+cache_save (const char *dir, const struct ib_fs_entry *e, const struct ib_cuda_file *f)
+{
+  cJSON *j = ib_cuda_file_json (f);
+  /* Last, so that a file cut short does not parse. */
+  cJSON_AddStringToObject (j, "cache", CACHE_MAGIC);
+  char *text = cJSON_PrintUnformatted (j);
+  cJSON_Delete (j);
+  cleanup_free char *path = ib_path_join (dir, e->digest);
+  ib_write_cache_file (path, text, strlen (text), NULL);
+  free (text);
+}
+
+static int
+inspect_extracted (void *data, const struct ib_fs_entry *e, struct ib_layer_reader *r, ib_error_t *err)
+{
+  struct inspect_job *job = data;
+  cleanup_close int fd = -1;
+  if (ib_reader_spool (r, job->cache, &fd, err) < 0)
+    return -1;
+  cleanup_free char *what = ib_xasprintf ("/%s", e->path);
+  struct ib_cuda_file *f;
+  if (ib_cuda_inspect (fd, what, &f, err) < 0)
+    return -1;
+  cache_save (job->cache, e, f);
+  job->inspected++;
+  for (size_t i = 0; i < job->n; i++)
+    if (job->files[i] == e && job->out[i] == NULL)
+      {
+        job->out[i] = f;
+        return 0;
+      }
+  ib_cuda_file_free (f);
+  return 0;
+}
+
+int
+ib_kernels_inspect_entries (struct ib_store *s, const struct ib_image *img, const struct ib_fs_entry *const *files,
+                            size_t n, struct ib_cuda_file **out, size_t *inspected, ib_error_t *err)
+{
+  cleanup_free char *cache = NULL;
+  if (ib_store_cache_dir (s, "kernels", &cache, err) < 0)
+    return -1;
+  const struct ib_fs_entry **wanted = ib_xcalloc (n ? n : 1, sizeof (*wanted));
+  size_t n_wanted = 0;
+  for (size_t i = 0; i < n; i++)
+    if ((out[i] = cache_load (cache, files[i])) == NULL)
+      wanted[n_wanted++] = files[i];
+  struct inspect_job job = { cache, files, n, out, 0 };
+  int r = ib_extract_entries (s, img, wanted, n_wanted, inspect_extracted, &job, err);
+  free (wanted);
+  if (inspected)
+    *inspected = job.inspected;
+  return r;
+}
+
+/* ---- the gate ------------------------------------------------------------ */
+
+struct gate
+{
+  ib_problem_fn fn;
+  void *data;
+  struct ib_kernel_stats *st;
+};
+
+static void problem (struct gate *g, const char *fmt, ...) __attribute__ ((format (printf, 2, 3)));
+
+static void
+problem (struct gate *g, const char *fmt, ...)
+{
+  va_list ap;
+  char *msg;
+  va_start (ap, fmt);
+  if (vasprintf (&msg, fmt, ap) < 0)
+    abort ();
+  va_end (ap);
+  g->st->errors++;
+  g->fn (g->data, true, msg);
+  free (msg);
+}
+
+static bool
+entry_has (const struct ib_cuda_entry *e, const char *kernel)
+{
+  for (size_t k = 0; k < e->n_kernels; k++)
+    if (ib_kernel_name_matches (kernel, e->kernels[k]))
+      return true;
+  return false;
+}
+
+/* "sm_120a SASS in /a.so, compute_120 PTX in /b.so", or "nothing". */
+static char *
+what_is_there (const char *kernel, const struct ib_fs_entry *const *files, struct ib_cuda_file *const *code,
+               size_t n)
+{
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream (&text, &len);
+  int shown = 0;
+  for (size_t i = 0; i < n; i++)
+    for (size_t k = 0; code[i] && k < code[i]->n; k++)
+      if (entry_has (&code[i]->e[k], kernel) && shown++ < 8)
+        {
+          char arch[32];
+          ib_cuda_entry_arch (&code[i]->e[k], arch, sizeof (arch));
+          fprintf (f, "%s%s %s in /%s", shown > 1 ? ", " : "", arch,
+                   code[i]->e[k].kind == IB_CUDA_SASS ? "SASS" : code[i]->e[k].kind == IB_CUDA_PTX ? "PTX" : "LTO-IR",
+                   files[i]->path);
+        }
+  if (shown == 0)
+    fputs ("the kernel is in none of them", f);
+  fclose (f);
+  return text;
+}
+
+static void
+check_kernel (struct gate *g, const struct ib_requirement *req, const char *kernel,
+              const struct ib_compute_capability *cc, const struct ib_fs_entry *const *files,
+              struct ib_cuda_file *const *code, size_t n)
+{
+  g->st->kernels_checked++;
+  for (size_t i = 0; i < n; i++)
+    for (size_t k = 0; code[i] && k < code[i]->n; k++)
+      {
+        const struct ib_cuda_entry *e = &code[i]->e[k];
+        if (e->kind == IB_CUDA_SASS && ib_sass_runs_on (e->sm, e->variant, cc->major, cc->minor)
+            && entry_has (e, kernel))
+          return;
+      }
+  cleanup_free char *there = what_is_there (kernel, files, code, n);
+  problem (g, "%s: kernel %s has no SASS that runs on compute capability %u.%u without a JIT in %s: %s",
+           req->origin, kernel, cc->major, cc->minor, req->path, there);
+}
+
+static int
+check_requirement (struct gate *g, struct ib_store *s, const struct ib_image *img, const struct ib_fsview *view,
+                   const struct ib_requirement *req, const struct ib_kernel_rules *rules, ib_error_t *err)
+{
+  static const struct ib_compute_capability gb10 = { 12, 1 };
+  cleanup_free const struct ib_fs_entry **files = NULL;
+  size_t n = ib_fsview_glob (view, req->path, &files);
+  if (n == 0)
+    {
+      problem (g, "%s: no file in the image matches %s", req->origin, req->path);
+      return 0;
+    }
+  struct ib_cuda_file **code = ib_xcalloc (n, sizeof (*code));
+  size_t inspected = 0;
+  int r = ib_kernels_inspect_entries (s, img, files, n, code, &inspected, err);
+  g->st->files += n;
+  g->st->inspected += inspected;
+  g->st->cached += n - inspected;
+  for (size_t k = 0; r == 0 && k < req->n_names; k++)
+    for (size_t t = 0; t < (rules->n_targets ? rules->n_targets : 1); t++)
+      check_kernel (g, req, req->names[k], rules->n_targets ? &rules->targets[t] : &gb10, files, code, n);
+  for (size_t i = 0; i < n; i++)
+    ib_cuda_file_free (code[i]);
+  free (code);
+  return r;
+}
+
+int
+ib_kernels_check (struct ib_store *s, const struct ib_image *img, const struct ib_fsview *view,
+                  const struct ib_kernel_rules *rules, ib_problem_fn fn, void *data, struct ib_kernel_stats *stats,
+                  ib_error_t *err)
+{
+  memset (stats, 0, sizeof (*stats));
+  struct gate g = { fn, data, stats };
+  for (size_t i = 0; i < rules->n_required; i++)
+    if (check_requirement (&g, s, img, view, &rules->required[i], rules, err) < 0)
+      return -1;
+  return 0;
+}

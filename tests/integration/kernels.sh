@@ -1,0 +1,154 @@
+# kernels (issue "kernels"): the inspector against what nvcc compiled here,
+# the kernel gate on every compatibility case, prebake and its cache.
+
+NVCC_REAL=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
+K_SRC='extern "C" __global__ void trtllm_dcp_alltoall(float *x, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] *= 2.0f; }
+__global__ void cpp_kernel(int *y) { y[threadIdx.x] = threadIdx.x; }'
+
+# "kind sm variant compression kernel,kernel" per entry, sorted.
+entries() {
+  "$IV" --kernels --json "$@" | jq -r '.files[].entries[] | "\(.kind) \(.sm) \(.variant) \(.compression) \(.kernels | sort | join(","))"' | sort
+}
+
+t_inspector_reports_what_nvcc_compiled() {
+  echo "$K_SRC" >k.cu
+  local K=_Z10cpp_kernelPi,trtllm_dcp_alltoall
+  "$NVCC_REAL" -fatbin -gencode arch=compute_121a,code=sm_121a -gencode arch=compute_90a,code=sm_90a \
+    -gencode arch=compute_120,code=sm_120 -gencode arch=compute_120,code=compute_120 k.cu -o multi.fatbin
+  [ "$(entries multi.fatbin)" = "$(printf '%s\n' "ptx 120  zstd $K" "sass 120  none $K" "sass 121 a none $K" "sass 90 a none $K")" ]
+  "$NVCC_REAL" -fatbin --compress-mode=none -gencode arch=compute_120,code=compute_120 k.cu -o ptx-none.fatbin
+  [ "$(entries ptx-none.fatbin)" = "ptx 120  none $K" ]
+  "$NVCC_REAL" -fatbin --compress-mode=size -Xfatbin -compress-all -gencode arch=compute_120f,code=sm_120f k.cu -o size.fatbin
+  [ "$(entries size.fatbin)" = "sass 120 f zstd $K" ]
+  "$NVCC_REAL" -fatbin --compress-mode=speed -Xfatbin -compress-all -gencode arch=compute_100a,code=sm_100a k.cu -o speed.fatbin
+  [ "$(entries speed.fatbin)" = "sass 100 a lz4 $K" ]
+  "$NVCC_REAL" -cubin -arch=sm_121a k.cu -o k.cubin
+  [ "$(entries k.cubin)" = "sass 121 a none $K" ]
+  "$NVCC_REAL" -cubin -arch=sm_89 k.cu -o k89.cubin
+  [ "$(entries k89.cubin)" = "sass 89  none $K" ]
+  # Relocatable device code in a host object: __nv_relfatbin.
+  "$NVCC_REAL" -c -rdc=true -Xcompiler -fPIC -gencode arch=compute_121a,code=sm_121a \
+    -gencode arch=compute_121a,code=compute_121a k.cu -o rdc.o
+  [ "$(entries rdc.o)" = "$(printf '%s\n' "ptx 121 a zstd $K" "sass 121 a zstd $K")" ]
+  # A shared object: .nv_fatbin (nvcc adds an sm_75 link stub without kernels).
+  "$NVCC_REAL" -shared -Xcompiler -fPIC -gencode arch=compute_90,code=sm_90 k.cu -o libk.so
+  entries libk.so | grep -qx "sass 90  none $K"
+  # Host code without GPU code, and not an ELF at all: nothing, no error.
+  [ -z "$(entries "$IB")" ] && [ -z "$(entries k.cu)" ]
+  # A damaged fatbin is an error, not a silent "nothing".
+  head -c 600 multi.fatbin >cut.fatbin
+  ! "$IV" --kernels cut.fatbin 2>err.txt && grep -q 'runs past' err.txt
+}
+
+# A base with k.fatbin compiled by GENCODE at /opt/k/, and a thin image over
+# it that requires trtllm_dcp_alltoall for compute 12.1.
+gate_case() { # NAME GENCODE... -> exit status of the build
+  local name=$1
+  shift
+  mkdir -p "$name/base" "$name/top"
+  echo "$K_SRC" >"$name/base/k.cu"
+  "$NVCC_REAL" -fatbin "$@" "$name/base/k.cu" -o "$name/base/k.fatbin"
+  printf '[image]\nname = kbase-%s:1\nfrom = scratch\n[copy]\nfile k.fatbin /opt/k/k.fatbin\n[new]\n/\n' "$name" >"$name/base/image.conf"
+  "$IB" -q "$name/base" >/dev/null
+  echo x >"$name/top/x"
+  printf '[image]\nname = ktop-%s:1\nfrom = kbase-%s:1\n[copy]\nfile x /opt/x\n[new]\n/opt/x\n[kernels]\ntarget 12.1\nrequire /opt/k/* trtllm_dcp_alltoall\n' \
+    "$name" "$name" >"$name/top/image.conf"
+}
+
+t_kernel_gate_applies_binary_compatibility() {
+  gate_case ptx -gencode arch=compute_121a,code=compute_121a
+  expect_fail 6 'kernel trtllm_dcp_alltoall has no SASS that runs on compute capability 12.1 without a JIT in /opt/k/\*: compute_121a PTX in /opt/k/k.fatbin' \
+    "$IB" ptx/top
+  gate_case sm90 -gencode arch=compute_90,code=sm_90
+  expect_fail 6 'trtllm_dcp_alltoall has no SASS .*: sm_90 SASS in /opt/k/k.fatbin' "$IB" sm90/top
+  gate_case sm120a -gencode arch=compute_120a,code=sm_120a
+  expect_fail 6 'trtllm_dcp_alltoall has no SASS .*: sm_120a SASS in /opt/k/k.fatbin' "$IB" sm120a/top
+  gate_case sm122 -gencode arch=compute_120,code=sm_120 -gencode arch=compute_120,code=compute_120
+  "$IB" -q sm122/top >/dev/null # plain sm_120 runs on 12.1
+  gate_case sm120f -gencode arch=compute_120f,code=sm_120f
+  "$IB" -q sm120f/top >/dev/null # the 12.x family
+  gate_case sm121a -gencode arch=compute_121a,code=sm_121a
+  "$IB" -q sm121a/top >/dev/null
+  # Nothing was tagged for the failures.
+  for n in ptx sm90 sm120a; do ! skopeo inspect "oci:$IMGBUILD_STORE:ktop-$n:1" >/dev/null 2>&1; done
+  # A kernel missing altogether, and a glob that matches nothing.
+  sed -i 's/require \/opt\/k\/\* trtllm_dcp_alltoall/require \/opt\/k\/* no_such_kernel/' sm121a/top/image.conf
+  expect_fail 6 'kernel no_such_kernel has no SASS .*: the kernel is in none of them' "$IB" sm121a/top
+  sed -i 's/require \/opt\/k\/\* no_such_kernel/require \/opt\/nothing\/* x/' sm121a/top/image.conf
+  expect_fail 6 'no file in the image matches /opt/nothing/\*' "$IB" sm121a/top
+}
+
+# A counting nvcc: logs each run, and the most that ran at once.
+counting_nvcc() {
+  cat >nvcc-count <<SH
+#!/bin/bash
+exec 9>>"$PWD/nvcc.lock"
+flock 9; n=\$((\$(cat "$PWD/nvcc.now" 2>/dev/null || echo 0) + 1)); echo \$n >"$PWD/nvcc.now"
+m=\$(cat "$PWD/nvcc.max" 2>/dev/null || echo 0); [ \$n -gt \$m ] && echo \$n >"$PWD/nvcc.max"; echo "\$*" >>"$PWD/nvcc.log"; flock -u 9
+"$NVCC_REAL" "\$@"; rc=\$?
+flock 9; echo \$((\$(cat "$PWD/nvcc.now") - 1)) >"$PWD/nvcc.now"; flock -u 9
+exit \$rc
+SH
+  chmod +x nvcc-count
+  export NVCC=$PWD/nvcc-count
+}
+
+t_prebake_adds_the_missing_kernel_and_caches() {
+  gate_case bake -gencode arch=compute_121a,code=compute_121a
+  expect_fail 6 'compute_121a PTX' "$IB" bake/top
+  counting_nvcc
+  # The same thin image, with prebake compiling the kernel for sm_121a.
+  for i in 1 2 3 4; do sed "s/trtllm_dcp_alltoall/k$i/" bake/base/k.cu >bake/top/k$i.cu; done
+  cat >>bake/top/image.conf <<'CONF'
+[prebake]
+arch sm_121a sm_90a
+jobs 2
+source ../base/k.cu /opt/k/prebaked/k.fatbin
+source k1.cu /opt/k/prebaked/k1.fatbin
+source k2.cu /opt/k/prebaked/k2.fatbin
+source k3.cu /opt/k/prebaked/k3.fatbin
+source k4.cu /opt/k/prebaked/k4.fatbin
+CONF
+  sed -i 's/^require \/opt\/k\/\* trtllm_dcp_alltoall$/require \/opt\/k\/* trtllm_dcp_alltoall k1 k2 k3 k4/' bake/top/image.conf
+  "$IB" bake/top --json >first.json
+  jq -e '.status == "pass" and .prebake.compiled == 5 and .prebake.jobs == 2' first.json
+  # The cap held: never more than 2 nvcc at once.
+  [ "$(cat nvcc.max)" -le 2 ] && [ "$(cat nvcc.max)" -ge 1 ]
+  runs=$(wc -l <nvcc.log)
+  [ "$runs" -ge 6 ]
+  # The layer holds the fatbins and a SHA256SUMS that checks.
+  umoci unpack --image "$IMGBUILD_STORE:ktop-bake:1" bundle >/dev/null
+  (cd bundle/rootfs/opt/k/prebaked && sha256sum -c SHA256SUMS)
+  entries bundle/rootfs/opt/k/prebaked/k.fatbin | grep -q '^sass 121 a none .*trtllm_dcp_alltoall'
+  # Nothing changed: nvcc runs zero times, and the digest is the same.
+  "$IB" bake/top --json -t ktop-bake:2 >second.json
+  [ "$(wc -l <nvcc.log)" = "$runs" ]
+  jq -e '.prebake.compiled == 0 and .prebake.cached == 5 and .prebake.nvcc_runs == 0' second.json
+  [ "$(jq -r .manifest first.json)" = "$(jq -r .manifest second.json)" ]
+  # A header change is seen through the remembered include list.
+  echo '#define SCALE 3.0f' >bake/top/scale.h
+  sed -i '1i #include "scale.h"' bake/top/k1.cu
+  "$IB" bake/top --json -t ktop-bake:3 >third.json
+  jq -e '.prebake.compiled == 1 and .prebake.cached == 4' third.json
+  echo '#define SCALE 4.0f' >bake/top/scale.h
+  "$IB" bake/top --json -t ktop-bake:4 >fourth.json
+  jq -e '.prebake.compiled == 1' fourth.json
+}
+
+t_prebake_without_nvcc_says_what_it_needs() {
+  gate_case none -gencode arch=compute_121a,code=sm_121a
+  printf '[prebake]\narch sm_121a\nsource ../base/k.cu /opt/k/p.fatbin\n' >>none/top/image.conf
+  NVCC=/nonexistent/nvcc expect_fail 8 'NVCC is `/nonexistent/nvcc`, which is not an executable' "$IB" none/top
+  # A source that does not compile: nvcc's own message, nothing tagged.
+  echo 'this is not CUDA' >none/base/k.cu
+  expect_fail 6 'nvcc -(M|fatbin) of .*k.cu failed: .*error: expected a declaration' "$IB" none/top
+}
+
+t_imgverify_kernels_inside_an_image() {
+  build_base
+  "$IB" -q dsv41-flash-dcp2 >/dev/null
+  "$IV" --kernels --json dsv41-flash-dcp2:local '*flashinfer*' >k.json
+  jq -e '[.files[] | select(.path | endswith("dcp_lse_combine.fatbin")) | .entries[] | "\(.kind) \(.sm)\(.variant)"] | sort == ["sass 121a", "sass 90a"]' k.json
+  jq -e '[.files[] | select(.path | endswith("libflashinfer_dcp.so")) | .entries[] | select(.kind == "ptx") | .kernels[]] == ["dcp_lse_combine"]' k.json
+  "$IV" --kernels dsv41-flash-dcp2:local '*.so' | grep -q 'sm_121a .*trtllm_dcp_alltoall'
+}
