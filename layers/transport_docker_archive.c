@@ -109,7 +109,7 @@ resolve_link (const char *member, const char *target, bool hard)
 }
 
 static int
-store_member_data (struct ib_store *s, struct archive *a, struct member *m, ib_error_t *err)
+store_member_data (struct ib_store *s, struct archive *a, const char *file, struct member *m, ib_error_t *err)
 {
   struct ib_blob_writer *w;
   if (ib_blob_writer_new (s, &w, err) < 0)
@@ -121,7 +121,8 @@ store_member_data (struct ib_store *s, struct archive *a, struct member *m, ib_e
       if (n < 0)
         {
           ib_blob_writer_abort (w);
-          return ib_error (err, IB_EINTEGRITY, "`%s`: %s", m->path, archive_error_string (a));
+          return ib_error (err, IB_EINTEGRITY, "`%s` is damaged or truncated: member `%s`: %s", file, m->path,
+                           archive_error_string (a));
         }
       if (n == 0)
         break;
@@ -187,7 +188,7 @@ read_members (struct ib_store *s, const char *file, struct archive_members *out,
       else if (is_small_json (path))
         ret = keep_member_text (a, ae, m, err);
       else
-        ret = store_member_data (s, a, m, err);
+        ret = store_member_data (s, a, file, m, err);
     }
   if (ret == 0 && x != ARCHIVE_EOF)
     ret = ib_error (err, IB_EINTEGRITY, "`%s` is damaged or truncated: %s", file, archive_error_string (a));

@@ -15,11 +15,30 @@ D="docker -H unix://$DOCKER_SOCK"
 
 log() { printf '  %s\n' "$*" >&2; }
 
+# `! cmd` never stops a `set -e` script; this does.
+refute() {
+  if "$@"; then
+    log "expected to fail: $*"
+    return 1
+  fi
+  return 0
+}
+
+# The test runs outside any `if`, `&&` or `||`: there bash would ignore
+# `set -e` in the whole subshell, and a test would fail only by its last
+# command (tests/integration/zz_harness.sh checks this).
 run_test() {
   local name=$1
-  local dir=$T_TOP/$name
+  local dir=$T_TOP/$name rc=0
   mkdir -p "$dir"
-  if (cd "$dir" && export IMGBUILD_STORE=$dir/store && set -e && "$name") >"$dir/log" 2>&1; then
+  (
+    cd "$dir" || exit 1
+    export IMGBUILD_STORE=$dir/store
+    set -e
+    "$name"
+  ) >"$dir/log" 2>&1
+  rc=$?
+  if [ "$rc" = 0 ]; then
     T_PASS=$((T_PASS + 1))
     echo "ok $name"
   else

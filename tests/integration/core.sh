@@ -13,12 +13,15 @@ t_main_job_prints_tag_and_digest() {
   [ "$(cut -d' ' -f2 out)" = "$(manifest_digest dsv41-flash-dcp2:local)" ]
 }
 
-t_skopeo_sees_base_layers_unchanged_plus_one() {
+# The base's layers, unchanged, then the overlay (the 23 files) and the
+# prebaked kernels.
+t_skopeo_sees_base_layers_unchanged_plus_new_ones() {
   build_base
-  "$IB" -q dsv41-flash-dcp2 >/dev/null
+  "$IB" -q dsv41-flash-dcp2 --json >report.json
   skopeo inspect "oci:$IMGBUILD_STORE:dsv41-flash-b12x:local" | jq -r '.Layers[]' >base.layers
   skopeo inspect "oci:$IMGBUILD_STORE:dsv41-flash-dcp2:local" | jq -r '.Layers[]' >dcp2.layers
-  [ "$(wc -l <dcp2.layers)" = $(($(wc -l <base.layers) + 1)) ]
+  [ "$(wc -l <dcp2.layers)" = $(($(wc -l <base.layers) + 2)) ]
+  [ "$(tail -2 dcp2.layers)" = "$(jq -r '.layer.digest, .prebake.layer' report.json)" ]
   [ "$(head -n "$(wc -l <base.layers)" dcp2.layers)" = "$(cat base.layers)" ]
   # skopeo copies it (checking every digest on the way).
   skopeo copy -q "oci:$IMGBUILD_STORE:dsv41-flash-dcp2:local" oci:copy:x
@@ -37,7 +40,8 @@ t_umoci_unpacks_the_23_files() {
   done <"$DCP2_DEF/manifest.txt"
   [ "$n" = 23 ]
   # The base is still there beneath: busybox runs the shell.
-  [ -x bundle/rootfs/bin/busybox ] && [ "$(readlink bundle/rootfs/bin/sh)" = busybox ]
+  [ -x bundle/rootfs/bin/busybox ]
+  [ "$(readlink bundle/rootfs/bin/sh)" = busybox ]
 }
 
 t_docker_archive_loads_and_runs_in_dockerd() {
@@ -47,8 +51,8 @@ t_docker_archive_loads_and_runs_in_dockerd() {
   $D load -i dcp2.tar
   $D run --rm --network none dsv41-flash-dcp2:local cat "$VLLM/v1/attention/backends/mla/sparse_swa.py" >out.py
   cmp out.py "$DCP2_DEF/files/sparse_swa.py"
-  # skopeo reads the same archive.
-  skopeo inspect docker-archive:dcp2.tar | jq -e '.Layers | length == 2'
+  # skopeo reads the same archive: the base's layer, the overlay, the prebake layer.
+  skopeo inspect docker-archive:dcp2.tar | jq -e '.Layers | length == 3'
   $D rmi -f dsv41-flash-dcp2:local >/dev/null
 }
 
@@ -65,13 +69,26 @@ t_same_digest_from_two_checkouts() {
   cmp a.out b.out
   # And SOURCE_DATE_EPOCH is honoured: another time, another digest.
   SOURCE_DATE_EPOCH=1700000000 IMGBUILD_STORE=$PWD/store-a "$IB" -q a/dsv41-flash-dcp2 >c.out
-  ! cmp -s a.out c.out
+  refute cmp -s a.out c.out
 }
 
 t_dockerfile_gives_the_same_digest() {
   build_base
-  "$IB" -q dsv41-flash-dcp2 >def.out
-  mkdir ctx && cp "$DCP2_DEF"/files/*.py ctx/
+  # A Dockerfile cannot say what to prebake: compare with the definition
+  # without its [prebake] (the gates change no content).
+  copy_images d
+  python3 - d/dsv41-flash-dcp2/image.conf <<'PY'
+import re, sys
+p = sys.argv[1]
+s = open(p).read()
+s = re.sub(r"\n\[prebake\].*?(?=\n\[|\Z)", "\n", s, flags=re.S)
+s = re.sub(r"\nrequire .*dcp_lse_combine\n", "\n", s)
+open(p, "w").write(s)
+PY
+  refute grep -q prebake d/dsv41-flash-dcp2/image.conf
+  "$IB" -q d/dsv41-flash-dcp2 >def.out
+  mkdir ctx
+  cp "$DCP2_DEF"/files/*.py ctx/
   {
     echo "ARG BASE=dsv41-flash-b12x:local"
     echo "FROM \$BASE"
@@ -109,7 +126,8 @@ t_foreign_base_from_docker_save() {
   "$IB" -q --from docker-archive:foreign.tar dsv41-flash-dcp2 -t dcp2-foreign:1 \
     --output docker-archive:out.tar >/dev/null
   # The base's layer keeps its digest: that of its layer.tar in the save file.
-  mkdir x && tar -C x -xf foreign.tar
+  mkdir x
+  tar -C x -xf foreign.tar
   base_layer=$(jq -r '.[0].Layers[0]' x/manifest.json)
   want=sha256:$(sha256sum "x/$base_layer" | cut -d' ' -f1)
   got=$(skopeo inspect "oci:$IMGBUILD_STORE:dcp2-foreign:1" | jq -r '.Layers[0]')
@@ -120,25 +138,27 @@ t_foreign_base_from_docker_save() {
 }
 
 # Each bad manifest line: a one-line error naming it, exit 3, old tag kept.
-bad_manifest_case() { # LINE REGEX
+bad_manifest_case() { # LINE REGEX (@ in REGEX stands for the new line's number)
   copy_images defs
   echo "$1" >>defs/dsv41-flash-dcp2/manifest.txt
-  expect_fail 3 "$2" "$IB" defs/dsv41-flash-dcp2
+  local n
+  n=$(wc -l <defs/dsv41-flash-dcp2/manifest.txt)
+  expect_fail 3 "${2//@/$n}" "$IB" defs/dsv41-flash-dcp2
   [ "$(manifest_digest dsv41-flash-dcp2:local)" = "$(cut -d' ' -f2 good.out)" ]
 }
 
 t_bad_inputs_leave_the_tag_alone() {
   build_base
   "$IB" -q dsv41-flash-dcp2 >good.out
-  bad_manifest_case "cp_utils.py ../../../../etc/cron.d/x" 'manifest.txt:27: target `\.\./.*` has a `\.\.` part'
+  bad_manifest_case "cp_utils.py ../../../../etc/cron.d/x" 'manifest.txt:@: target `\.\./.*` has a `\.\.` part'
   rm -rf defs
-  bad_manifest_case "cp_utils.py /etc/passwd" 'manifest.txt:27: target `/etc/passwd` is absolute'
+  bad_manifest_case "cp_utils.py /etc/passwd" 'manifest.txt:@: target `/etc/passwd` is absolute'
   rm -rf defs
-  bad_manifest_case "nope.py distributed/nope.py" 'manifest.txt:27: source `.*/files/nope.py`: No such file'
+  bad_manifest_case "nope.py distributed/nope.py" 'manifest.txt:@: source `.*/files/nope.py`: No such file'
   rm -rf defs
-  bad_manifest_case "cp_utils.py v1/worker/cp_utils.py" 'manifest.txt:27: duplicate target `.*/v1/worker/cp_utils.py` \(also manifest.txt:11\)'
+  bad_manifest_case "cp_utils.py v1/worker/cp_utils.py" 'manifest.txt:@: duplicate target `.*/v1/worker/cp_utils.py` \(also manifest.txt:10\)'
   rm -rf defs
-  bad_manifest_case "cp_utils.py v1/worker/not_in_base.py" 'manifest.txt:27: target `.*/not_in_base.py` does not exist in the base'
+  bad_manifest_case "cp_utils.py v1/worker/not_in_base.py" 'manifest.txt:@: target `.*/not_in_base.py` does not exist in the base'
   # Nothing half-written stays in the store.
   [ -z "$(find "$IMGBUILD_STORE/blobs/sha256" -name '.tmp-*')" ]
 }
@@ -158,7 +178,7 @@ open(p, 'wb').write(b)
 PY
   IMGBUILD_STORE=$PWD/fresh expect_fail 4 "blob sha256:$layer: content has digest" \
     "$IB" --from oci:layout:base:1 dsv41-flash-dcp2
-  ! IMGBUILD_STORE=$PWD/fresh skopeo inspect oci:fresh:dsv41-flash-dcp2:local >/dev/null 2>&1
+  refute env IMGBUILD_STORE=$PWD/fresh skopeo inspect oci:fresh:dsv41-flash-dcp2:local >/dev/null 2>&1
   [ "$(manifest_digest dsv41-flash-dcp2:local)" = "$(cut -d' ' -f2 good.out)" ]
 }
 

@@ -34,10 +34,12 @@ t_inspector_reports_what_nvcc_compiled() {
   "$NVCC_REAL" -shared -Xcompiler -fPIC -gencode arch=compute_90,code=sm_90 k.cu -o libk.so
   entries libk.so | grep -qx "sass 90  none $K"
   # Host code without GPU code, and not an ELF at all: nothing, no error.
-  [ -z "$(entries "$IB")" ] && [ -z "$(entries k.cu)" ]
+  [ -z "$(entries "$IB")" ]
+  [ -z "$(entries k.cu)" ]
   # A damaged fatbin is an error, not a silent "nothing".
   head -c 600 multi.fatbin >cut.fatbin
-  ! "$IV" --kernels cut.fatbin 2>err.txt && grep -q 'runs past' err.txt
+  refute "$IV" --kernels cut.fatbin 2>err.txt
+  grep -q 'runs past' err.txt
 }
 
 # A base with k.fatbin compiled by GENCODE at /opt/k/, and a thin image over
@@ -70,7 +72,7 @@ t_kernel_gate_applies_binary_compatibility() {
   gate_case sm121a -gencode arch=compute_121a,code=sm_121a
   "$IB" -q sm121a/top >/dev/null
   # Nothing was tagged for the failures.
-  for n in ptx sm90 sm120a; do ! skopeo inspect "oci:$IMGBUILD_STORE:ktop-$n:1" >/dev/null 2>&1; done
+  for n in ptx sm90 sm120a; do refute skopeo inspect "oci:$IMGBUILD_STORE:ktop-$n:1" >/dev/null 2>&1; done
   # A kernel missing altogether, and a glob that matches nothing.
   sed -i 's/require \/opt\/k\/\* trtllm_dcp_alltoall/require \/opt\/k\/* no_such_kernel/' sm121a/top/image.conf
   expect_fail 6 'kernel no_such_kernel has no SASS .*: the kernel is in none of them' "$IB" sm121a/top
@@ -113,7 +115,8 @@ CONF
   "$IB" bake/top --json >first.json
   jq -e '.status == "pass" and .prebake.compiled == 5 and .prebake.jobs == 2' first.json
   # The cap held: never more than 2 nvcc at once.
-  [ "$(cat nvcc.max)" -le 2 ] && [ "$(cat nvcc.max)" -ge 1 ]
+  [ "$(cat nvcc.max)" -le 2 ]
+  [ "$(cat nvcc.max)" -ge 1 ]
   runs=$(wc -l <nvcc.log)
   [ "$runs" -ge 6 ]
   # The layer holds the fatbins and a SHA256SUMS that checks.

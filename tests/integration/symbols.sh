@@ -3,6 +3,18 @@
 
 VLLM_BASE=dsv41-flash-b12x/site-packages/vllm
 
+add_to_symbols() { # DEFS-COPY LINE: a line at the end of the dcp2 definition's [symbols]
+  python3 - "$1/dsv41-flash-dcp2/image.conf" "$2" <<'PY'
+import sys
+p, line = sys.argv[1], sys.argv[2]
+s = open(p).read()
+a = s.index("[symbols]")
+b = s.find("\n[", a)
+b = len(s) if b < 0 else b
+open(p, "w").write(s[:b].rstrip("\n") + "\n" + line + "\n" + s[b:])
+PY
+}
+
 t_python_symbols_equal_ast_on_the_stdlib() {
   python3 "$ROOT/tests/pyref/compare.py" "$IV" --stdlib | tee cmp.out
   grep -Eq '^python-symbols: [0-9]+ files, ([0-9]+) equal, 0 differ' cmp.out
@@ -20,7 +32,7 @@ t_python_symbols_equal_ast_on_the_tricky_corpus() {
     jq -e --arg n "$name" '.files[0].definitions | index($n)' out.json >/dev/null
   done
   for name in ann2 local listcomp_var inner_method walrus; do
-    ! jq -e --arg n "$name" '.files[0].definitions | index($n)' out.json >/dev/null
+    refute jq -e --arg n "$name" '.files[0].definitions | index($n)' out.json >/dev/null
   done
 }
 
@@ -44,34 +56,34 @@ s = open(p).read()
 s = re.sub(r"\ndef get_dcp_group\(\).*?\n\n\n", "\n", s, flags=re.S)
 open(p, "w").write(s)
 PY
-  ! grep -q 'def get_dcp_group' d/$VLLM_BASE/distributed/parallel_state.py
+  refute grep -q 'def get_dcp_group' d/$VLLM_BASE/distributed/parallel_state.py
   "$IB" -q d/dsv41-flash-b12x -t base:broken >/dev/null
   expect_fail 5 'vllm/distributed/communication_op.py:[0-9]+: from vllm.distributed.parallel_state import get_dcp_group: get_dcp_group is not defined in vllm/distributed/parallel_state.py \(layer sha256:[0-9a-f]{64}\)' \
     "$IB" d/dsv41-flash-dcp2 -t dcp2:2 --from base:broken
   # The required-symbol list catches it too, as a second problem.
   grep -q 'parallel_state.py does not define required symbol get_dcp_group' stderr.txt
-  ! skopeo inspect "oci:$IMGBUILD_STORE:dcp2:2" >/dev/null 2>&1
+  refute skopeo inspect "oci:$IMGBUILD_STORE:dcp2:2" >/dev/null 2>&1
 }
 
 t_missing_required_symbol_fails_the_build() {
   build_base
   copy_images d
-  echo "python vllm/v1/core/kv_cache_utils.py get_swa_block_size no_such_helper" >>d/dsv41-flash-dcp2/image.conf
+  add_to_symbols d "python vllm/v1/core/kv_cache_utils.py get_swa_block_size no_such_helper"
   expect_fail 5 'image.conf:[0-9]+: .*kv_cache_utils.py does not define required symbol no_such_helper' \
     "$IB" d/dsv41-flash-dcp2 -t dcp2:3
-  ! skopeo inspect "oci:$IMGBUILD_STORE:dcp2:3" >/dev/null 2>&1
+  refute skopeo inspect "oci:$IMGBUILD_STORE:dcp2:3" >/dev/null 2>&1
 }
 
 t_missing_native_symbol_fails_the_build() {
   build_base
   copy_images d
-  echo "native /usr/local/lib/python3.12/dist-packages/vllm/_b12x_C*.so b12x_missing_op" >>d/dsv41-flash-dcp2/image.conf
+  add_to_symbols d "native /usr/local/lib/python3.12/dist-packages/vllm/_b12x_C*.so b12x_missing_op"
   expect_fail 5 '_b12x_C.abi3.so does not export dynamic symbol b12x_missing_op' "$IB" d/dsv41-flash-dcp2 -t n:1
   copy_images e
-  echo "native /usr/local/lib/python3.12/dist-packages/vllm/_b12x_C*.so b12x_fused_moe@B12X_9.9" >>e/dsv41-flash-dcp2/image.conf
+  add_to_symbols e "native /usr/local/lib/python3.12/dist-packages/vllm/_b12x_C*.so b12x_fused_moe@B12X_9.9"
   expect_fail 5 'does not export dynamic symbol b12x_fused_moe@B12X_9.9' "$IB" e/dsv41-flash-dcp2 -t n:2
   copy_images f
-  echo "native /usr/lib/libnothere.so* x" >>f/dsv41-flash-dcp2/image.conf
+  add_to_symbols f "native /usr/lib/libnothere.so* x"
   expect_fail 5 'no shared object in the image matches /usr/lib/libnothere.so' "$IB" f/dsv41-flash-dcp2 -t n:3
 }
 
