@@ -6,17 +6,17 @@ PKGS := libarchive libcjson libcrypto zlib libzstd liblz4
 CFLAGS ?= -O2 -g
 CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fno-common
 CPPFLAGS += -DIB_IMAGES_DIR='"$(CURDIR)/images"'
-LDLIBS += $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -larchive -lcjson -lcrypto -lz -lzstd -llz4)
+LDLIBS += $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -larchive -lcjson -lcrypto -lz -lzstd -llz4) -lm
 SANITIZE ?=
 ifeq ($(SANITIZE),1)
 CFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer
 LDFLAGS += -fsanitize=address,undefined
 endif
 
-LIB_SRC := $(wildcard util/*.c layers/*.c symbol-check/*.c kernels/*.c) $(filter-out builder/imgbuild.c builder/imgverify.c,$(wildcard builder/*.c))
+LIB_SRC := $(wildcard util/*.c layers/*.c symbol-check/*.c kernels/*.c kernels/dcp2/dcp2_math.c) $(filter-out builder/imgbuild.c builder/imgverify.c,$(wildcard builder/*.c))
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 UNIT_SRC := $(wildcard tests/unit/*.c)
-PROGS := $(BUILD)/imgbuild $(BUILD)/imgverify
+PROGS := $(BUILD)/imgbuild $(BUILD)/imgverify $(BUILD)/dcp2_smoke
 STAND_IN_SO := images/dsv41-flash-b12x/native/_b12x_C.abi3.so images/dsv41-flash-b12x/native/libflashinfer_dcp.so
 NVCC ?= $(shell command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)
 SI := images/dsv41-flash-b12x
@@ -30,6 +30,10 @@ $(BUILD)/obj/%.o: %.c $(wildcard */*.h)
 
 $(BUILD)/libimgbuild.a: $(LIB_OBJ)
 	ar rcs $@ $^
+
+# The smoke program runs inside images: plain C, libc, libdl and libm only.
+$(BUILD)/dcp2_smoke: kernels/dcp2/dcp2_smoke.c kernels/dcp2/dcp2_math.c kernels/dcp2/dcp2_math.h
+	$(CC) -O2 -g -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror kernels/dcp2/dcp2_smoke.c kernels/dcp2/dcp2_math.c -ldl -lm -o $@
 
 $(BUILD)/%: $(BUILD)/obj/builder/%.o $(BUILD)/libimgbuild.a
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@

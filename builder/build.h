@@ -34,6 +34,12 @@ struct ib_build_options
   size_t n_outputs;
   bool json;
   bool quiet;
+  enum
+  {
+    IB_SMOKE_AUTO,     /* run when GPUs exist, else say plainly that it skipped */
+    IB_SMOKE_REQUIRED, /* no tag without a pass */
+    IB_SMOKE_OFF,
+  } smoke;
 };
 
 struct ib_build

@@ -65,6 +65,12 @@ ib_definition_free (struct ib_definition *d)
   for (size_t i = 0; i < d->n_prebake_flags; i++)
     free (d->prebake_flags[i]);
   free (d->prebake_flags);
+  free (d->smoke_program);
+  free (d->smoke_kernels);
+  free (d->smoke_nccl);
+  for (size_t i = 0; i < d->n_smoke_args; i++)
+    free (d->smoke_args[i]);
+  free (d->smoke_args);
   free (d->items);
   free (d->new_paths);
   free (d->env);
@@ -85,6 +91,8 @@ definition_new (const char *dir, const char *file)
   d->dir = ib_xstrdup (dir);
   d->file = ib_xstrdup (file);
   d->gzip_level = 6;
+  d->smoke_dcp = 2;
+  d->smoke_timeout = 600;
   return d;
 }
 
@@ -466,6 +474,47 @@ parse_prebake_line (struct ib_definition *d, char *l, const char *origin, ib_err
                    origin);
 }
 
+/* [smoke]: program PATH | kernels IMAGE-PATH | nccl IMAGE-PATH | dcp N |
+ * ranks N | timeout SECONDS | args ARG... */
+static int
+parse_smoke_line (struct ib_definition *d, char *l, const char *origin, ib_error_t *err)
+{
+  char *w[64];
+  int n = split_words (l, w, 64);
+  d->has_smoke = true;
+  if (n >= 2 && strcmp (w[0], "args") == 0)
+    {
+      for (int i = 1; i < n; i++)
+        add_string (&d->smoke_args, &d->n_smoke_args, w[i]);
+      return 0;
+    }
+  if (n != 2)
+    return ib_error (err, IB_EDEFINITION, "%s: expected KEY VALUE", origin);
+  char **slot = strcmp (w[0], "kernels") == 0 ? &d->smoke_kernels : strcmp (w[0], "nccl") == 0 ? &d->smoke_nccl : NULL;
+  if (slot)
+    {
+      if (w[1][0] != '/')
+        return ib_error (err, IB_EDEFINITION, "%s: %s must be an absolute image path", origin, w[0]);
+      free (*slot);
+      *slot = ib_xstrdup (w[1]);
+      return 0;
+    }
+  if (strcmp (w[0], "program") == 0)
+    {
+      free (d->smoke_program);
+      d->smoke_program = source_path (d, w[1]);
+      return 0;
+    }
+  int *num = strcmp (w[0], "dcp") == 0 ? &d->smoke_dcp : strcmp (w[0], "ranks") == 0 ? &d->smoke_ranks
+             : strcmp (w[0], "timeout") == 0 ? &d->smoke_timeout : NULL;
+  if (num == NULL)
+    return ib_error (err, IB_EDEFINITION, "%s: unknown key `%s` in [smoke]", origin, w[0]);
+  *num = atoi (w[1]);
+  if (*num < 0 || (num != &d->smoke_ranks && *num == 0))
+    return ib_error (err, IB_EDEFINITION, "%s: %s must be a positive number", origin, w[0]);
+  return 0;
+}
+
 static int
 parse_image_key (struct ib_definition *d, const char *k, const char *v, const char *origin, ib_error_t *err)
 {
@@ -501,6 +550,8 @@ parse_conf_line (struct ib_definition *d, const char *section, char *l, const ch
     return parse_kernels_line (d, l, origin, err);
   if (strcmp (section, "prebake") == 0)
     return parse_prebake_line (d, l, origin, err);
+  if (strcmp (section, "smoke") == 0)
+    return parse_smoke_line (d, l, origin, err);
   if (strcmp (section, "new") == 0)
     {
       if (l[0] != '/')
@@ -595,6 +646,8 @@ ib_definition_load (const char *path, struct ib_definition **out, ib_error_t *er
     }
   if (r == 0)
     r = require_keys (d, err);
+  if (r == 0 && d->has_smoke && d->smoke_kernels == NULL)
+    r = ib_error (err, IB_EDEFINITION, "%s: [smoke] names no `kernels` (the prebaked fatbin)", d->file);
   if (r == 0 && d->n_prebake && d->n_prebake_arches == 0)
     r = ib_error (err, IB_EDEFINITION, "%s: [prebake] has sources but no `arch` line", d->file);
   if (r < 0)

@@ -67,6 +67,14 @@ struct ib_definition
   size_t n_prebake_flags;
   char **prebake_flags;
   int prebake_jobs;
+  /* [smoke] */
+  bool has_smoke;
+  char *smoke_program; /* on the build machine; NULL: dcp2_smoke beside imgbuild */
+  char *smoke_kernels; /* image path of the prebaked fatbin */
+  char *smoke_nccl;    /* image path; NULL: the first libnccl.so* of the image */
+  int smoke_dcp, smoke_ranks, smoke_timeout;
+  size_t n_smoke_args;
+  char **smoke_args;
 };
 
 /* PATH is a folder holding image.conf, or an image.conf itself. */

@@ -9,6 +9,7 @@ static const struct ib_gate gates[] = {
   { "definition", IB_PHASE_INPUTS, ib_gate_definition },
   { "symbols", IB_PHASE_IMAGE, ib_gate_symbols },
   { "kernels", IB_PHASE_IMAGE, ib_gate_kernels },
+  { "smoke", IB_PHASE_IMAGE, ib_gate_smoke },
 };
 
 const struct ib_gate *

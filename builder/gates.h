@@ -22,6 +22,9 @@ struct ib_gate
   int (*run) (struct ib_build *b, ib_error_t *err);
 };
 
+/* A gate that ran nothing (no GPU, switched off) says so with this: 1. */
+#define IB_GATE_SKIPPED 1
+
 const struct ib_gate *ib_gates (size_t *n);
 
 /* Where a gate's problems go: each is a line of the report as it is found,
@@ -41,5 +44,6 @@ int ib_gate_sink_finish (struct ib_gate_sink *k, int class, ib_error_t *err);
 int ib_gate_definition (struct ib_build *b, ib_error_t *err);
 int ib_gate_symbols (struct ib_build *b, ib_error_t *err);
 int ib_gate_kernels (struct ib_build *b, ib_error_t *err);
+int ib_gate_smoke (struct ib_build *b, ib_error_t *err);
 
 #endif

@@ -39,6 +39,10 @@ static const char usage[] =
     "      --platform OS/ARCH  the platform to take from a multi-platform base\n"
     "      --output REF        after tagging, also write the image to REF\n"
     "                          (oci:DIR[:NAME:TAG], docker-archive:FILE); repeatable\n"
+    "      --smoke=MODE        the GPU smoke test in the built container: auto (run\n"
+    "                          it when this machine has GPUs, else say that it\n"
+    "                          skipped; the default), required (no tag without a\n"
+    "                          pass), off\n"
     "      --json              print the build report as JSON on stdout\n"
     "  -q, --quiet             no progress on stderr (errors still go there)\n"
     "  -h, --help              this text\n"
@@ -86,13 +90,15 @@ parse_args (int argc, char **argv, struct cli *c)
     OPT_PLATFORM,
     OPT_OUTPUT,
     OPT_JSON,
-    OPT_BUILD_ARG
+    OPT_BUILD_ARG,
+    OPT_SMOKE
   };
   static const struct option longopts[] = {
     { "file", required_argument, NULL, 'f' },         { "tag", required_argument, NULL, 't' },
     { "from", required_argument, NULL, OPT_FROM },     { "store", required_argument, NULL, OPT_STORE },
     { "platform", required_argument, NULL, OPT_PLATFORM }, { "output", required_argument, NULL, OPT_OUTPUT },
     { "build-arg", required_argument, NULL, OPT_BUILD_ARG }, { "json", no_argument, NULL, OPT_JSON },
+    { "smoke", required_argument, NULL, OPT_SMOKE },
     { "quiet", no_argument, NULL, 'q' },              { "help", no_argument, NULL, 'h' },
     { "version", no_argument, NULL, 'V' },            { NULL, 0, NULL, 0 },
   };
@@ -108,6 +114,19 @@ parse_args (int argc, char **argv, struct cli *c)
       case OPT_OUTPUT: push_arg (&c->outputs, &c->n_outputs, optarg); break;
       case OPT_BUILD_ARG: push_arg (&c->build_args, &c->n_build_args, optarg); break;
       case OPT_JSON: c->opt.json = true; break;
+      case OPT_SMOKE:
+        if (strcmp (optarg, "auto") == 0)
+          c->opt.smoke = IB_SMOKE_AUTO;
+        else if (strcmp (optarg, "required") == 0)
+          c->opt.smoke = IB_SMOKE_REQUIRED;
+        else if (strcmp (optarg, "off") == 0)
+          c->opt.smoke = IB_SMOKE_OFF;
+        else
+          {
+            fprintf (stderr, "imgbuild: --smoke is auto, required or off, not `%s`\n", optarg);
+            return -1;
+          }
+        break;
       case 'q': c->opt.quiet = true; break;
       case 'h': fputs (usage, stdout); exit (0);
       case 'V': puts ("imgbuild " IB_VERSION); exit (0);

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include "bundle.h"
 #include "../kernels/cudabin.h"
 #include "../kernels/kgate.h"
 #include "../layers/transport.h"
@@ -42,6 +43,10 @@ static const char usage[] =
     "  --kernels REF [GLOB...]   the same for the files of an image that match the\n"
     "                            globs ('*' crosses '/'; default *.so *.so.* *.cubin\n"
     "                            *.fatbin), read from its layers\n"
+    "  --run REF [--gpus] -- PROGRAM [ARG...]\n"
+    "                            run PROGRAM (a file of this machine, bound in\n"
+    "                            read-only) inside image REF with runc, the GPUs\n"
+    "                            injected with --gpus; exits with its status\n"
     "  --store DIR               the local store (as imgbuild)\n"
     "  --json                    machine-readable output\n"
     "  -h, --help                this text\n"
@@ -190,6 +195,39 @@ kernels_of_image (const char *store_path, const char *ref, int n_globs, char **g
   return r < 0 ? ib_error_report ("imgverify", &err) : 0;
 }
 
+/* Run PROGRAM (from this machine) inside the image REF with a real runtime,
+ * GPUs injected when asked: the smoke gate's runner, by hand. */
+static int
+run_in_image (const char *store_path, const char *ref, bool gpus, int argc, char **argv)
+{
+  ib_error_t err = NULL;
+  cleanup_free char *root = ib_store_default_path (store_path);
+  struct ib_store *s = NULL;
+  struct ib_image *img = NULL;
+  int r = ib_store_open (root, &s, &err);
+  if (r == 0)
+    r = ib_image_pull (s, ref, NULL, &img, &err);
+  cleanup_free char *target = NULL;
+  struct ib_run_result res = { 0 };
+  if (r == 0)
+    {
+      const char *base = strrchr (argv[0], '/') ? strrchr (argv[0], '/') + 1 : argv[0];
+      target = ib_xasprintf ("/opt/imgbuild/%s", base);
+      char *env[] = { "NCCL_NVLS_ENABLE=0" };
+      struct ib_run_options o = { .program = argv[0], .program_target = target, .args = argv + 1,
+                                  .n_args = (size_t) argc - 1, .env = env, .n_env = 1, .gpus = gpus,
+                                  .timeout_s = 600 };
+      r = ib_run_image (s, img, &o, &res, &err);
+    }
+  if (r == 0)
+    fputs (res.output ? res.output : "", stdout);
+  int code = r < 0 ? ib_error_report ("imgverify", &err) : res.exit_code;
+  ib_run_result_clear (&res);
+  ib_image_free (img);
+  ib_store_free (s);
+  return code;
+}
+
 static int
 python_symbols (int n, char **files)
 {
@@ -229,17 +267,22 @@ main (int argc, char **argv)
     OPT_KERNELS,
     OPT_JSON,
     OPT_STORE,
+    OPT_RUN,
+    OPT_GPUS,
   };
   static const struct option longopts[] = {
     { "python-symbols", no_argument, NULL, OPT_PY },
     { "kernels", no_argument, NULL, OPT_KERNELS },
     { "json", no_argument, NULL, OPT_JSON },
     { "store", required_argument, NULL, OPT_STORE },
+    { "run", required_argument, NULL, OPT_RUN },
+    { "gpus", no_argument, NULL, OPT_GPUS },
     { "help", no_argument, NULL, 'h' },
     { NULL, 0, NULL, 0 },
   };
   bool py = false, kernels = false, json = false;
-  const char *store = NULL;
+  const char *store = NULL, *run = NULL;
+  bool gpus = false;
   int o;
   while ((o = getopt_long (argc, argv, "h", longopts, NULL)) != -1)
     switch (o)
@@ -248,11 +291,15 @@ main (int argc, char **argv)
       case OPT_KERNELS: kernels = true; break;
       case OPT_JSON: json = true; break;
       case OPT_STORE: store = optarg; break;
+      case OPT_RUN: run = optarg; break;
+      case OPT_GPUS: gpus = true; break;
       case 'h': fputs (usage, stdout); return 0;
       default: fputs (usage, stderr); return IB_EUSAGE;
       }
   if (py && optind < argc)
     return python_symbols (argc - optind, argv + optind);
+  if (run && optind < argc)
+    return run_in_image (store, run, gpus, argc - optind, argv + optind);
   struct stat st;
   if (kernels && optind < argc && stat (argv[optind], &st) == 0 && !S_ISDIR (st.st_mode))
     return kernels_of_files (argc - optind, argv + optind, json);

@@ -36,8 +36,8 @@ run_gates (struct ib_build *b, enum ib_gate_phase phase, ib_error_t *err)
         continue;
       double t0 = ib_now ();
       int r = g[i].run (b, err);
-      ib_report_gate (b->report, g[i].name, r < 0 ? IB_GATE_FAIL : IB_GATE_PASS, ib_now () - t0,
-                      r < 0 ? (*err)->msg : NULL);
+      ib_report_gate (b->report, g[i].name, r < 0 ? IB_GATE_FAIL : r == IB_GATE_SKIPPED ? IB_GATE_SKIP : IB_GATE_PASS,
+                      ib_now () - t0, r < 0 ? (*err)->msg : NULL);
       if (r < 0)
         return ib_error_wrap (err, "gate %s", g[i].name);
     }

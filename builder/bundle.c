@@ -1,0 +1,529 @@
+#include "bundle.h"
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <glob.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <sys/xattr.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../layers/layer_reader.h"
+#include "../util/cleanup.h"
+#include "../util/fsutil.h"
+
+#define CONTAINER_DRIVER_DIR "/usr/local/nvidia/lib64"
+
+/* ---- layers on disk ------------------------------------------------------ */
+
+static int
+write_whiteout (const char *root, const char *path, ib_error_t *err)
+{
+  cleanup_free char *full = ib_path_join (root, path);
+  char *slash = strrchr (full, '/');
+  const char *base = slash + 1;
+  *slash = '\0';
+  if (ib_mkdir_p (full, 0755, err) < 0)
+    return -1;
+  if (strcmp (base, ".wh..wh..opq") == 0)
+    {
+      if (setxattr (full, "trusted.overlay.opaque", "y", 1, 0) < 0)
+        return ib_error_errno (err, errno, IB_EENV, "mark `%s` opaque", full);
+      return 0;
+    }
+  cleanup_free char *target = ib_path_join (full, base + 4);
+  if (mknod (target, S_IFCHR | 0000, makedev (0, 0)) < 0 && errno != EEXIST)
+    return ib_error_errno (err, errno, IB_EENV, "whiteout `%s`", target);
+  return 0;
+}
+
+static int
+extract_entry (struct archive *disk, struct ib_layer_reader *r, struct archive_entry *ae, const char *root,
+               ib_error_t *err)
+{
+  cleanup_free char *clean = ib_clean_tar_path (archive_entry_pathname (ae) ? archive_entry_pathname (ae) : "");
+  if (clean == NULL)
+    return 0;
+  const char *base = strrchr (clean, '/') ? strrchr (clean, '/') + 1 : clean;
+  if (strncmp (base, ".wh.", 4) == 0)
+    return write_whiteout (root, clean, err);
+  cleanup_free char *full = ib_path_join (root, clean);
+  archive_entry_set_pathname (ae, full);
+  const char *hard = archive_entry_hardlink (ae);
+  if (hard)
+    {
+      cleanup_free char *hc = ib_clean_tar_path (hard);
+      if (hc == NULL)
+        return ib_error (err, IB_EINTEGRITY, "hard link `%s` leaves the layer", hard);
+      cleanup_free char *hfull = ib_path_join (root, hc);
+      archive_entry_set_hardlink (ae, hfull);
+    }
+  if (archive_write_header (disk, ae) != ARCHIVE_OK)
+    return ib_error (err, IB_EENV, "extract `%s`: %s", clean, archive_error_string (disk));
+  cleanup_free char *buf = ib_xmalloc (1 << 20);
+  ssize_t n;
+  while ((n = ib_layer_reader_data (r, buf, 1 << 20, err)) > 0)
+    if (archive_write_data (disk, buf, (size_t) n) != n)
+      return ib_error (err, IB_EENV, "extract `%s`: %s", clean, archive_error_string (disk));
+  if (n < 0 || archive_write_finish_entry (disk) != ARCHIVE_OK)
+    return n < 0 ? -1 : ib_error (err, IB_EENV, "extract `%s`: %s", clean, archive_error_string (disk));
+  return 0;
+}
+
+/* Layer I of IMG as a folder, extracted once: the folder appears (rename)
+ * only complete, with its digests checked. */
+static int
+layer_dir (struct ib_store *s, const struct ib_image *img, size_t i, char **out, ib_error_t *err)
+{
+  cleanup_free char *cache = NULL;
+  if (ib_store_cache_dir (s, "rootfs", &cache, err) < 0)
+    return -1;
+  char *dir = ib_path_join (cache, ib_digest_hex (img->diff_ids[i].s));
+  struct stat st;
+  if (stat (dir, &st) == 0)
+    {
+      *out = dir;
+      return 0;
+    }
+  cleanup_free char *tmp = ib_xasprintf ("%s.tmp-XXXXXX", dir);
+  cleanup_free char *blob = ib_store_blob_path (s, &img->layers[i].digest);
+  struct ib_layer_reader *r = NULL;
+  struct archive *disk = archive_write_disk_new ();
+  archive_write_disk_set_options (disk, ARCHIVE_EXTRACT_OWNER | ARCHIVE_EXTRACT_PERM | ARCHIVE_EXTRACT_TIME
+                                            | ARCHIVE_EXTRACT_SECURE_NODOTDOT | ARCHIVE_EXTRACT_SECURE_SYMLINKS
+                                            | ARCHIVE_EXTRACT_UNLINK);
+  int ret = mkdtemp (tmp) ? 0 : ib_error_errno (err, errno, IB_EENV, "mkdtemp `%s`", tmp);
+  if (ret == 0)
+    ret = ib_layer_reader_open (blob, &img->layers[i], &img->diff_ids[i], &r, err);
+  struct archive_entry *ae;
+  int x = 0;
+  while (ret == 0 && (x = ib_layer_reader_next (r, &ae, err)) == 1)
+    ret = extract_entry (disk, r, ae, tmp, err);
+  if (ret == 0 && x < 0)
+    ret = -1;
+  if (ret == 0)
+    ret = ib_layer_reader_end (r, NULL, err);
+  ib_layer_reader_free (r);
+  archive_write_free (disk);
+  if (ret == 0 && chmod (tmp, 0755) == 0 && rename (tmp, dir) == 0)
+    {
+      *out = dir;
+      return 0;
+    }
+  if (ret == 0)
+    ib_error_errno (err, errno, IB_EENV, "rename `%s`", tmp);
+  ib_remove_tree (tmp, NULL);
+  free (dir);
+  return ib_error_wrap (err, "layer %s", img->layers[i].digest.s);
+}
+
+/* ---- GPUs ---------------------------------------------------------------- */
+
+int
+ib_gpu_count (void)
+{
+  glob_t g;
+  int n = 0;
+  if (glob ("/dev/nvidia[0-9]*", 0, NULL, &g) == 0)
+    n = (int) g.gl_pathc;
+  globfree (&g);
+  return n;
+}
+
+static void
+add_device (cJSON *devices, cJSON *mounts_unused, const char *path)
+{
+  (void) mounts_unused;
+  struct stat st;
+  if (stat (path, &st) < 0 || !S_ISCHR (st.st_mode))
+    return;
+  cJSON *d = cJSON_CreateObject ();
+  cJSON_AddStringToObject (d, "path", path);
+  cJSON_AddStringToObject (d, "type", "c");
+  cJSON_AddNumberToObject (d, "major", major (st.st_rdev));
+  cJSON_AddNumberToObject (d, "minor", minor (st.st_rdev));
+  cJSON_AddNumberToObject (d, "fileMode", st.st_mode & 0777);
+  cJSON_AddNumberToObject (d, "uid", 0);
+  cJSON_AddNumberToObject (d, "gid", 0);
+  cJSON_AddItemToArray (devices, d);
+}
+
+static void
+add_bind (cJSON *mounts, const char *src, const char *dst, bool ro)
+{
+  cJSON *m = cJSON_CreateObject ();
+  cJSON_AddStringToObject (m, "destination", dst);
+  cJSON_AddStringToObject (m, "type", "bind");
+  cJSON_AddStringToObject (m, "source", src);
+  cJSON *opt = cJSON_AddArrayToObject (m, "options");
+  cJSON_AddItemToArray (opt, cJSON_CreateString ("rbind"));
+  cJSON_AddItemToArray (opt, cJSON_CreateString (ro ? "ro" : "rw"));
+  cJSON_AddItemToArray (opt, cJSON_CreateString ("nosuid"));
+  cJSON_AddItemToArray (mounts, m);
+}
+
+/* CDI: the first spec with NVIDIA GPUs; its top-level edits and those of
+ * every device. */
+static bool
+gpus_from_cdi (cJSON *devices, cJSON *mounts, cJSON *env, char **source)
+{
+  static const char *const dirs[] = { "/etc/cdi/*.json", "/var/run/cdi/*.json", NULL };
+  for (int d = 0; dirs[d]; d++)
+    {
+      glob_t g;
+      if (glob (dirs[d], 0, NULL, &g) != 0)
+        continue;
+      for (size_t i = 0; i < g.gl_pathc; i++)
+        {
+          cleanup_free char *text = NULL;
+          if (ib_read_file (g.gl_pathv[i], 1 << 22, &text, NULL, NULL) < 0)
+            continue;
+          cJSON *spec = cJSON_Parse (text);
+          const cJSON *kind = cJSON_GetObjectItemCaseSensitive (spec, "kind");
+          if (!cJSON_IsString (kind) || strncmp (kind->valuestring, "nvidia.com/", 11) != 0)
+            {
+              cJSON_Delete (spec);
+              continue;
+            }
+          const cJSON *edits[65] = { cJSON_GetObjectItemCaseSensitive (spec, "containerEdits") };
+          int n_edits = 1;
+          const cJSON *dev;
+          cJSON_ArrayForEach (dev, cJSON_GetObjectItemCaseSensitive (spec, "devices"))
+          {
+            if (n_edits < 65)
+              edits[n_edits++] = cJSON_GetObjectItemCaseSensitive (dev, "containerEdits");
+          }
+          for (int e = 0; e < n_edits; e++)
+            {
+              const cJSON *x;
+              cJSON_ArrayForEach (x, cJSON_GetObjectItemCaseSensitive (edits[e], "deviceNodes"))
+              {
+                const cJSON *p = cJSON_GetObjectItemCaseSensitive (x, "path");
+                if (cJSON_IsString (p))
+                  add_device (devices, NULL, p->valuestring);
+              }
+              cJSON_ArrayForEach (x, cJSON_GetObjectItemCaseSensitive (edits[e], "mounts"))
+              {
+                const cJSON *hp = cJSON_GetObjectItemCaseSensitive (x, "hostPath");
+                const cJSON *cp = cJSON_GetObjectItemCaseSensitive (x, "containerPath");
+                if (cJSON_IsString (hp) && cJSON_IsString (cp))
+                  add_bind (mounts, hp->valuestring, cp->valuestring, true);
+              }
+              cJSON_ArrayForEach (x, cJSON_GetObjectItemCaseSensitive (edits[e], "env"))
+              {
+                if (cJSON_IsString (x))
+                  cJSON_AddItemToArray (env, cJSON_CreateString (x->valuestring));
+              }
+            }
+          cJSON_Delete (spec);
+          *source = ib_xasprintf ("CDI %s", g.gl_pathv[i]);
+          globfree (&g);
+          return true;
+        }
+      globfree (&g);
+    }
+  return false;
+}
+
+static const char *
+driver_dir (void)
+{
+  const char *env = getenv ("IMGBUILD_DRIVER_DIR");
+  static const char *const dirs[] = { CONTAINER_DRIVER_DIR, "/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu",
+                                      "/usr/lib64", "/usr/lib", NULL };
+  if (env && *env)
+    return env;
+  for (int i = 0; dirs[i]; i++)
+    {
+      cleanup_free char *p = ib_path_join (dirs[i], "libcuda.so.1");
+      if (access (p, R_OK) == 0)
+        return dirs[i];
+    }
+  return NULL;
+}
+
+/* The toolkit's way without CDI: the device nodes, and the driver's user
+ * space libraries bound read-only where the container looks for them. */
+static int
+gpus_from_devices (cJSON *devices, cJSON *mounts, cJSON *env, char **source, ib_error_t *err)
+{
+  const char *dir = driver_dir ();
+  if (dir == NULL)
+    return ib_error (err, IB_EENV, "GPUs are present but no libcuda.so.1 was found (set IMGBUILD_DRIVER_DIR)");
+  glob_t g;
+  if (glob ("/dev/nvidia*", 0, NULL, &g) == 0)
+    for (size_t i = 0; i < g.gl_pathc; i++)
+      add_device (devices, NULL, g.gl_pathv[i]);
+  globfree (&g);
+  static const char *const libs[] = { "libcuda.so*", "libnvidia-*.so*", "libcudadebugger.so*", NULL };
+  for (int k = 0; libs[k]; k++)
+    {
+      cleanup_free char *pat = ib_path_join (dir, libs[k]);
+      if (glob (pat, 0, NULL, &g) != 0)
+        continue;
+      for (size_t i = 0; i < g.gl_pathc; i++)
+        {
+          cleanup_free char *dst = ib_path_join (CONTAINER_DRIVER_DIR, strrchr (g.gl_pathv[i], '/') + 1);
+          add_bind (mounts, g.gl_pathv[i], dst, true);
+        }
+      globfree (&g);
+    }
+  cJSON_AddItemToArray (env, cJSON_CreateString ("LD_LIBRARY_PATH=" CONTAINER_DRIVER_DIR));
+  *source = ib_xasprintf ("device nodes + driver libraries of %s", dir);
+  return 0;
+}
+
+/* ---- config.json --------------------------------------------------------- */
+
+static void
+add_mount (cJSON *mounts, const char *dst, const char *type, const char *src, const char *const *opts)
+{
+  cJSON *m = cJSON_CreateObject ();
+  cJSON_AddStringToObject (m, "destination", dst);
+  cJSON_AddStringToObject (m, "type", type);
+  cJSON_AddStringToObject (m, "source", src);
+  cJSON *o = cJSON_AddArrayToObject (m, "options");
+  for (int i = 0; opts[i]; i++)
+    cJSON_AddItemToArray (o, cJSON_CreateString (opts[i]));
+  cJSON_AddItemToArray (mounts, m);
+}
+
+static cJSON *
+string_array (const char *const *v)
+{
+  cJSON *a = cJSON_CreateArray ();
+  for (int i = 0; v[i]; i++)
+    cJSON_AddItemToArray (a, cJSON_CreateString (v[i]));
+  return a;
+}
+
+static int
+make_config (const struct ib_image *img, const struct ib_run_options *o, const char *rootfs,
+             struct ib_run_result *res, cJSON **out, ib_error_t *err)
+{
+  cJSON *c = cJSON_CreateObject ();
+  cJSON_AddStringToObject (c, "ociVersion", "1.0.2");
+  cJSON *proc = cJSON_AddObjectToObject (c, "process");
+  cJSON_AddBoolToObject (proc, "terminal", false);
+  cJSON *user = cJSON_AddObjectToObject (proc, "user");
+  cJSON_AddNumberToObject (user, "uid", 0);
+  cJSON_AddNumberToObject (user, "gid", 0);
+  cJSON *args = cJSON_AddArrayToObject (proc, "args");
+  cJSON_AddItemToArray (args, cJSON_CreateString (o->program_target));
+  for (size_t i = 0; i < o->n_args; i++)
+    cJSON_AddItemToArray (args, cJSON_CreateString (o->args[i]));
+  cJSON *env = cJSON_AddArrayToObject (proc, "env");
+  const cJSON *e;
+  cJSON_ArrayForEach (e, cJSON_GetObjectItemCaseSensitive (cJSON_GetObjectItemCaseSensitive (img->config_json, "config"), "Env"))
+  {
+    if (cJSON_IsString (e))
+      cJSON_AddItemToArray (env, cJSON_CreateString (e->valuestring));
+  }
+  for (size_t i = 0; i < o->n_env; i++)
+    cJSON_AddItemToArray (env, cJSON_CreateString (o->env[i]));
+  cJSON_AddStringToObject (proc, "cwd", "/");
+  /* No rlimits: raising one needs CAP_SYS_RESOURCE, which CI lacks; the
+   * container keeps the limits of the build. */
+  cJSON_AddBoolToObject (proc, "noNewPrivileges", true);
+  cJSON *root = cJSON_AddObjectToObject (c, "root");
+  cJSON_AddStringToObject (root, "path", rootfs);
+  cJSON_AddBoolToObject (root, "readonly", true);
+  cJSON_AddStringToObject (c, "hostname", "imgbuild-smoke");
+  cJSON *mounts = cJSON_AddArrayToObject (c, "mounts");
+  add_mount (mounts, "/proc", "proc", "proc", (const char *const[]){ NULL });
+  add_mount (mounts, "/dev", "tmpfs", "tmpfs", (const char *const[]){ "nosuid", "strictatime", "mode=755", "size=65536k", NULL });
+  add_mount (mounts, "/dev/pts", "devpts", "devpts",
+             (const char *const[]){ "nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620", NULL });
+  /* NCCL's shared-memory transport wants more than the usual 64 MiB. */
+  add_mount (mounts, "/dev/shm", "tmpfs", "shm", (const char *const[]){ "nosuid", "nodev", "mode=1777", "size=8g", NULL });
+  add_mount (mounts, "/sys", "sysfs", "sysfs", (const char *const[]){ "nosuid", "noexec", "nodev", "ro", NULL });
+  add_mount (mounts, "/tmp", "tmpfs", "tmpfs", (const char *const[]){ "nosuid", "nodev", "mode=1777", NULL });
+  add_bind (mounts, o->program, o->program_target, true);
+  cJSON *linux_ = cJSON_AddObjectToObject (c, "linux");
+  cJSON *devices = cJSON_AddArrayToObject (linux_, "devices");
+  if (o->gpus)
+    {
+      if (!gpus_from_cdi (devices, mounts, env, &res->gpu_source)
+          && gpus_from_devices (devices, mounts, env, &res->gpu_source, err) < 0)
+        {
+          cJSON_Delete (c);
+          return -1;
+        }
+      res->n_gpus = ib_gpu_count ();
+    }
+  cJSON *resources = cJSON_AddObjectToObject (linux_, "resources");
+  cJSON *dev_rules = cJSON_AddArrayToObject (resources, "devices");
+  cJSON *allow = cJSON_CreateObject ();
+  cJSON_AddBoolToObject (allow, "allow", true);
+  cJSON_AddStringToObject (allow, "access", "rwm");
+  cJSON_AddItemToArray (dev_rules, allow);
+  /* No network namespace: NCCL's bootstrap talks over the host's loopback. */
+  cJSON_AddItemToObject (linux_, "namespaces", cJSON_Parse ("[{\"type\":\"pid\"},{\"type\":\"ipc\"},{\"type\":\"uts\"},{\"type\":\"mount\"}]"));
+  cJSON_AddItemToObject (linux_, "maskedPaths", string_array ((const char *const[]){ "/proc/kcore", "/proc/keys", NULL }));
+  *out = c;
+  return 0;
+}
+
+/* ---- the runtime --------------------------------------------------------- */
+
+static char *
+find_runtime (void)
+{
+  const char *env = getenv ("IMGBUILD_RUNTIME");
+  if (env && *env)
+    return ib_xstrdup (env);
+  const char *path = getenv ("PATH");
+  cleanup_free char *copy = ib_xstrdup (path ? path : "/usr/sbin:/usr/bin:/sbin:/bin");
+  char *save = NULL;
+  for (char *d = strtok_r (copy, ":", &save); d; d = strtok_r (NULL, ":", &save))
+    {
+      cleanup_free char *p = ib_path_join (d, "runc");
+      if (access (p, X_OK) == 0)
+        return steal_pointer (&p);
+    }
+  return NULL;
+}
+
+static int
+run_runtime (const char *runtime, const char *state, const char *bundle, const char *id, const char *log,
+             int timeout_s, int *code, ib_error_t *err)
+{
+  pid_t pid = fork ();
+  if (pid < 0)
+    return ib_error_errno (err, errno, IB_EENV, "fork");
+  if (pid == 0)
+    {
+      int fd = open (log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      int nul = open ("/dev/null", O_RDONLY);
+      if (fd < 0 || nul < 0)
+        _exit (127);
+      dup2 (nul, 0);
+      dup2 (fd, 1);
+      dup2 (fd, 2);
+      execl (runtime, runtime, "--root", state, "run", "--bundle", bundle, id, (char *) NULL);
+      _exit (127);
+    }
+  struct timespec t0;
+  clock_gettime (CLOCK_MONOTONIC, &t0);
+  for (;;)
+    {
+      int status;
+      pid_t w = waitpid (pid, &status, WNOHANG);
+      if (w == pid)
+        {
+          *code = WIFEXITED (status) ? WEXITSTATUS (status) : 128 + WTERMSIG (status);
+          return 0;
+        }
+      struct timespec now;
+      clock_gettime (CLOCK_MONOTONIC, &now);
+      if (now.tv_sec - t0.tv_sec >= timeout_s)
+        {
+          /* The container, then the runtime. */
+          pid_t k = fork ();
+          if (k == 0)
+            {
+              execl (runtime, runtime, "--root", state, "kill", id, "KILL", (char *) NULL);
+              _exit (127);
+            }
+          waitpid (k, NULL, 0);
+          sleep (1);
+          kill (pid, SIGKILL);
+          waitpid (pid, NULL, 0);
+          *code = 124;
+          return 0;
+        }
+      usleep (50000);
+    }
+}
+
+static void
+runtime_version (const char *runtime, struct ib_run_result *res)
+{
+  cleanup_free char *cmd = ib_xasprintf ("'%s' --version 2>/dev/null", runtime);
+  FILE *p = popen (cmd, "r");
+  char line[256] = "";
+  if (p && fgets (line, sizeof (line), p))
+    line[strcspn (line, "\n")] = '\0';
+  if (p)
+    pclose (p);
+  res->runtime = ib_xstrdup (*line ? line : runtime);
+}
+
+int
+ib_run_image (struct ib_store *s, const struct ib_image *img, const struct ib_run_options *o,
+              struct ib_run_result *res, ib_error_t *err)
+{
+  memset (res, 0, sizeof (*res));
+  cleanup_free char *runtime = find_runtime ();
+  if (runtime == NULL)
+    return ib_error (err, IB_EENV, "no OCI runtime: runc is not on PATH (install runc, or set IMGBUILD_RUNTIME)");
+  runtime_version (runtime, res);
+  /* Lower layers first in the image, last in overlayfs' list. */
+  cleanup_free char *lower = ib_xstrdup ("");
+  for (size_t i = 0; i < img->n_layers; i++)
+    {
+      cleanup_free char *dir = NULL;
+      if (layer_dir (s, img, i, &dir, err) < 0)
+        return -1;
+      char *next = *lower ? ib_xasprintf ("%s:%s", dir, lower) : ib_xstrdup (dir);
+      free (lower);
+      lower = next;
+    }
+  cleanup_free char *runs = NULL;
+  if (ib_store_cache_dir (s, "run", &runs, err) < 0)
+    return -1;
+  cleanup_free char *bundle = ib_path_join (runs, "bundle-XXXXXX");
+  if (mkdtemp (bundle) == NULL)
+    return ib_error_errno (err, errno, IB_EENV, "mkdtemp `%s`", bundle);
+  cleanup_free char *rootfs = ib_path_join (bundle, "rootfs"), *upper = ib_path_join (bundle, "upper");
+  cleanup_free char *work = ib_path_join (bundle, "work"), *state = ib_path_join (bundle, "state");
+  cleanup_free char *log = ib_path_join (bundle, "output"), *cfg_path = ib_path_join (bundle, "config.json");
+  cleanup_free char *opts = ib_xasprintf ("lowerdir=%s,upperdir=%s,workdir=%s", lower, upper, work);
+  int ret = 0;
+  bool mounted = false;
+  if (mkdir (rootfs, 0755) < 0 || mkdir (upper, 0755) < 0 || mkdir (work, 0755) < 0 || mkdir (state, 0700) < 0)
+    ret = ib_error_errno (err, errno, IB_EENV, "bundle `%s`", bundle);
+  else if (mount ("overlay", rootfs, "overlay", 0, opts) < 0)
+    ret = ib_error_errno (err, errno, IB_EENV, "mount the image's layers with overlayfs at `%s`", rootfs);
+  else
+    mounted = true;
+  cJSON *cfg = NULL;
+  if (ret == 0)
+    ret = make_config (img, o, rootfs, res, &cfg, err);
+  if (ret == 0)
+    {
+      char *text = cJSON_Print (cfg);
+      ret = ib_write_file_atomic (cfg_path, text, strlen (text), 0644, err);
+      free (text);
+    }
+  cJSON_Delete (cfg);
+  char id[64];
+  snprintf (id, sizeof (id), "imgbuild-%d-%ld", (int) getpid (), (long) time (NULL));
+  if (ret == 0)
+    ret = run_runtime (runtime, state, bundle, id, log, o->timeout_s > 0 ? o->timeout_s : 600, &res->exit_code, err);
+  if (ret == 0)
+    ib_read_file (log, 64u << 20, &res->output, NULL, NULL);
+  if (mounted)
+    umount2 (rootfs, MNT_DETACH);
+  ib_remove_tree (bundle, NULL);
+  return ret;
+}
+
+void
+ib_run_result_clear (struct ib_run_result *r)
+{
+  free (r->output);
+  free (r->runtime);
+  free (r->gpu_source);
+  memset (r, 0, sizeof (*r));
+}

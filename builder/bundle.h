@@ -1,0 +1,46 @@
+/* Running an image as an OCI bundle with a real runtime (runc; crun where
+ * the cgroup set-up lets it).  The root file system is the image's layers,
+ * each extracted once into the store (whiteouts become overlayfs whiteouts)
+ * and stacked read-only with overlayfs; a program from the build machine is
+ * bound in read-only; GPUs are injected the way the NVIDIA container
+ * toolkit does: a CDI spec when one exists (/etc/cdi, /var/run/cdi), else
+ * the device nodes /dev/nvidia* and the host driver's libraries (libcuda.so.*
+ * and its companions), read-only. */
+#ifndef IB_BUNDLE_H
+#define IB_BUNDLE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "../layers/image.h"
+#include "../layers/store.h"
+
+struct ib_run_options
+{
+  const char *program;        /* on the build machine */
+  const char *program_target; /* where it appears in the container */
+  char *const *args;          /* after the program */
+  size_t n_args;
+  char *const *env;           /* added to the image's Env */
+  size_t n_env;
+  bool gpus;                  /* inject the GPUs */
+  int timeout_s;
+};
+
+struct ib_run_result
+{
+  int exit_code;   /* of the program; 124 on timeout */
+  char *output;    /* stdout and stderr, interleaved */
+  char *runtime;   /* "runc 1.1.5" */
+  char *gpu_source; /* "CDI /etc/cdi/nvidia.json" or "devices + /usr/local/nvidia/lib64" */
+  int n_gpus;
+};
+
+/* How many NVIDIA GPUs this machine shows (/dev/nvidia0..). */
+int ib_gpu_count (void);
+
+int ib_run_image (struct ib_store *s, const struct ib_image *img, const struct ib_run_options *o,
+                  struct ib_run_result *res, ib_error_t *err);
+void ib_run_result_clear (struct ib_run_result *r);
+
+#endif
