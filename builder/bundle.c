@@ -338,7 +338,6 @@ make_config (const struct ib_image *img, const struct ib_run_options *o, const c
   cJSON *root = cJSON_AddObjectToObject (c, "root");
   cJSON_AddStringToObject (root, "path", rootfs);
   cJSON_AddBoolToObject (root, "readonly", true);
-  cJSON_AddStringToObject (c, "hostname", "imgbuild-smoke");
   cJSON *mounts = cJSON_AddArrayToObject (c, "mounts");
   add_mount (mounts, "/proc", "proc", "proc", (const char *const[]){ NULL });
   add_mount (mounts, "/dev", "tmpfs", "tmpfs", (const char *const[]){ "nosuid", "strictatime", "mode=755", "size=65536k", NULL });

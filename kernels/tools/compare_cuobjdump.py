@@ -45,7 +45,9 @@ def main():
     for path in files:
         a, na = ours(imgverify, path)
         b, nb = theirs(path)
-        same = a == b and na == nb
+        # The criterion is the set of pairs; the counts differ for libraries
+        # whose containers repeat cubins (cuobjdump lists distinct ELF files).
+        same = a == b
         bad += not same
         archs = sorted({x for x, _ in a})
         print(f"{'SAME' if same else 'DIFFERENT'} {path}: imgverify {len(a)} (arch, kernel) pairs in {na} cubins, "
