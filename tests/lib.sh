@@ -89,6 +89,11 @@ build_base() {
   local seed=$T_TOP/seed-store
   if [ ! -f "$seed/index.json" ]; then
     IMGBUILD_STORE=$seed "$IB" -q "$ROOT/images/dsv41-flash-b12x" >/dev/null
+    # One DCP2 build warms the store's caches (the base layer's file list,
+    # symbols, kernels, compiles); its tag is dropped, its caches kept.
+    IMGBUILD_STORE=$seed "$IB" -q "$ROOT/images/dsv41-flash-dcp2" -t warmup:1 >/dev/null
+    jq -c '.manifests |= map(select(.annotations["org.opencontainers.image.ref.name"] != "warmup:1"))' \
+      "$seed/index.json" >"$seed/index.new" && mv "$seed/index.new" "$seed/index.json"
   fi
   mkdir -p "$IMGBUILD_STORE"
   cp -al "$seed/." "$IMGBUILD_STORE/"
