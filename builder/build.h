@@ -56,6 +56,8 @@ struct ib_build
   struct ib_prebake_result prebake;
   struct ib_layer_result prebake_layer; /* when the definition prebakes */
   struct ib_image *image;        /* the candidate, untagged until every gate passed */
+  size_t first_overlay_layer;    /* the layers from here on are this build's */
+  bool keep_going;               /* run every gate even after one failed (imgverify) */
   struct ib_fsview *image_view;  /* the candidate's merged file system */
   struct ib_report *report;
 };
@@ -65,6 +67,10 @@ int ib_build_base_view (struct ib_build *b, const struct ib_fsview **out, ib_err
 
 /* The candidate image's merged file system (base + overlay). */
 int ib_build_image_view (struct ib_build *b, const struct ib_fsview **out, ib_error_t *err);
+
+/* Run the gates of PHASE over B (imgverify runs the IMAGE ones over an
+ * existing image with the same code). */
+int ib_build_run_gates (struct ib_build *b, int phase, ib_error_t *err);
 
 /* Build DEF.  On success the image is tagged (and written to the outputs);
  * *MANIFEST receives its digest. */

@@ -65,6 +65,7 @@ ib_definition_free (struct ib_definition *d)
   for (size_t i = 0; i < d->n_prebake_flags; i++)
     free (d->prebake_flags[i]);
   free (d->prebake_flags);
+  free (d->gate_text);
   free (d->smoke_program);
   free (d->smoke_kernels);
   free (d->smoke_nccl);
@@ -501,7 +502,8 @@ parse_smoke_line (struct ib_definition *d, char *l, const char *origin, ib_error
     }
   if (strcmp (w[0], "program") == 0)
     {
-      free (d->smoke_program);
+      free (d->gate_text);
+  free (d->smoke_program);
       d->smoke_program = source_path (d, w[1]);
       return 0;
     }
@@ -575,6 +577,41 @@ parse_conf_line (struct ib_definition *d, const char *section, char *l, const ch
   return 0;
 }
 
+static void
+record_gate_line (struct ib_definition *d, const char *section, const char *line)
+{
+  static const char *const gates[] = { "symbols", "kernels", "smoke", NULL };
+  bool gate = false;
+  for (int i = 0; gates[i]; i++)
+    gate |= strcmp (section, gates[i]) == 0;
+  if (!gate || strncmp (line, "program ", 8) == 0)
+    return;
+  cleanup_free char *head = ib_xasprintf ("[%s]\n", section);
+  const char *old = d->gate_text ? d->gate_text : "";
+  /* A section header when the section changes. */
+  const char *last = strrchr (old, '[');
+  bool same = last && strncmp (last, head, strlen (head)) == 0;
+  char *next = ib_xasprintf ("%s%s%s\n", old, same ? "" : head, line);
+  free (d->gate_text);
+  d->gate_text = next;
+}
+
+int
+ib_definition_from_gate_text (const char *text, struct ib_definition **out, ib_error_t *err)
+{
+  char dir[] = "/tmp/imgverify-def-XXXXXX";
+  if (mkdtemp (dir) == NULL)
+    return ib_error_errno (err, errno, IB_EENV, "mkdtemp");
+  cleanup_free char *conf = ib_xasprintf ("[image]\nname = recorded:definition\nfrom = scratch\n%s", text);
+  cleanup_free char *path = ib_path_join (dir, "image.conf");
+  int r = ib_write_file_atomic (path, conf, strlen (conf), 0644, err);
+  if (r == 0)
+    r = ib_definition_load (dir, out, err);
+  unlink (path);
+  rmdir (dir);
+  return r < 0 ? ib_error_wrap (err, "the definition recorded in the image") : 0;
+}
+
 static int
 require_keys (const struct ib_definition *d, ib_error_t *err)
 {
@@ -642,7 +679,10 @@ ib_definition_load (const char *path, struct ib_definition **out, ib_error_t *er
       if (*section == '\0')
         r = ib_error (err, IB_EDEFINITION, "%s: text before the first [section]", origin);
       else
-        r = parse_conf_line (d, section, l, origin, err);
+        {
+          record_gate_line (d, section, l);
+          r = parse_conf_line (d, section, l, origin, err);
+        }
     }
   if (r == 0)
     r = require_keys (d, err);

@@ -75,7 +75,13 @@ struct ib_definition
   int smoke_dcp, smoke_ranks, smoke_timeout;
   size_t n_smoke_args;
   char **smoke_args;
+  /* The [symbols], [kernels] and [smoke] lines as written: recorded in the
+   * image's provenance so that imgverify can run the same gates. */
+  char *gate_text;
 };
+
+/* A definition of only gate sections (a provenance's gate_text). */
+int ib_definition_from_gate_text (const char *text, struct ib_definition **out, ib_error_t *err);
 
 /* PATH is a folder holding image.conf, or an image.conf itself. */
 int ib_definition_load (const char *path, struct ib_definition **out, ib_error_t *err);

@@ -56,7 +56,7 @@ ib_gate_symbols (struct ib_build *b, ib_error_t *err)
     .native = d->native_required,
     .n_native = d->n_native_required,
     .unresolved_is_error = d->unresolved_is_error,
-    .first_checked_layer = (int) b->base->n_layers,
+    .first_checked_layer = (int) b->first_overlay_layer,
   };
   struct ib_gate_sink k = { b->report, "symbols", NULL, 0 };
   struct ib_symbol_stats st;

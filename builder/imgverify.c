@@ -8,7 +8,12 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include "build.h"
 #include "bundle.h"
+#include "gates.h"
+#include "provenance.h"
+#include "verify.h"
+#include "../layers/fsview.h"
 #include "../kernels/cudabin.h"
 #include "../kernels/kgate.h"
 #include "../layers/transport.h"
@@ -21,11 +26,26 @@
 
 static const char usage[] =
     "Usage: imgverify [OPTIONS] REF\n"
+    "       imgverify --store [--store-dir DIR]\n"
+    "       imgverify --kernels PATH... | --kernels REF [GLOB...]\n"
     "       imgverify --python-symbols FILE...\n"
+    "       imgverify --run REF [--gpus] -- PROGRAM [ARG...]\n"
     "\n"
-    "Verify an existing image: every blob's digest and size, every diff_id,\n"
-    "and the gates of its definition.  (Image verification is not built yet.)\n"
+    "Verify an existing image: every blob's digest and size, every layer's\n"
+    "diff_id, the manifest/config chain and media types (layers in parallel,\n"
+    "streaming); then its provenance against its content (the overlay files'\n"
+    "and prebaked kernels' digests), and the gates of its definition (symbols,\n"
+    "kernels; the GPU smoke test with --smoke).  The definition is the one\n"
+    "recorded in the image's provenance, or --definition DIR.\n"
+    "REF: NAME:TAG (the store), oci:DIR[:NAME:TAG], docker-archive:FILE.\n"
     "\n"
+    "  --definition DIR          check against this definition (its sources'\n"
+    "                            digests, its gates)\n"
+    "  --smoke                   also run the smoke test on this machine's GPUs\n"
+    "                            (fails where there are none)\n"
+    "  --jobs N                  threads for the integrity check (default: cores)\n"
+    "  --store                   with no REF: verify the whole local store\n"
+    "  --store-dir DIR           the local store (default as imgbuild)\n"
     "  --python-symbols FILE...  print, as JSON on stdout, what each Python file\n"
     "                            defines at module level and imports:\n"
     "                            {\"files\":[{\"path\",\"definitions\":[...],\n"
@@ -47,12 +67,23 @@ static const char usage[] =
     "                            run PROGRAM (a file of this machine, bound in\n"
     "                            read-only) inside image REF with runc, the GPUs\n"
     "                            injected with --gpus; exits with its status\n"
-    "  --store DIR               the local store (as imgbuild)\n"
+
     "  --json                    machine-readable output\n"
     "  -h, --help                this text\n"
     "\n"
-    "Exit codes: 0 pass, 2 usage, 4 integrity, 5 symbols, 6 kernels, 7 smoke,\n"
-    "8 environment.\n";
+    "With --json, the report is one JSON document on stdout (schema\n"
+    "imgverify.report/v1, docs/imgverify-report.schema.json).\n"
+    "\n"
+    "Exit codes:\n"
+    "  0  everything checked passed\n"
+    "  2  usage\n"
+    "  4  integrity: a blob, diff_id, manifest, config or overlay file does not\n"
+    "     match (the message names it)\n"
+    "  5  symbol gate    6  kernel gate    7  smoke test\n"
+    "  8  environment: I/O, missing tool, no GPU for --smoke\n"
+    "  9  the reference does not resolve\n"
+    "When several checks fail, the code is that of the first in this order:\n"
+    "integrity, symbols, kernels, smoke.\n";
 
 static void
 print_kernel_table (const char *path, const struct ib_cuda_file *f)
@@ -228,6 +259,214 @@ run_in_image (const char *store_path, const char *ref, bool gpus, int argc, char
   return code;
 }
 
+/* ---- verifying an image -------------------------------------------------- */
+
+struct verify_opts
+{
+  const char *store, *definition;
+  bool smoke, json;
+  int jobs;
+};
+
+/* The overlay files and prebaked outputs that the provenance lists, against
+ * the digests of the image's files. */
+static void
+check_provenance (const cJSON *doc, const struct ib_fsview *view, struct ib_gate_sink *k)
+{
+  const char *lists[] = { "files", NULL };
+  const cJSON *prebake = cJSON_GetObjectItemCaseSensitive (doc, "prebake");
+  for (int pass = 0; pass < 2; pass++)
+    {
+      const cJSON *arr = pass == 0 ? cJSON_GetObjectItemCaseSensitive (doc, lists[0])
+                                   : cJSON_GetObjectItemCaseSensitive (prebake, "outputs");
+      const cJSON *f;
+      cJSON_ArrayForEach (f, arr)
+      {
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive (f, "target");
+        const cJSON *h = cJSON_GetObjectItemCaseSensitive (f, "sha256");
+        if (!cJSON_IsString (t) || !cJSON_IsString (h))
+          continue;
+        const struct ib_fs_entry *e = ib_fsview_lookup (view, t->valuestring + 1);
+        cleanup_free char *msg = NULL;
+        if (e == NULL)
+          msg = ib_xasprintf ("%s is missing from the image (its provenance lists it)", t->valuestring);
+        else if (strcmp (e->digest, h->valuestring) != 0)
+          msg = ib_xasprintf ("%s has sha256 %s, its provenance says %s (layer %zu)", t->valuestring, e->digest,
+                              h->valuestring, (size_t) e->layer);
+        if (msg)
+          ib_gate_sink_problem (k, true, msg);
+      }
+    }
+}
+
+/* The definition's sources against the image's files. */
+static void
+check_sources (const struct ib_definition *d, const struct ib_fsview *view, struct ib_gate_sink *k)
+{
+  for (size_t i = 0; i < d->n_items; i++)
+    {
+      const struct ib_copy_item *it = &d->items[i];
+      cleanup_free char *target = ib_copy_item_target (it);
+      if (it->type != IB_ENTRY_FILE || target == NULL)
+        continue;
+      ib_digest want;
+      const struct ib_fs_entry *e = ib_fsview_lookup (view, target + 1);
+      cleanup_free char *msg = NULL;
+      if (ib_sha256_file (it->source, &want, NULL, NULL) < 0)
+        continue;
+      if (e == NULL)
+        msg = ib_xasprintf ("%s: %s is missing from the image", it->origin, target);
+      else if (strcmp (e->digest, ib_digest_hex (want.s)) != 0)
+        msg = ib_xasprintf ("%s: %s in the image (layer %d) differs from its source %s", it->origin, target,
+                            e->layer, it->source);
+      if (msg)
+        ib_gate_sink_problem (k, true, msg);
+    }
+}
+
+static void
+keep_first (ib_error_t *first, ib_error_t *e)
+{
+  if (*e && *first == NULL)
+    *first = steal_pointer (e);
+  ib_error_release (e);
+}
+
+static int
+verify_image (const char *ref, const struct verify_opts *vo)
+{
+  ib_error_t err = NULL, first = NULL;
+  struct ib_build_options bo = { .json = vo->json, .quiet = vo->json,
+                                 .smoke = vo->smoke ? IB_SMOKE_REQUIRED : IB_SMOKE_OFF };
+  struct ib_build b = { .opt = &bo, .name = ref, .keep_going = true };
+  b.report = ib_report_new ("imgverify", "imgverify.report/v1", vo->json);
+  cJSON *doc = ib_report_json (b.report);
+  cJSON_AddStringToObject (doc, "ref", ref);
+  cleanup_free char *root = ib_store_default_path (vo->store);
+  struct ib_definition *def = NULL;
+  cJSON *prov = NULL;
+  int r = ib_store_open (root, &b.store, &err);
+  if (r == 0)
+    r = ib_image_pull (b.store, ref, NULL, &b.image, &err);
+  if (r == 0)
+    {
+      cJSON_AddStringToObject (doc, "manifest", b.image->manifest.digest.s);
+      struct ib_gate_sink k = { b.report, "integrity", NULL, 0 };
+      struct ib_verify_stats st;
+      double t0 = ib_now ();
+      ib_verify_image (b.store, b.image, b.report, vo->jobs, ib_gate_sink_problem, &k, &st, &err);
+      ib_error_t e = NULL;
+      ib_gate_sink_finish (&k, IB_EINTEGRITY, &e);
+      cleanup_free char *detail = ib_xasprintf ("%zu blobs, %llu bytes", st.blobs, st.bytes);
+      ib_report_gate (b.report, "integrity", e ? IB_GATE_FAIL : IB_GATE_PASS, ib_now () - t0, e ? e->msg : detail);
+      cJSON *in = cJSON_AddObjectToObject (doc, "integrity");
+      cJSON_AddNumberToObject (in, "blobs", (double) st.blobs);
+      cJSON_AddNumberToObject (in, "bytes", (double) st.bytes);
+      cJSON_AddNumberToObject (in, "bad", (double) st.bad);
+      keep_first (&first, &e);
+    }
+  if (r == 0 && first == NULL)
+    {
+      ib_error_t e = NULL;
+      if (ib_provenance_read (b.store, b.image, &prov, &e) < 0)
+        ib_error_release (&e);
+      if (vo->definition)
+        r = ib_definition_load (vo->definition, &def, &err);
+      else if (prov)
+        {
+          const cJSON *gates = cJSON_GetObjectItemCaseSensitive (cJSON_GetObjectItemCaseSensitive (prov, "definition"), "gates");
+          r = ib_definition_from_gate_text (cJSON_IsString (gates) ? gates->valuestring : "", &def, &err);
+        }
+      else
+        ib_report_note (b.report, "no provenance and no --definition: only integrity was checked");
+    }
+  if (r == 0 && first == NULL && def)
+    {
+      b.def = def;
+      const cJSON *ol = cJSON_GetObjectItemCaseSensitive (prov, "overlay_layer");
+      b.first_overlay_layer = cJSON_IsNumber (ol) ? (size_t) ol->valuedouble
+                                                  : b.image->n_layers - 1 - (def->n_prebake ? 1 : 0);
+      const struct ib_fsview *view;
+      if (ib_build_image_view (&b, &view, &err) < 0)
+        r = -1;
+      else
+        {
+          struct ib_gate_sink k = { b.report, "provenance", NULL, 0 };
+          double t0 = ib_now ();
+          if (prov)
+            check_provenance (prov, view, &k);
+          if (vo->definition)
+            check_sources (def, view, &k);
+          ib_error_t e = NULL;
+          ib_gate_sink_finish (&k, IB_EINTEGRITY, &e);
+          ib_report_gate (b.report, "provenance", e ? IB_GATE_FAIL : IB_GATE_PASS, ib_now () - t0,
+                          e ? e->msg : (prov ? "recorded files and kernels match" : "definition sources match"));
+          keep_first (&first, &e);
+          if (ib_build_run_gates (&b, IB_PHASE_IMAGE, &e) < 0)
+            keep_first (&first, &e);
+        }
+    }
+  if (r < 0)
+    keep_first (&first, &err);
+  int code = first ? (first->class ? first->class : IB_EGATE) : 0;
+  cJSON_AddStringToObject (doc, "status", code ? "fail" : "pass");
+  cJSON_AddNumberToObject (doc, "exit_code", code);
+  if (first)
+    cJSON_AddStringToObject (doc, "error", first->msg);
+  if (vo->json)
+    {
+      char *text = cJSON_Print (doc);
+      puts (text);
+      free (text);
+    }
+  if (first)
+    ib_error_report ("imgverify", &first);
+  cJSON_Delete (prov);
+  ib_definition_free (def);
+  ib_fsview_free (b.image_view);
+  ib_image_free (b.image);
+  ib_store_free (b.store);
+  ib_report_free (b.report);
+  return code;
+}
+
+static int
+verify_store (const struct verify_opts *vo)
+{
+  ib_error_t err = NULL;
+  cleanup_free char *root = ib_store_default_path (vo->store);
+  struct ib_store *s = NULL;
+  struct ib_report *rep = ib_report_new ("imgverify", "imgverify.report/v1", vo->json);
+  struct ib_gate_sink k = { rep, "store", NULL, 0 };
+  struct ib_verify_stats st = { 0 };
+  double t0 = ib_now ();
+  int r = ib_store_open_existing (root, &s, &err);
+  if (r == 0)
+    r = ib_verify_store (s, rep, vo->jobs, ib_gate_sink_problem, &k, &st, &err);
+  ib_error_t e = NULL;
+  ib_gate_sink_finish (&k, IB_EINTEGRITY, &e);
+  if (r < 0)
+    keep_first (&e, &err);
+  cleanup_free char *detail = ib_xasprintf ("%zu blobs, %llu bytes", st.blobs, st.bytes);
+  ib_report_gate (rep, "store", e ? IB_GATE_FAIL : IB_GATE_PASS, ib_now () - t0, e ? e->msg : detail);
+  cJSON *doc = ib_report_json (rep);
+  cJSON_AddStringToObject (doc, "ref", root);
+  int code = e ? e->class : 0;
+  cJSON_AddStringToObject (doc, "status", code ? "fail" : "pass");
+  cJSON_AddNumberToObject (doc, "exit_code", code);
+  if (vo->json)
+    {
+      char *text = cJSON_Print (doc);
+      puts (text);
+      free (text);
+    }
+  if (e)
+    ib_error_report ("imgverify", &e);
+  ib_store_free (s);
+  ib_report_free (rep);
+  return code;
+}
+
 static int
 python_symbols (int n, char **files)
 {
@@ -269,12 +508,20 @@ main (int argc, char **argv)
     OPT_STORE,
     OPT_RUN,
     OPT_GPUS,
+    OPT_DEFINITION,
+    OPT_SMOKE,
+    OPT_JOBS,
+    OPT_STORE_DIR,
   };
   static const struct option longopts[] = {
     { "python-symbols", no_argument, NULL, OPT_PY },
     { "kernels", no_argument, NULL, OPT_KERNELS },
     { "json", no_argument, NULL, OPT_JSON },
-    { "store", required_argument, NULL, OPT_STORE },
+    { "store", no_argument, NULL, OPT_STORE },
+    { "store-dir", required_argument, NULL, OPT_STORE_DIR },
+    { "definition", required_argument, NULL, OPT_DEFINITION },
+    { "smoke", no_argument, NULL, OPT_SMOKE },
+    { "jobs", required_argument, NULL, OPT_JOBS },
     { "run", required_argument, NULL, OPT_RUN },
     { "gpus", no_argument, NULL, OPT_GPUS },
     { "help", no_argument, NULL, 'h' },
@@ -282,7 +529,8 @@ main (int argc, char **argv)
   };
   bool py = false, kernels = false, json = false;
   const char *store = NULL, *run = NULL;
-  bool gpus = false;
+  bool gpus = false, whole_store = false;
+  struct verify_opts vo = { 0 };
   int o;
   while ((o = getopt_long (argc, argv, "h", longopts, NULL)) != -1)
     switch (o)
@@ -290,7 +538,11 @@ main (int argc, char **argv)
       case OPT_PY: py = true; break;
       case OPT_KERNELS: kernels = true; break;
       case OPT_JSON: json = true; break;
-      case OPT_STORE: store = optarg; break;
+      case OPT_STORE: whole_store = true; break;
+      case OPT_STORE_DIR: store = optarg; break;
+      case OPT_DEFINITION: vo.definition = optarg; break;
+      case OPT_SMOKE: vo.smoke = true; break;
+      case OPT_JOBS: vo.jobs = atoi (optarg); break;
       case OPT_RUN: run = optarg; break;
       case OPT_GPUS: gpus = true; break;
       case 'h': fputs (usage, stdout); return 0;
@@ -298,8 +550,14 @@ main (int argc, char **argv)
       }
   if (py && optind < argc)
     return python_symbols (argc - optind, argv + optind);
+  vo.store = store;
+  vo.json = json;
   if (run && optind < argc)
     return run_in_image (store, run, gpus, argc - optind, argv + optind);
+  if (whole_store && optind == argc)
+    return verify_store (&vo);
+  if (!py && !kernels && !run && optind + 1 == argc)
+    return verify_image (argv[optind], &vo);
   struct stat st;
   if (kernels && optind < argc && stat (argv[optind], &st) == 0 && !S_ISDIR (st.st_mode))
     return kernels_of_files (argc - optind, argv + optind, json);

@@ -6,6 +6,7 @@
 #include "../util/fsutil.h"
 #include "build.h"
 #include "gates.h"
+#include "provenance.h"
 
 int
 ib_build_base_view (struct ib_build *b, const struct ib_fsview **out, ib_error_t *err)
@@ -25,23 +26,43 @@ ib_build_image_view (struct ib_build *b, const struct ib_fsview **out, ib_error_
   return 0;
 }
 
-static int
-run_gates (struct ib_build *b, enum ib_gate_phase phase, ib_error_t *err)
+int
+ib_build_run_gates (struct ib_build *b, int phase, ib_error_t *err)
 {
   size_t n;
   const struct ib_gate *g = ib_gates (&n);
+  ib_error_t first = NULL;
   for (size_t i = 0; i < n; i++)
     {
-      if (g[i].phase != phase)
+      if (g[i].phase != (enum ib_gate_phase) phase)
         continue;
+      ib_error_t e = NULL;
       double t0 = ib_now ();
-      int r = g[i].run (b, err);
+      int r = g[i].run (b, &e);
       ib_report_gate (b->report, g[i].name, r < 0 ? IB_GATE_FAIL : r == IB_GATE_SKIPPED ? IB_GATE_SKIP : IB_GATE_PASS,
-                      ib_now () - t0, r < 0 ? (*err)->msg : NULL);
+                      ib_now () - t0, r < 0 ? e->msg : NULL);
       if (r < 0)
-        return ib_error_wrap (err, "gate %s", g[i].name);
+        {
+          ib_error_wrap (&e, "gate %s", g[i].name);
+          if (first == NULL)
+            first = e;
+          else
+            ib_error_release (&e);
+          if (!b->keep_going)
+            break;
+        }
     }
-  return 0;
+  if (first == NULL)
+    return 0;
+  ib_error_release (err);
+  *err = first;
+  return -1;
+}
+
+static int
+run_gates (struct ib_build *b, enum ib_gate_phase phase, ib_error_t *err)
+{
+  return ib_build_run_gates (b, phase, err);
 }
 
 static int
@@ -55,6 +76,7 @@ resolve_base (struct ib_build *b, ib_error_t *err)
   double t0 = ib_now ();
   if (ib_image_pull (b->store, from, plat ? &platform : NULL, &b->base, err) < 0)
     return -1;
+  b->first_overlay_layer = b->base->n_layers;
   ib_report_note (b->report, "base %s: %s, %zu layers (%.2fs)", from,
                   b->base->n_layers ? b->base->manifest.digest.s : "scratch", b->base->n_layers, ib_now () - t0);
   return 0;
@@ -146,6 +168,11 @@ commit_image (struct ib_build *b, ib_error_t *err)
   struct ib_descriptor layers[2] = { b->overlay.desc, b->prebake_layer.desc };
   ib_digest diff_ids[2] = { b->overlay.diff_id, b->prebake_layer.diff_id };
   const char *history[2] = { copy, bake };
+  /* The base, named as the definition names it: the same in a Dockerfile
+   * build, so it costs no digest equality. */
+  const char *from = b->opt->from ? b->opt->from : b->def->from;
+  const char *annotations[4] = { IB_ANNOTATION_BASE_NAME, from, IB_ANNOTATION_BASE_DIGEST,
+                                 b->base->manifest.digest.s };
   struct ib_image_delta delta = {
     .n_layers = baked ? 2 : 1,
     .layers = layers,
@@ -156,6 +183,8 @@ commit_image (struct ib_build *b, ib_error_t *err)
     .labels = b->def->labels,
     .cmd_json = b->def->cmd_json,
     .history = history,
+    .n_annotations = b->base->n_layers ? 2 : 0,
+    .annotations = annotations,
     .created = ib_source_date_epoch (),
   };
   return ib_image_extend (b->store, b->base, &delta, &b->image, err);
@@ -180,8 +209,16 @@ pipeline (struct ib_build *b, ib_error_t *err)
   if (resolve_base (b, err) < 0 || run_gates (b, IB_PHASE_INPUTS, err) < 0 || write_overlay (b, err) < 0
       || write_prebake (b, err) < 0 || commit_image (b, err) < 0 || run_gates (b, IB_PHASE_IMAGE, err) < 0)
     return -1;
-  /* Every gate passed: the name is written last, in one atomic step. */
-  if (ib_store_tag (b->store, b->name, &b->image->manifest, err) < 0)
+  /* Every gate passed: the name is written last, in one atomic step, with
+   * the provenance listed beside it. */
+  cJSON *doc = ib_provenance_of_build (b);
+  struct ib_descriptor prov = { 0 };
+  int r = ib_provenance_write (b->store, b->image, doc, &prov, err);
+  cJSON_Delete (doc);
+  if (r == 0)
+    r = ib_store_tag (b->store, b->name, &b->image->manifest, &prov, err);
+  ib_descriptor_clear (&prov);
+  if (r < 0)
     return -1;
   ib_report_note (b->report, "tagged %s %s", b->name, b->image->manifest.digest.s);
   return write_outputs (b, err);
@@ -256,7 +293,7 @@ ib_build_run (const struct ib_definition *def, const struct ib_build_options *op
   cleanup_free char *store = ib_store_default_path (opt->store);
   if (ib_store_open (store, &b.store, err) < 0)
     return -1;
-  b.report = ib_report_new ("imgbuild", opt->quiet || opt->json);
+  b.report = ib_report_new ("imgbuild", "imgbuild.report/v1", opt->quiet || opt->json);
   int r = pipeline (&b, err);
   if (r == 0)
     *manifest = b.image->manifest.digest;

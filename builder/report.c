@@ -1,6 +1,9 @@
 #include "report.h"
 
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -11,6 +14,8 @@ struct ib_report
 {
   char *prog;
   bool quiet;
+  bool tty;   /* stderr is a terminal */
+  bool color; /* ... and NO_COLOR is not set */
   cJSON *doc;
   cJSON *gates;
   cJSON *problems;
@@ -25,13 +30,16 @@ ib_now (void)
 }
 
 struct ib_report *
-ib_report_new (const char *prog, bool quiet)
+ib_report_new (const char *prog, const char *schema, bool quiet)
 {
   struct ib_report *r = ib_xcalloc (1, sizeof (*r));
   r->prog = ib_xstrdup (prog);
   r->quiet = quiet;
+  r->tty = isatty (2);
+  const char *no_color = getenv ("NO_COLOR");
+  r->color = r->tty && !(no_color && *no_color);
   r->doc = cJSON_CreateObject ();
-  cJSON_AddStringToObject (r->doc, "schema", "imgbuild.report/v1");
+  cJSON_AddStringToObject (r->doc, "schema", schema);
   r->gates = cJSON_AddArrayToObject (r->doc, "gates");
   r->problems = cJSON_AddArrayToObject (r->doc, "problems");
   return r;
@@ -81,8 +89,10 @@ void
 ib_report_gate (struct ib_report *r, const char *gate, enum ib_gate_status status, double seconds, const char *detail)
 {
   static const char *names[] = { "pass", "fail", "skip" };
+  static const char *colors[] = { "\033[32m", "\033[31m", "\033[33m" };
   if (!r->quiet)
-    fprintf (stderr, "%s: gate %-12s %-4s %7.3fs  %s\n", r->prog, gate, names[status], seconds, detail ? detail : "");
+    fprintf (stderr, "%s: gate %-12s %s%-4s%s %7.3fs  %s\n", r->prog, gate, r->color ? colors[status] : "",
+             names[status], r->color ? "\033[0m" : "", seconds, detail ? detail : "");
   cJSON *g = cJSON_CreateObject ();
   cJSON_AddStringToObject (g, "name", gate);
   cJSON_AddStringToObject (g, "status", names[status]);
@@ -96,4 +106,101 @@ cJSON *
 ib_report_json (struct ib_report *r)
 {
   return r->doc;
+}
+
+struct ib_progress
+{
+  struct ib_report *report;
+  char *what;
+  unsigned long long total;
+  atomic_ullong done;
+  atomic_bool stop;
+  double start;
+  pthread_t thread;
+  bool running;
+};
+
+static void
+human_bytes (double b, char *buf, size_t n)
+{
+  const char *unit[] = { "B", "kB", "MB", "GB", "TB" };
+  int u = 0;
+  while (b >= 1000 && u < 4)
+    {
+      b /= 1000;
+      u++;
+    }
+  snprintf (buf, n, u ? "%.1f %s" : "%.0f %s", b, unit[u]);
+}
+
+static void
+draw (struct ib_progress *p, bool last)
+{
+  double secs = ib_now () - p->start;
+  unsigned long long done = atomic_load (&p->done);
+  double frac = p->total ? (double) done / (double) p->total : 1.0;
+  if (frac > 1)
+    frac = 1;
+  double rate = secs > 0 ? done / secs : 0;
+  double left = rate > 0 && p->total > done ? (p->total - done) / rate : 0;
+  char d[32], t[32], rt[32];
+  human_bytes ((double) done, d, sizeof (d));
+  human_bytes ((double) p->total, t, sizeof (t));
+  human_bytes (rate, rt, sizeof (rt));
+  char bar[31];
+  int fill = (int) (frac * 30);
+  for (int i = 0; i < 30; i++)
+    bar[i] = i < fill ? '#' : '.';
+  bar[30] = '\0';
+  fprintf (stderr, "\r%s: %s [%s] %3.0f%% %s / %s  %s/s  %s %.0fs\033[K%s", p->report->prog, p->what, bar, frac * 100, d,
+           t, rt, last ? "took" : "left", last ? secs : left, last ? "\n" : "");
+  fflush (stderr);
+}
+
+static void *
+progress_thread (void *data)
+{
+  struct ib_progress *p = data;
+  while (!atomic_load (&p->stop))
+    {
+      draw (p, false);
+      usleep (100000);
+    }
+  return NULL;
+}
+
+struct ib_progress *
+ib_progress_start (struct ib_report *r, const char *what, unsigned long long total)
+{
+  struct ib_progress *p = ib_xcalloc (1, sizeof (*p));
+  p->report = r;
+  p->what = ib_xstrdup (what);
+  p->total = total;
+  p->start = ib_now ();
+  atomic_init (&p->done, 0);
+  atomic_init (&p->stop, false);
+  p->running = r->tty && !r->quiet && pthread_create (&p->thread, NULL, progress_thread, p) == 0;
+  return p;
+}
+
+void
+ib_progress_add (struct ib_progress *p, unsigned long long n)
+{
+  if (p)
+    atomic_fetch_add (&p->done, n);
+}
+
+void
+ib_progress_end (struct ib_progress *p)
+{
+  if (p == NULL)
+    return;
+  if (p->running)
+    {
+      atomic_store (&p->stop, true);
+      pthread_join (p->thread, NULL);
+      draw (p, true);
+    }
+  free (p->what);
+  free (p);
 }

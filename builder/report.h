@@ -17,7 +17,8 @@ enum ib_gate_status
 
 struct ib_report;
 
-struct ib_report *ib_report_new (const char *prog, bool quiet);
+/* SCHEMA names the JSON document ("imgbuild.report/v1"). */
+struct ib_report *ib_report_new (const char *prog, const char *schema, bool quiet);
 void ib_report_free (struct ib_report *r);
 /* A line for people ("base dsv41-flash-b12x:local sha256:…"). */
 void ib_report_note (struct ib_report *r, const char *fmt, ...) __attribute__ ((format (printf, 2, 3)));
@@ -29,5 +30,13 @@ void ib_report_gate (struct ib_report *r, const char *gate, enum ib_gate_status 
 /* The machine-readable document; "image" etc. are set by the pipeline. */
 cJSON *ib_report_json (struct ib_report *r);
 double ib_now (void);
+
+/* A progress bar for long hashing or transfers: bytes, rate, time left, on
+ * stderr, only when stderr is a terminal (and the report is not quiet).
+ * ib_progress_add may be called from several threads. */
+struct ib_progress;
+struct ib_progress *ib_progress_start (struct ib_report *r, const char *what, unsigned long long total);
+void ib_progress_add (struct ib_progress *p, unsigned long long n);
+void ib_progress_end (struct ib_progress *p);
 
 #endif

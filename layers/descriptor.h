@@ -21,6 +21,11 @@
 #define IB_MT_DOCKER_LAYER "application/vnd.docker.image.rootfs.diff.tar"
 
 #define IB_ANNOTATION_REF_NAME "org.opencontainers.image.ref.name"
+#define IB_ANNOTATION_SUBJECT "vnd.imgbuild.subject"
+#define IB_ANNOTATION_BASE_NAME "org.opencontainers.image.base.name"
+#define IB_ANNOTATION_BASE_DIGEST "org.opencontainers.image.base.digest"
+#define IB_MT_OCI_EMPTY "application/vnd.oci.empty.v1+json"
+#define IB_MT_PROVENANCE "application/vnd.imgbuild.provenance.v1+json"
 
 struct ib_descriptor
 {

@@ -371,6 +371,12 @@ ib_image_extend (struct ib_store *s, const struct ib_image *base, const struct i
   cJSON *layers = cJSON_AddArrayToObject (m, "layers");
   for (size_t i = 0; i < img->n_layers; i++)
     cJSON_AddItemToArray (layers, ib_descriptor_to_json (&img->layers[i]));
+  if (d->n_annotations)
+    {
+      cJSON *ann = cJSON_AddObjectToObject (m, "annotations");
+      for (size_t i = 0; i < d->n_annotations; i++)
+        cJSON_AddStringToObject (ann, d->annotations[2 * i], d->annotations[2 * i + 1]);
+    }
   char *text = cJSON_PrintUnformatted (m);
   cJSON_Delete (m);
   img->manifest.media_type = ib_xstrdup (IB_MT_OCI_MANIFEST);

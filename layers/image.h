@@ -49,6 +49,8 @@ struct ib_image_delta
   char *const *labels;
   const char *cmd_json;      /* a JSON array, or NULL to keep the base's */
   const char *const *history; /* created_by of each layer's history entry */
+  size_t n_annotations;       /* manifest annotations, flat k0, v0, ... */
+  const char *const *annotations;
   long long created;         /* seconds since the epoch */
 };
 

@@ -39,7 +39,16 @@ struct ib_layer_reader
   ZSTD_DStream *zs;
   struct archive *a;
   ib_error_t pending; /* an error raised inside a libarchive callback */
+  void (*progress) (void *, unsigned long long);
+  void *progress_data;
 };
+
+void
+ib_layer_reader_on_progress (struct ib_layer_reader *r, void (*fn) (void *, unsigned long long), void *data)
+{
+  r->progress = fn;
+  r->progress_data = data;
+}
 
 static int
 fill_input (struct ib_layer_reader *r)
@@ -54,6 +63,8 @@ fill_input (struct ib_layer_reader *r)
     return ib_error_errno (&r->pending, errno, IB_EENV, "read `%s`", r->path);
   ib_sha256_update (r->blob_hash, r->in, (size_t) n);
   r->blob_size += (uint64_t) n;
+  if (r->progress && n > 0)
+    r->progress (r->progress_data, (unsigned long long) n);
   r->in_len = (size_t) n;
   r->in_pos = 0;
   r->in_eof = n == 0;

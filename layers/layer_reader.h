@@ -17,6 +17,8 @@ struct ib_layer_reader;
 /* EXPECTED_DIFF_ID may be NULL (not known). */
 int ib_layer_reader_open (const char *path, const struct ib_descriptor *blob, const ib_digest *expected_diff_id,
                           struct ib_layer_reader **out, ib_error_t *err);
+/* Called with the number of blob bytes read, as they are read (progress). */
+void ib_layer_reader_on_progress (struct ib_layer_reader *r, void (*fn) (void *, unsigned long long), void *data);
 /* 1 and *ENTRY set, 0 at the end, -1 on error. */
 int ib_layer_reader_next (struct ib_layer_reader *r, struct archive_entry **entry, ib_error_t *err);
 /* Read the current entry's data; 0 at its end. */

@@ -369,8 +369,39 @@ lock_store (const struct ib_store *s, ib_error_t *err)
   return fd;
 }
 
+static const char *
+subject_of (const cJSON *entry)
+{
+  const cJSON *ann = cJSON_GetObjectItemCaseSensitive (entry, "annotations");
+  const cJSON *sub = cJSON_GetObjectItemCaseSensitive (ann, IB_ANNOTATION_SUBJECT);
+  return cJSON_IsString (sub) ? sub->valuestring : NULL;
+}
+
 int
-ib_store_tag (struct ib_store *s, const char *name, const struct ib_descriptor *manifest, ib_error_t *err)
+ib_store_find_referrer (struct ib_store *s, const ib_digest *subject, struct ib_descriptor *out, ib_error_t *err)
+{
+  cJSON *index;
+  if (load_index (s, &index, err) < 0)
+    return -1;
+  const cJSON *m;
+  int ret = ib_error (err, IB_ENOTFOUND, "no provenance for %s in store `%s`", subject->s, s->root);
+  cJSON_ArrayForEach (m, cJSON_GetObjectItemCaseSensitive (index, "manifests"))
+  {
+    const char *sub = subject_of (m);
+    if (sub && strcmp (sub, subject->s) == 0)
+      {
+        ib_error_release (err);
+        ret = ib_descriptor_from_json (m, out, err);
+        break;
+      }
+  }
+  cJSON_Delete (index);
+  return ret;
+}
+
+int
+ib_store_tag (struct ib_store *s, const char *name, const struct ib_descriptor *manifest,
+              const struct ib_descriptor *referrer, ib_error_t *err)
 {
   if (!ib_store_has_blob (s, &manifest->digest))
     return ib_error (err, IB_EINTEGRITY, "tag `%s`: manifest %s is not in the store", name, manifest->digest.s);
@@ -391,6 +422,20 @@ ib_store_tag (struct ib_store *s, const char *name, const struct ib_descriptor *
   cJSON *ann = cJSON_AddObjectToObject (entry, "annotations");
   cJSON_AddStringToObject (ann, IB_ANNOTATION_REF_NAME, name);
   cJSON_AddItemToArray (list, entry);
+  if (referrer)
+    {
+      for (int i = cJSON_GetArraySize (list) - 1; i >= 0; i--)
+        {
+          const char *sub = subject_of (cJSON_GetArrayItem (list, i));
+          if (sub && strcmp (sub, manifest->digest.s) == 0)
+            cJSON_DeleteItemFromArray (list, i);
+        }
+      cJSON *r = ib_descriptor_to_json (referrer);
+      cJSON_AddStringToObject (r, "artifactType", IB_MT_PROVENANCE);
+      cJSON *ra = cJSON_AddObjectToObject (r, "annotations");
+      cJSON_AddStringToObject (ra, IB_ANNOTATION_SUBJECT, manifest->digest.s);
+      cJSON_AddItemToArray (list, r);
+    }
   char *text = cJSON_PrintUnformatted (index);
   cJSON_Delete (index);
   cleanup_free char *path = ib_path_join (s->root, "index.json");

@@ -59,7 +59,13 @@ int ib_store_read_blob (const struct ib_store *s, const ib_digest *d, size_t max
 /* Resolve NAME:TAG to its manifest descriptor; IB_ENOTFOUND if untagged. */
 int ib_store_resolve (struct ib_store *s, const char *name, struct ib_descriptor *out, ib_error_t *err);
 /* Point NAME:TAG at MANIFEST: the last step of a build.  The manifest blob
- * must already be in the store. */
-int ib_store_tag (struct ib_store *s, const char *name, const struct ib_descriptor *manifest, ib_error_t *err);
+ * must already be in the store.  REFERRER, when not NULL, is an artifact
+ * about MANIFEST (provenance) listed in the same atomic index.json update,
+ * untagged, with the annotation IB_ANNOTATION_SUBJECT naming MANIFEST. */
+int ib_store_tag (struct ib_store *s, const char *name, const struct ib_descriptor *manifest,
+                  const struct ib_descriptor *referrer, ib_error_t *err);
+/* The referrer listed for SUBJECT (a manifest digest), if any: 0 and *OUT,
+ * or IB_ENOTFOUND. */
+int ib_store_find_referrer (struct ib_store *s, const ib_digest *subject, struct ib_descriptor *out, ib_error_t *err);
 
 #endif

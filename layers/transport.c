@@ -149,7 +149,7 @@ store_push (struct ib_store *s, const struct ib_image *img, const struct ib_ref 
             ib_error_t *err)
 {
   (void) name;
-  return ib_store_tag (s, ref->name, &img->manifest, err);
+  return ib_store_tag (s, ref->name, &img->manifest, NULL, err);
 }
 
 const struct ib_transport ib_transport_store = { "", store_pull, store_push };

@@ -35,7 +35,7 @@ oci_push (struct ib_store *s, const struct ib_image *img, const struct ib_ref *r
     return -1;
   int r = ib_image_copy_blobs (s, dst, img, err);
   if (r == 0)
-    r = ib_store_tag (dst, ref->name ? ref->name : name, &img->manifest, err);
+    r = ib_store_tag (dst, ref->name ? ref->name : name, &img->manifest, NULL, err);
   ib_store_free (dst);
   return r;
 }

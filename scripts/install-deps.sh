@@ -3,7 +3,7 @@
 # the main job, `test` for the test suite's real peers (Docker Engine, skopeo,
 # umoci, runc, the registry).  Only missing packages are installed.
 set -eu
-build=(gcc make pkg-config libarchive-dev libcjson-dev libssl-dev zlib1g-dev libzstd-dev liblz4-dev
+build=(gcc g++ make pkg-config libarchive-dev libcjson-dev libssl-dev zlib1g-dev libzstd-dev liblz4-dev
        libcurl4-openssl-dev busybox-static python3 ca-certificates)
 test=(skopeo umoci docker.io runc docker-registry tmux jq iproute2 procps)
 want=("${build[@]}")

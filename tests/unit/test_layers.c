@@ -123,9 +123,9 @@ store_tag_replaces_atomically (struct test_ctx *t)
   b.size = 7;
   CHECK (t, ib_store_resolve (s, "x:1", &got, &err) < 0 && err->class == IB_ENOTFOUND);
   ib_error_release (&err);
-  CHECK (t, ib_store_tag (s, "x:1", &a, &err) == 0);
-  CHECK (t, ib_store_tag (s, "y:1", &a, &err) == 0);
-  CHECK (t, ib_store_tag (s, "x:1", &b, &err) == 0);
+  CHECK (t, ib_store_tag (s, "x:1", &a, NULL, &err) == 0);
+  CHECK (t, ib_store_tag (s, "y:1", &a, NULL, &err) == 0);
+  CHECK (t, ib_store_tag (s, "x:1", &b, NULL, &err) == 0);
   CHECK (t, ib_store_resolve (s, "x:1", &got, &err) == 0 && strcmp (got.digest.s, b.digest.s) == 0);
   ib_descriptor_clear (&got);
   CHECK (t, ib_store_resolve (s, "y:1", &got, &err) == 0 && strcmp (got.digest.s, a.digest.s) == 0);
@@ -133,7 +133,7 @@ store_tag_replaces_atomically (struct test_ctx *t)
   /* A manifest that is not in the store cannot be tagged. */
   struct ib_descriptor missing = a;
   ib_sha256_buf ("nope", 4, &missing.digest);
-  CHECK (t, ib_store_tag (s, "z:1", &missing, &err) < 0);
+  CHECK (t, ib_store_tag (s, "z:1", &missing, NULL, &err) < 0);
   ib_error_release (&err);
   ib_store_free (s);
 }

@@ -1,0 +1,30 @@
+/* Integrity of existing images and of the store: every blob against its
+ * digest and size, every layer's diff_id against its uncompressed bytes,
+ * the manifest/config chain and its media types.  Layers are checked in
+ * parallel, one streaming reader per thread (bounded memory), with a
+ * progress bar on a terminal. */
+#ifndef IB_VERIFY_H
+#define IB_VERIFY_H
+
+#include <stddef.h>
+
+#include "../layers/image.h"
+#include "../layers/store.h"
+#include "../util/requirement.h"
+#include "report.h"
+
+struct ib_verify_stats
+{
+  size_t blobs;
+  unsigned long long bytes;
+  size_t bad;
+};
+
+/* Problems go to FN; returns -1 only when the check could not run. */
+int ib_verify_image (struct ib_store *s, const struct ib_image *img, struct ib_report *report, int jobs,
+                     ib_problem_fn fn, void *data, struct ib_verify_stats *st, ib_error_t *err);
+/* Every blob of the store against its name, every tag's whole closure. */
+int ib_verify_store (struct ib_store *s, struct ib_report *report, int jobs, ib_problem_fn fn, void *data,
+                     struct ib_verify_stats *st, ib_error_t *err);
+
+#endif
