@@ -141,9 +141,8 @@ ib_gpu_count (void)
 }
 
 static void
-add_device (cJSON *devices, cJSON *mounts_unused, const char *path)
+add_device (cJSON *devices, const char *path)
 {
-  (void) mounts_unused;
   struct stat st;
   if (stat (path, &st) < 0 || !S_ISCHR (st.st_mode))
     return;
@@ -210,7 +209,7 @@ gpus_from_cdi (cJSON *devices, cJSON *mounts, cJSON *env, char **source)
               {
                 const cJSON *p = cJSON_GetObjectItemCaseSensitive (x, "path");
                 if (cJSON_IsString (p))
-                  add_device (devices, NULL, p->valuestring);
+                  add_device (devices, p->valuestring);
               }
               cJSON_ArrayForEach (x, cJSON_GetObjectItemCaseSensitive (edits[e], "mounts"))
               {
@@ -263,7 +262,7 @@ gpus_from_devices (cJSON *devices, cJSON *mounts, cJSON *env, char **source, ib_
   glob_t g;
   if (glob ("/dev/nvidia*", 0, NULL, &g) == 0)
     for (size_t i = 0; i < g.gl_pathc; i++)
-      add_device (devices, NULL, g.gl_pathv[i]);
+      add_device (devices, g.gl_pathv[i]);
   globfree (&g);
   static const char *const libs[] = { "libcuda.so*", "libnvidia-*.so*", "libcudadebugger.so*", NULL };
   for (int k = 0; libs[k]; k++)
@@ -360,12 +359,26 @@ make_config (const struct ib_image *img, const struct ib_run_options *o, const c
         }
       res->n_gpus = ib_gpu_count ();
     }
+  /* Deny by default (runc adds the usual /dev/null, /dev/zero, ... rules)
+   * and allow each injected device: an allow-all rule is refused inside a
+   * container whose own device cgroup is narrower (CI, docker-in-docker). */
   cJSON *resources = cJSON_AddObjectToObject (linux_, "resources");
   cJSON *dev_rules = cJSON_AddArrayToObject (resources, "devices");
-  cJSON *allow = cJSON_CreateObject ();
-  cJSON_AddBoolToObject (allow, "allow", true);
-  cJSON_AddStringToObject (allow, "access", "rwm");
-  cJSON_AddItemToArray (dev_rules, allow);
+  cJSON *deny = cJSON_CreateObject ();
+  cJSON_AddBoolToObject (deny, "allow", false);
+  cJSON_AddStringToObject (deny, "access", "rwm");
+  cJSON_AddItemToArray (dev_rules, deny);
+  const cJSON *dv;
+  cJSON_ArrayForEach (dv, devices)
+  {
+    cJSON *rule = cJSON_CreateObject ();
+    cJSON_AddBoolToObject (rule, "allow", true);
+    cJSON_AddStringToObject (rule, "type", "c");
+    cJSON_AddNumberToObject (rule, "major", cJSON_GetNumberValue (cJSON_GetObjectItemCaseSensitive (dv, "major")));
+    cJSON_AddNumberToObject (rule, "minor", cJSON_GetNumberValue (cJSON_GetObjectItemCaseSensitive (dv, "minor")));
+    cJSON_AddStringToObject (rule, "access", "rwm");
+    cJSON_AddItemToArray (dev_rules, rule);
+  }
   /* No network namespace: NCCL's bootstrap talks over the host's loopback. */
   cJSON_AddItemToObject (linux_, "namespaces", cJSON_Parse ("[{\"type\":\"pid\"},{\"type\":\"ipc\"},{\"type\":\"uts\"},{\"type\":\"mount\"}]"));
   cJSON_AddItemToObject (linux_, "maskedPaths", string_array ((const char *const[]){ "/proc/kcore", "/proc/keys", NULL }));

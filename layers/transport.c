@@ -71,8 +71,13 @@ ib_ref_parse (const char *s, struct ib_ref *out, ib_error_t *err)
       ib_ref_clear (out);
       return ib_error (err, IB_EUSAGE, "`%s` names no path", s);
     }
-  if (out->name && ib_check_image_name (out->name, err) < 0)
+  /* In the store a name is NAME:TAG; in a layout or archive it is whatever
+   * names the image there (skopeo's oci:DIR:x). */
+  if (out->name && (out->kind == IB_REF_STORE ? ib_check_image_name (out->name, err) < 0
+                                               : strpbrk (out->name, " \t\n") != NULL))
     {
+      if (err && *err == NULL)
+        ib_error (err, IB_EUSAGE, "`%s` names the image with a blank in it", s);
       ib_ref_clear (out);
       return -1;
     }

@@ -44,7 +44,7 @@ run_test() {
   else
     T_FAIL=$((T_FAIL + 1))
     echo "FAIL $name"
-    tail -25 "$dir/log" | sed 's/^/    /'
+    grep -v '^[[:space:]]*$' "$dir/log" | tail -25 | sed 's/^/    /'
   fi
 }
 
