@@ -21,7 +21,7 @@ STAND_IN_SO := images/dsv41-flash-b12x/native/_b12x_C.abi3.so images/dsv41-flash
 NVCC ?= $(shell command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)
 SI := images/dsv41-flash-b12x
 
-.PHONY: all deps test-deps image stand-in test clean install
+.PHONY: all deps test-deps image images verify stand-in test clean install
 all: $(PROGS) $(BUILD)/unit-tests $(STAND_IN_SO)
 
 $(BUILD)/obj/%.o: %.c $(wildcard */*.h)
@@ -65,6 +65,15 @@ image: deps
 	$(BUILD)/imgbuild dsv41-flash-b12x
 	$(BUILD)/imgbuild dsv41-flash-dcp2
 
+# Every definition under images/, bases first; then verify each against
+# its definition (integrity, provenance, symbols, kernels).
+images: deps
+	$(MAKE) all
+	scripts/build-images.sh build
+
+verify: all
+	scripts/build-images.sh verify
+
 test: test-deps
 	$(MAKE) all
 	tests/run.sh
@@ -72,7 +81,12 @@ test: test-deps
 clean:
 	rm -rf $(BUILD) $(STAND_IN_SO)
 
+# imgbuild and imgverify in bin/ (their --help is the complete reference),
+# the smoke program in libexec/imgbuild/, the definitions in share/.
 install: all
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/imgbuild
-	install -m 0755 $(PROGS) $(DESTDIR)$(PREFIX)/bin/
-	cp -r images $(DESTDIR)$(PREFIX)/share/imgbuild/
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/libexec/imgbuild $(DESTDIR)$(PREFIX)/share/imgbuild \
+	  $(DESTDIR)$(PREFIX)/share/doc/imgbuild
+	install -m 0755 $(BUILD)/imgbuild $(BUILD)/imgverify $(DESTDIR)$(PREFIX)/bin/
+	install -m 0755 $(BUILD)/dcp2_smoke $(DESTDIR)$(PREFIX)/libexec/imgbuild/
+	cp -r images kernels $(DESTDIR)$(PREFIX)/share/imgbuild/
+	install -m 0644 README.md docs/*.json $(DESTDIR)$(PREFIX)/share/doc/imgbuild/

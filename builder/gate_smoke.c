@@ -29,7 +29,12 @@ smoke_program (const struct ib_definition *d)
     {
       self[n] = '\0';
       *strrchr (self, '/') = '\0';
+      /* Beside the program (the build tree), else ../libexec/imgbuild. */
       char *p = ib_path_join (self, "dcp2_smoke");
+      if (access (p, X_OK) == 0)
+        return p;
+      free (p);
+      p = ib_path_join (self, "../libexec/imgbuild/dcp2_smoke");
       if (access (p, X_OK) == 0)
         return p;
       free (p);

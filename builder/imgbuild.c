@@ -165,8 +165,16 @@ find_definition (const char *target)
   if (strchr (target, '/') || strcmp (target, ".") == 0)
     return ib_xstrdup (target);
   const char *env = getenv ("IMGBUILD_IMAGES");
-  const char *roots[] = { env && *env ? env : NULL, "images", IB_IMAGES_DIR };
-  for (size_t i = 0; i < 3; i++)
+  /* An installed imgbuild finds ../share/imgbuild/images beside it. */
+  char self[4096] = "";
+  ssize_t n = readlink ("/proc/self/exe", self, sizeof (self) - 64);
+  if (n > 0)
+    {
+      self[n] = '\0';
+      strcpy (strrchr (self, '/'), "/../share/imgbuild/images");
+    }
+  const char *roots[] = { env && *env ? env : NULL, "images", IB_IMAGES_DIR, n > 0 ? self : NULL };
+  for (size_t i = 0; i < 4; i++)
     {
       if (roots[i] == NULL)
         continue;
