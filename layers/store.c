@@ -404,7 +404,8 @@ ib_store_tag (struct ib_store *s, const char *name, const struct ib_descriptor *
               const struct ib_descriptor *referrer, ib_error_t *err)
 {
   if (!ib_store_has_blob (s, &manifest->digest))
-    return ib_error (err, IB_EINTEGRITY, "tag `%s`: manifest %s is not in the store", name, manifest->digest.s);
+    return ib_error (err, IB_EINTEGRITY, "tag `%s`: manifest %s is not in the store", name ? name : "-",
+                     manifest->digest.s);
   cleanup_close int lock = lock_store (s, err);
   if (lock < 0)
     return -1;
@@ -412,16 +413,19 @@ ib_store_tag (struct ib_store *s, const char *name, const struct ib_descriptor *
   if (load_index (s, &index, err) < 0)
     return -1;
   cJSON *list = cJSON_GetObjectItemCaseSensitive (index, "manifests");
-  for (int i = cJSON_GetArraySize (list) - 1; i >= 0; i--)
+  for (int i = cJSON_GetArraySize (list) - 1; name && i >= 0; i--)
     {
       const char *ref = ref_name_of (cJSON_GetArrayItem (list, i));
       if (ref && strcmp (ref, name) == 0)
         cJSON_DeleteItemFromArray (list, i);
     }
-  cJSON *entry = ib_descriptor_to_json (manifest);
-  cJSON *ann = cJSON_AddObjectToObject (entry, "annotations");
-  cJSON_AddStringToObject (ann, IB_ANNOTATION_REF_NAME, name);
-  cJSON_AddItemToArray (list, entry);
+  if (name)
+    {
+      cJSON *entry = ib_descriptor_to_json (manifest);
+      cJSON *ann = cJSON_AddObjectToObject (entry, "annotations");
+      cJSON_AddStringToObject (ann, IB_ANNOTATION_REF_NAME, name);
+      cJSON_AddItemToArray (list, entry);
+    }
   if (referrer)
     {
       for (int i = cJSON_GetArraySize (list) - 1; i >= 0; i--)
@@ -441,5 +445,40 @@ ib_store_tag (struct ib_store *s, const char *name, const struct ib_descriptor *
   cleanup_free char *path = ib_path_join (s->root, "index.json");
   int ret = ib_write_file_atomic (path, text, strlen (text), 0644, err);
   free (text);
-  return ret < 0 ? ib_error_wrap (err, "tag `%s`", name) : 0;
+  return ret < 0 ? ib_error_wrap (err, "tag `%s`", name ? name : manifest->digest.s) : 0;
+}
+
+int
+ib_store_copy_referrer (struct ib_store *src, struct ib_store *dst, const struct ib_descriptor *subject,
+                        ib_error_t *err)
+{
+  struct ib_descriptor art;
+  if (ib_store_find_referrer (src, &subject->digest, &art, NULL) < 0)
+    return 0; /* nothing to carry */
+  cleanup_free char *text = NULL;
+  size_t len;
+  int r = ib_store_read_blob (src, &art.digest, 1 << 20, &text, &len, err);
+  cJSON *m = r == 0 ? cJSON_ParseWithLength (text, len) : NULL;
+  struct ib_descriptor d;
+  if (r == 0 && ib_descriptor_from_json (cJSON_GetObjectItemCaseSensitive (m, "config"), &d, err) == 0)
+    {
+      r = ib_store_copy_blob (src, dst, &d, err);
+      ib_descriptor_clear (&d);
+    }
+  const cJSON *l;
+  cJSON_ArrayForEach (l, cJSON_GetObjectItemCaseSensitive (m, "layers"))
+  {
+    if (r == 0 && (r = ib_descriptor_from_json (l, &d, err)) == 0)
+      {
+        r = ib_store_copy_blob (src, dst, &d, err);
+        ib_descriptor_clear (&d);
+      }
+  }
+  cJSON_Delete (m);
+  if (r == 0)
+    r = ib_store_copy_blob (src, dst, &art, err);
+  if (r == 0)
+    r = ib_store_tag (dst, NULL, subject, &art, err);
+  ib_descriptor_clear (&art);
+  return r < 0 ? ib_error_wrap (err, "provenance of %s", subject->digest.s) : 0;
 }

@@ -64,6 +64,11 @@ int ib_store_resolve (struct ib_store *s, const char *name, struct ib_descriptor
  * untagged, with the annotation IB_ANNOTATION_SUBJECT naming MANIFEST. */
 int ib_store_tag (struct ib_store *s, const char *name, const struct ib_descriptor *manifest,
                   const struct ib_descriptor *referrer, ib_error_t *err);
+/* Copy the referrer of SUBJECT (its manifest and blobs) from SRC to DST and
+ * list it there; nothing when SRC has none.  NAME of ib_store_tag may be
+ * NULL to list a referrer only. */
+int ib_store_copy_referrer (struct ib_store *src, struct ib_store *dst, const struct ib_descriptor *subject,
+                            ib_error_t *err);
 /* The referrer listed for SUBJECT (a manifest digest), if any: 0 and *OUT,
  * or IB_ENOTFOUND. */
 int ib_store_find_referrer (struct ib_store *s, const ib_digest *subject, struct ib_descriptor *out, ib_error_t *err);

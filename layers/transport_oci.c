@@ -18,6 +18,9 @@ oci_pull (struct ib_store *s, const struct ib_ref *ref, const struct ib_platform
     r = ib_image_load (src, &top, platform, &img, err);
   if (r == 0)
     r = ib_image_copy_blobs (src, s, img, err);
+  /* Provenance travels with the image. */
+  if (r == 0)
+    r = ib_store_copy_referrer (src, s, &img->manifest, err);
   if (r == 0)
     ib_descriptor_copy (manifest, &img->manifest);
   ib_image_free (img);
@@ -36,6 +39,8 @@ oci_push (struct ib_store *s, const struct ib_image *img, const struct ib_ref *r
   int r = ib_image_copy_blobs (s, dst, img, err);
   if (r == 0)
     r = ib_store_tag (dst, ref->name ? ref->name : name, &img->manifest, NULL, err);
+  if (r == 0)
+    r = ib_store_copy_referrer (s, dst, &img->manifest, err);
   ib_store_free (dst);
   return r;
 }
