@@ -2,11 +2,11 @@
 CC ?= gcc
 PREFIX ?= /usr/local
 BUILD ?= build
-PKGS := libarchive libcjson libcrypto zlib libzstd liblz4
+PKGS := libarchive libcjson libcrypto zlib libzstd liblz4 libcurl
 CFLAGS ?= -O2 -g
 CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fno-common
 CPPFLAGS += -DIB_IMAGES_DIR='"$(CURDIR)/images"'
-LDLIBS += $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -larchive -lcjson -lcrypto -lz -lzstd -llz4) -lm -lpthread
+LDLIBS += $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -larchive -lcjson -lcrypto -lz -lzstd -llz4 -lcurl) -lm -lpthread
 SANITIZE ?=
 ifeq ($(SANITIZE),1)
 CFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer

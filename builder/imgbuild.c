@@ -43,13 +43,16 @@ static const char usage[] =
     "                          it when this machine has GPUs, else say that it\n"
     "                          skipped; the default), required (no tag without a\n"
     "                          pass), off\n"
+    "      --load              after tagging, load the image into the Docker Engine\n"
+    "                          ($DOCKER_HOST or /var/run/docker.sock), sending only\n"
+    "                          the layers it does not have\n"
     "      --json              print the build report as JSON on stdout\n"
     "  -q, --quiet             no progress on stderr (errors still go there)\n"
     "  -h, --help              this text\n"
     "  -V, --version           the version\n"
     "\n"
-    "References: NAME:TAG (the store), oci:DIR[:NAME:TAG],\n"
-    "  docker-archive:FILE[:NAME:TAG], scratch.\n"
+    "References: NAME:TAG (the store, else the Docker Engine), oci:DIR[:NAME:TAG],\n"
+    "  docker-archive:FILE[:NAME:TAG], docker-daemon:NAME:TAG, scratch.\n"
     "\n"
     "On success stdout has one line: NAME:TAG MANIFEST-DIGEST.\n"
     "\n"
@@ -71,6 +74,7 @@ struct cli
   size_t n_outputs;
   char **build_args;
   size_t n_build_args;
+  bool load;
 };
 
 static void
@@ -91,7 +95,8 @@ parse_args (int argc, char **argv, struct cli *c)
     OPT_OUTPUT,
     OPT_JSON,
     OPT_BUILD_ARG,
-    OPT_SMOKE
+    OPT_SMOKE,
+    OPT_LOAD
   };
   static const struct option longopts[] = {
     { "file", required_argument, NULL, 'f' },         { "tag", required_argument, NULL, 't' },
@@ -99,6 +104,7 @@ parse_args (int argc, char **argv, struct cli *c)
     { "platform", required_argument, NULL, OPT_PLATFORM }, { "output", required_argument, NULL, OPT_OUTPUT },
     { "build-arg", required_argument, NULL, OPT_BUILD_ARG }, { "json", no_argument, NULL, OPT_JSON },
     { "smoke", required_argument, NULL, OPT_SMOKE },
+    { "load", no_argument, NULL, OPT_LOAD },
     { "quiet", no_argument, NULL, 'q' },              { "help", no_argument, NULL, 'h' },
     { "version", no_argument, NULL, 'V' },            { NULL, 0, NULL, 0 },
   };
@@ -114,6 +120,7 @@ parse_args (int argc, char **argv, struct cli *c)
       case OPT_OUTPUT: push_arg (&c->outputs, &c->n_outputs, optarg); break;
       case OPT_BUILD_ARG: push_arg (&c->build_args, &c->n_build_args, optarg); break;
       case OPT_JSON: c->opt.json = true; break;
+      case OPT_LOAD: c->load = true; break;
       case OPT_SMOKE:
         if (strcmp (optarg, "auto") == 0)
           c->opt.smoke = IB_SMOKE_AUTO;
@@ -206,6 +213,14 @@ main (int argc, char **argv)
       r = ib_definition_load (dir, &def, &err);
     }
   ib_digest manifest;
+  cleanup_free char *load = NULL;
+  if (r == 0 && c.load)
+    {
+      load = ib_xasprintf ("docker-daemon:%s", c.opt.name ? c.opt.name : def->name);
+      push_arg (&c.outputs, &c.n_outputs, load);
+      c.opt.outputs = c.outputs;
+      c.opt.n_outputs = c.n_outputs;
+    }
   if (r == 0)
     r = ib_build_run (def, &c.opt, &manifest, &err);
   if (r == 0 && !c.opt.json)

@@ -307,25 +307,28 @@ load_index (const struct ib_store *s, cJSON **out, ib_error_t *err)
 }
 
 static const char *
-ref_name_of (const cJSON *entry)
+annotation (const cJSON *entry, const char *key)
 {
   const cJSON *ann = cJSON_GetObjectItemCaseSensitive (entry, "annotations");
-  const cJSON *name = cJSON_GetObjectItemCaseSensitive (ann, IB_ANNOTATION_REF_NAME);
-  return cJSON_IsString (name) ? name->valuestring : NULL;
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive (ann, key);
+  return cJSON_IsString (v) ? v->valuestring : NULL;
 }
 
-int
-ib_store_resolve (struct ib_store *s, const char *name, struct ib_descriptor *out, ib_error_t *err)
+/* The index entry whose annotation KEY is VALUE: 0 and *OUT, else the
+ * IB_ENOTFOUND error WHAT. */
+static int
+find_by_annotation (struct ib_store *s, const char *key, const char *value, struct ib_descriptor *out,
+                    const char *what, ib_error_t *err)
 {
   cJSON *index;
   if (load_index (s, &index, err) < 0)
     return -1;
   const cJSON *m;
-  int ret = ib_error (err, IB_ENOTFOUND, "`%s` is not tagged in store `%s`", name, s->root);
+  int ret = ib_error (err, IB_ENOTFOUND, "%s in store `%s`", what, s->root);
   cJSON_ArrayForEach (m, cJSON_GetObjectItemCaseSensitive (index, "manifests"))
   {
-    const char *ref = ref_name_of (m);
-    if (ref && strcmp (ref, name) == 0)
+    const char *v = annotation (m, key);
+    if (v && strcmp (v, value) == 0)
       {
         ib_error_release (err);
         ret = ib_descriptor_from_json (m, out, err);
@@ -337,14 +340,28 @@ ib_store_resolve (struct ib_store *s, const char *name, struct ib_descriptor *ou
 }
 
 int
+ib_store_resolve (struct ib_store *s, const char *name, struct ib_descriptor *out, ib_error_t *err)
+{
+  cleanup_free char *what = ib_xasprintf ("`%s` is not tagged", name);
+  return find_by_annotation (s, IB_ANNOTATION_REF_NAME, name, out, what, err);
+}
+
+int
 ib_store_only_image (struct ib_store *s, struct ib_descriptor *out, ib_error_t *err)
 {
   cJSON *index;
   if (load_index (s, &index, err) < 0)
     return -1;
-  const cJSON *list = cJSON_GetObjectItemCaseSensitive (index, "manifests");
-  int n = cJSON_GetArraySize (list);
-  int ret = n == 1 ? ib_descriptor_from_json (cJSON_GetArrayItem (list, 0), out, err)
+  const cJSON *m, *only = NULL;
+  int n = 0;
+  cJSON_ArrayForEach (m, cJSON_GetObjectItemCaseSensitive (index, "manifests"))
+  {
+    if (annotation (m, IB_ANNOTATION_SUBJECT))
+      continue; /* provenance about an image, not an image */
+    only = m;
+    n++;
+  }
+  int ret = n == 1 ? ib_descriptor_from_json (only, out, err)
                    : ib_error (err, IB_ENOTFOUND, "`%s` holds %d images; name one as oci:DIR:TAG", s->root, n);
   cJSON_Delete (index);
   return ret;
@@ -369,34 +386,12 @@ lock_store (const struct ib_store *s, ib_error_t *err)
   return fd;
 }
 
-static const char *
-subject_of (const cJSON *entry)
-{
-  const cJSON *ann = cJSON_GetObjectItemCaseSensitive (entry, "annotations");
-  const cJSON *sub = cJSON_GetObjectItemCaseSensitive (ann, IB_ANNOTATION_SUBJECT);
-  return cJSON_IsString (sub) ? sub->valuestring : NULL;
-}
 
 int
 ib_store_find_referrer (struct ib_store *s, const ib_digest *subject, struct ib_descriptor *out, ib_error_t *err)
 {
-  cJSON *index;
-  if (load_index (s, &index, err) < 0)
-    return -1;
-  const cJSON *m;
-  int ret = ib_error (err, IB_ENOTFOUND, "no provenance for %s in store `%s`", subject->s, s->root);
-  cJSON_ArrayForEach (m, cJSON_GetObjectItemCaseSensitive (index, "manifests"))
-  {
-    const char *sub = subject_of (m);
-    if (sub && strcmp (sub, subject->s) == 0)
-      {
-        ib_error_release (err);
-        ret = ib_descriptor_from_json (m, out, err);
-        break;
-      }
-  }
-  cJSON_Delete (index);
-  return ret;
+  cleanup_free char *what = ib_xasprintf ("no provenance for %s", subject->s);
+  return find_by_annotation (s, IB_ANNOTATION_SUBJECT, subject->s, out, what, err);
 }
 
 int
@@ -415,7 +410,7 @@ ib_store_tag (struct ib_store *s, const char *name, const struct ib_descriptor *
   cJSON *list = cJSON_GetObjectItemCaseSensitive (index, "manifests");
   for (int i = cJSON_GetArraySize (list) - 1; name && i >= 0; i--)
     {
-      const char *ref = ref_name_of (cJSON_GetArrayItem (list, i));
+      const char *ref = annotation (cJSON_GetArrayItem (list, i), IB_ANNOTATION_REF_NAME);
       if (ref && strcmp (ref, name) == 0)
         cJSON_DeleteItemFromArray (list, i);
     }
@@ -430,7 +425,7 @@ ib_store_tag (struct ib_store *s, const char *name, const struct ib_descriptor *
     {
       for (int i = cJSON_GetArraySize (list) - 1; i >= 0; i--)
         {
-          const char *sub = subject_of (cJSON_GetArrayItem (list, i));
+          const char *sub = annotation (cJSON_GetArrayItem (list, i), IB_ANNOTATION_SUBJECT);
           if (sub && strcmp (sub, manifest->digest.s) == 0)
             cJSON_DeleteItemFromArray (list, i);
         }

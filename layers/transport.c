@@ -2,6 +2,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
@@ -55,8 +56,15 @@ ib_ref_parse (const char *s, struct ib_ref *out, ib_error_t *err)
       out->transport = &ib_transport_docker_archive;
       split_location (s + 15, out);
     }
-  else if (strncmp (s, "docker-daemon:", 14) == 0 || strncmp (s, "docker://", 9) == 0)
-    return ib_error (err, IB_EUSAGE, "`%s`: the docker-daemon and registry transports are not built yet", s);
+  else if (strncmp (s, "docker-daemon:", 14) == 0)
+    {
+      /* The whole rest is Docker's own reference. */
+      out->kind = IB_REF_DOCKER_DAEMON;
+      out->transport = &ib_transport_docker_daemon;
+      out->location = ib_xstrdup (s + 14);
+    }
+  else if (strncmp (s, "docker://", 9) == 0)
+    return ib_error (err, IB_EUSAGE, "`%s`: the registry transport is not built yet", s);
   else if (strchr (s, ':') && !strchr (s, '/'))
     {
       out->kind = IB_REF_STORE;
@@ -141,12 +149,28 @@ ib_image_push (struct ib_store *s, const struct ib_image *img, const char *text,
 
 /* ---- the store itself ---------------------------------------------------- */
 
+/* A bare NAME:TAG that the store has not is looked up in Docker. */
 static int
 store_pull (struct ib_store *s, const struct ib_ref *ref, const struct ib_platform *platform,
             struct ib_descriptor *manifest, ib_error_t *err)
 {
-  (void) platform;
-  return ib_store_resolve (s, ref->name, manifest, err);
+  if (ib_store_resolve (s, ref->name, manifest, err) == 0 || (*err)->class != IB_ENOTFOUND)
+    return *err ? -1 : 0;
+  const char *host = getenv ("DOCKER_HOST");
+  const char *sock = host && strncmp (host, "unix://", 7) == 0 ? host + 7 : "/var/run/docker.sock";
+  if (access (sock, W_OK) < 0)
+    return -1;
+  struct ib_ref daemon = { .kind = IB_REF_DOCKER_DAEMON, .location = ref->name, .transport = &ib_transport_docker_daemon };
+  ib_error_t e2 = NULL;
+  if (ib_transport_docker_daemon.pull (s, &daemon, platform, manifest, &e2) < 0)
+    {
+      ib_error_wrap (&e2, "%s; and Docker", (*err)->msg);
+      ib_error_release (err);
+      *err = e2;
+      return -1;
+    }
+  ib_error_release (err);
+  return 0;
 }
 
 static int

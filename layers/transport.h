@@ -3,7 +3,7 @@
  *   NAME:TAG                 the local store
  *   oci:DIR[:NAME:TAG]       an OCI image layout
  *   docker-archive:FILE[:NAME:TAG]   a `docker save` archive (classic or OCI)
- *   docker-daemon:NAME:TAG   the Docker Engine          (not yet)
+ *   docker-daemon:NAME:TAG   the Docker Engine, over its unix socket
  *   docker://HOST/REPO:TAG   a registry                 (not yet)
  *   scratch                  the empty image
  * A transport is one small interface with one file per transport:
@@ -60,7 +60,16 @@ int ib_image_push (struct ib_store *s, const struct ib_image *img, const char *r
 int ib_image_copy_blobs (const struct ib_store *src, struct ib_store *dst, const struct ib_image *img,
                          ib_error_t *err);
 
+/* The docker-archive reader and writer, shared with the Docker Engine
+ * transport (which moves the same archives over the daemon's API).  A
+ * writer's SKIP_LAYERS leading layers are listed but not included. */
+int ib_docker_archive_read (struct ib_store *s, const struct ib_ref *ref, struct ib_descriptor *manifest,
+                            ib_error_t *err);
+int ib_docker_archive_write (struct ib_store *s, const struct ib_image *img, const char *file, const char *tag,
+                             size_t skip_layers, ib_error_t *err);
+
 extern const struct ib_transport ib_transport_store;
+extern const struct ib_transport ib_transport_docker_daemon;
 extern const struct ib_transport ib_transport_oci;
 extern const struct ib_transport ib_transport_docker_archive;
 

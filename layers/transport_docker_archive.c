@@ -325,11 +325,10 @@ choose_manifest (struct ib_store *s, const struct archive_members *a, const stru
   return r;
 }
 
-static int
-archive_pull (struct ib_store *s, const struct ib_ref *ref, const struct ib_platform *platform,
-              struct ib_descriptor *manifest, ib_error_t *err)
+int
+ib_docker_archive_read (struct ib_store *s, const struct ib_ref *ref, struct ib_descriptor *manifest,
+                        ib_error_t *err)
 {
-  (void) platform;
   struct archive_members a = { 0 };
   int r = read_members (s, ref->location, &a, err);
   if (r == 0)
@@ -338,6 +337,14 @@ archive_pull (struct ib_store *s, const struct ib_ref *ref, const struct ib_plat
     r = choose_manifest (s, &a, ref, manifest, err);
   members_free (&a);
   return r;
+}
+
+static int
+archive_pull (struct ib_store *s, const struct ib_ref *ref, const struct ib_platform *platform,
+              struct ib_descriptor *manifest, ib_error_t *err)
+{
+  (void) platform;
+  return ib_docker_archive_read (s, ref, manifest, err);
 }
 
 /* ---- writing ------------------------------------------------------------- */
@@ -437,7 +444,7 @@ fd_write_cb (struct archive *a, void *data, const void *buf, size_t len)
 
 static int
 write_members (struct archive *a, struct ib_store *s, const struct ib_image *img, const char *name,
-               ib_error_t *err)
+               size_t skip_layers, ib_error_t *err)
 {
   cleanup_free char *manifest = docker_manifest_json (img, name);
   cleanup_free char *index = oci_index_json (img, name);
@@ -450,7 +457,9 @@ write_members (struct archive *a, struct ib_store *s, const struct ib_image *img
       bool seen = false;
       for (size_t j = 0; j < i; j++)
         seen |= strcmp (img->layers[j].digest.s, img->layers[i].digest.s) == 0;
-      if (!seen && put_blob (a, s, &img->layers[i], err) < 0)
+      /* A thin archive leaves out the layers the daemon has: docker load
+       * finds them by chain ID. */
+      if (!seen && i >= skip_layers && put_blob (a, s, &img->layers[i], err) < 0)
         return -1;
     }
   if (put_blob (a, s, &img->manifest, err) < 0 || put_text (a, "index.json", index, err) < 0
@@ -460,28 +469,34 @@ write_members (struct archive *a, struct ib_store *s, const struct ib_image *img
   return 0;
 }
 
-static int
-archive_push (struct ib_store *s, const struct ib_image *img, const struct ib_ref *ref, const char *name,
-              ib_error_t *err)
+int
+ib_docker_archive_write (struct ib_store *s, const struct ib_image *img, const char *file, const char *tag,
+                         size_t skip_layers, ib_error_t *err)
 {
-  const char *tag = ref->name ? ref->name : name;
-  cleanup_free char *tmp = ib_xasprintf ("%s.tmp-XXXXXX", ref->location);
+  cleanup_free char *tmp = ib_xasprintf ("%s.tmp-XXXXXX", file);
   cleanup_close int fd = mkostemp (tmp, O_CLOEXEC);
   if (fd < 0)
     return ib_error_errno (err, errno, IB_EENV, "create `%s`", tmp);
   struct archive *a = archive_write_new ();
   archive_write_set_format_pax_restricted (a);
   int r = archive_write_open2 (a, &fd, NULL, fd_write_cb, NULL, NULL) == ARCHIVE_OK
-              ? write_members (a, s, img, tag, err)
+              ? write_members (a, s, img, tag, skip_layers, err)
               : ib_error (err, IB_EENV, "open `%s`: %s", tmp, archive_error_string (a));
   if (r == 0 && archive_write_close (a) != ARCHIVE_OK)
     r = ib_error (err, IB_EENV, "write `%s`: %s", tmp, archive_error_string (a));
   archive_write_free (a);
-  if (r == 0 && (fchmod (fd, 0644) < 0 || fsync (fd) < 0 || rename (tmp, ref->location) < 0))
-    r = ib_error_errno (err, errno, IB_EENV, "write `%s`", ref->location);
+  if (r == 0 && (fchmod (fd, 0644) < 0 || fsync (fd) < 0 || rename (tmp, file) < 0))
+    r = ib_error_errno (err, errno, IB_EENV, "write `%s`", file);
   if (r < 0)
     unlink (tmp);
   return r;
+}
+
+static int
+archive_push (struct ib_store *s, const struct ib_image *img, const struct ib_ref *ref, const char *name,
+              ib_error_t *err)
+{
+  return ib_docker_archive_write (s, img, ref->location, ref->name ? ref->name : name, 0, err);
 }
 
 const struct ib_transport ib_transport_docker_archive = { "docker-archive:", archive_pull, archive_push };

@@ -1,0 +1,40 @@
+# The Docker Engine transport (part of issue "Registry and Docker Engine
+# transports"): a base read from a real dockerd, and --load sending only the
+# layers the daemon lacks.
+
+t_base_from_the_docker_engine() {
+  docker_start
+  build_base
+  umoci unpack --image "$IMGBUILD_STORE:dsv41-flash-b12x:local" b >/dev/null
+  tar -C b/rootfs -c . | $D import - from-docker:1 >/dev/null
+  export DOCKER_HOST=unix://$DOCKER_SOCK
+  # Named explicitly, and as a bare name the store does not have.
+  IMGBUILD_STORE=$PWD/s1 "$IB" -q --from docker-daemon:from-docker:1 dsv41-flash-dcp2 -t d1:1 >/dev/null
+  IMGBUILD_STORE=$PWD/s2 "$IB" -q --from from-docker:1 dsv41-flash-dcp2 -t d2:1 >/dev/null
+  want=$($D image inspect from-docker:1 | jq -r '.[0].RootFS.Layers[0]')
+  got=$(skopeo inspect --config "oci:$PWD/s1:d1:1" | jq -r '.rootfs.diff_ids[0]')
+  [ "$want" = "$got" ]
+  IMGBUILD_STORE=$PWD/s3 expect_fail 9 'Docker Engine has no image `no-such:1`' "$IB" --from docker-daemon:no-such:1 dsv41-flash-dcp2
+  $D rmi -f from-docker:1 >/dev/null
+}
+
+t_load_sends_only_the_new_layers() {
+  docker_start
+  build_base
+  export DOCKER_HOST=unix://$DOCKER_SOCK
+  "$IB" -q dsv41-flash-b12x --output docker-archive:base.tar >/dev/null
+  $D load -i base.tar >/dev/null
+  "$IB" --load --json dsv41-flash-dcp2 >report.json 2>err.txt
+  grep 'docker load: sent' err.txt
+  sent=$(sed -n 's/.*sent \([0-9]*\) bytes; 1 of 3 layers were already in the daemon/\1/p' err.txt)
+  new=$(jq '.layer.size' report.json)
+  prebake=$(skopeo inspect --raw "oci:$IMGBUILD_STORE:dsv41-flash-dcp2:local" | jq '.layers[2].size')
+  echo "sent $sent bytes; new layers $new + $prebake bytes"
+  [ -n "$sent" ]
+  [ "$sent" -lt $((new + prebake + 1048576)) ]
+  # The base's 200 MB were not sent, and the image runs.
+  [ "$sent" -lt $(stat -c %s base.tar) ]
+  $D run --rm --network none dsv41-flash-dcp2:local cat "$SITE/vllm/v1/worker/cp_utils.py" |
+    cmp - "$ROOT/images/dsv41-flash-dcp2/files/cp_utils.py"
+  $D rmi -f dsv41-flash-dcp2:local dsv41-flash-b12x:local >/dev/null
+}
