@@ -36,5 +36,8 @@ t_load_sends_only_the_new_layers() {
   [ "$sent" -lt $(stat -c %s base.tar) ]
   $D run --rm --network none dsv41-flash-dcp2:local cat "$SITE/vllm/v1/worker/cp_utils.py" |
     cmp - "$ROOT/images/dsv41-flash-dcp2/files/cp_utils.py"
+  # imgverify reads it back from the daemon (integrity; docker save has no provenance).
+  IMGBUILD_STORE=$PWD/s4 "$IV" --json docker-daemon:dsv41-flash-dcp2:local >v.json
+  jq -e '.status == "pass" and .integrity.bad == 0' v.json
   $D rmi -f dsv41-flash-dcp2:local dsv41-flash-b12x:local >/dev/null
 }
