@@ -15,18 +15,10 @@
 #include "../util/fsutil.h"
 #include "gates.h"
 
-struct problems
-{
-  struct ib_report *report;
-  int n;
-  char *first;
-};
+static void problem (struct ib_gate_sink *k, const char *fmt, ...) __attribute__ ((format (printf, 2, 3)));
 
-static void problem (struct problems *p, const char *fmt, ...) __attribute__ ((format (printf, 2, 3)));
-
-/* Each problem is reported as it is found; the first becomes the error. */
 static void
-problem (struct problems *p, const char *fmt, ...)
+problem (struct ib_gate_sink *k, const char *fmt, ...)
 {
   va_list ap;
   va_start (ap, fmt);
@@ -34,10 +26,7 @@ problem (struct problems *p, const char *fmt, ...)
   if (vasprintf (&msg, fmt, ap) < 0)
     abort ();
   va_end (ap);
-  if (p->n++ == 0)
-    p->first = ib_xstrdup (msg);
-  else
-    ib_report_problem (p->report, "definition", "%s", msg);
+  ib_gate_sink_problem (k, true, msg);
   free (msg);
 }
 
@@ -78,7 +67,7 @@ declared_new (const struct ib_definition *d, const char *target)
 
 /* Checks of one item on its own; returns its cleaned target or NULL. */
 static char *
-check_item (struct problems *p, const struct ib_copy_item *it)
+check_item (struct ib_gate_sink *p, const struct ib_copy_item *it)
 {
   const char *t = it->raw_target;
   if (*t == '\0')
@@ -125,7 +114,7 @@ check_item (struct problems *p, const struct ib_copy_item *it)
 }
 
 static void
-check_in_base (struct problems *p, const struct ib_definition *d, const struct ib_fsview *base, const struct target *t)
+check_in_base (struct ib_gate_sink *p, const struct ib_definition *d, const struct ib_fsview *base, const struct target *t)
 {
   if (t->item->type == IB_ENTRY_DIR || declared_new (d, t->path))
     return;
@@ -149,7 +138,7 @@ ib_gate_definition (struct ib_build *b, ib_error_t *err)
   const struct ib_fsview *base;
   if (ib_build_base_view (b, &base, err) < 0)
     return -1;
-  struct problems p = { .report = b->report };
+  struct ib_gate_sink p = { b->report, "definition", NULL, 0 };
   struct target *ts = ib_xcalloc (d->n_items, sizeof (*ts));
   size_t n = 0;
   for (size_t i = 0; i < d->n_items; i++)
@@ -168,10 +157,5 @@ ib_gate_definition (struct ib_build *b, ib_error_t *err)
   for (size_t i = 0; i < n; i++)
     free (ts[i].path);
   free (ts);
-  if (p.n == 0)
-    return 0;
-  cleanup_free char *first = p.first;
-  if (p.n == 1)
-    return ib_error (err, IB_EDEFINITION, "%s", first);
-  return ib_error (err, IB_EDEFINITION, "%s (and %d more problems, listed above)", first, p.n - 1);
+  return ib_gate_sink_finish (&p, IB_EDEFINITION, err);
 }

@@ -57,6 +57,8 @@ int
 ib_extract_entries (struct ib_store *s, const struct ib_image *img, const struct ib_fs_entry *const *wanted,
                     size_t n, ib_extract_fn fn, void *data, ib_error_t *err)
 {
+  if (n == 0)
+    return 0;
   cleanup_free const struct ib_fs_entry **sorted = ib_xcalloc (n, sizeof (*sorted));
   memcpy (sorted, wanted, n * sizeof (*sorted));
   qsort (sorted, n, sizeof (*sorted), cmp_entry_path);
