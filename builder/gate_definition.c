@@ -22,9 +22,7 @@ problem (struct ib_gate_sink *k, const char *fmt, ...)
 {
   va_list ap;
   va_start (ap, fmt);
-  char *msg;
-  if (vasprintf (&msg, fmt, ap) < 0)
-    abort ();
+  char *msg = ib_xvasprintf (fmt, ap);
   va_end (ap);
   ib_gate_sink_problem (k, true, msg);
   free (msg);

@@ -72,10 +72,8 @@ void
 ib_report_problem (struct ib_report *r, const char *gate, const char *fmt, ...)
 {
   va_list ap;
-  char *msg;
   va_start (ap, fmt);
-  if (vasprintf (&msg, fmt, ap) < 0)
-    abort ();
+  char *msg = ib_xvasprintf (fmt, ap);
   va_end (ap);
   fprintf (stderr, "%s: %s: %s\n", r->prog, gate, msg);
   cJSON *p = cJSON_CreateObject ();

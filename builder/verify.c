@@ -161,10 +161,8 @@ static void
 problem (ib_problem_fn fn, void *data, const char *fmt, ...)
 {
   va_list ap;
-  char *msg;
   va_start (ap, fmt);
-  if (vasprintf (&msg, fmt, ap) < 0)
-    abort ();
+  char *msg = ib_xvasprintf (fmt, ap);
   va_end (ap);
   fn (data, true, msg);
   free (msg);

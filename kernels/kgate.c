@@ -137,10 +137,8 @@ static void
 problem (struct gate *g, const char *fmt, ...)
 {
   va_list ap;
-  char *msg;
   va_start (ap, fmt);
-  if (vasprintf (&msg, fmt, ap) < 0)
-    abort ();
+  char *msg = ib_xvasprintf (fmt, ap);
   va_end (ap);
   g->st->errors++;
   g->fn (g->data, true, msg);

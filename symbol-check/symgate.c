@@ -48,10 +48,8 @@ static void
 problem (struct ctx *c, bool is_error, const char *fmt, ...)
 {
   va_list ap;
-  char *msg;
   va_start (ap, fmt);
-  if (vasprintf (&msg, fmt, ap) < 0)
-    abort ();
+  char *msg = ib_xvasprintf (fmt, ap);
   va_end (ap);
   if (is_error)
     c->st->errors++;

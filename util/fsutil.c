@@ -61,6 +61,15 @@ ib_xasprintf (const char *fmt, ...)
 }
 
 char *
+ib_xvasprintf (const char *fmt, va_list ap)
+{
+  char *s;
+  if (vasprintf (&s, fmt, ap) < 0)
+    abort ();
+  return s;
+}
+
+char *
 ib_path_join (const char *a, const char *b)
 {
   size_t la = strlen (a);

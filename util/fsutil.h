@@ -5,6 +5,7 @@
 #ifndef IB_FSUTIL_H
 #define IB_FSUTIL_H
 
+#include <stdarg.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -33,5 +34,6 @@ void *ib_xcalloc (size_t n, size_t size);
 void *ib_xrealloc (void *p, size_t n);
 char *ib_xstrdup (const char *s);
 char *ib_xasprintf (const char *fmt, ...) __attribute__ ((format (printf, 1, 2)));
+char *ib_xvasprintf (const char *fmt, va_list ap) __attribute__ ((format (printf, 1, 0)));
 
 #endif
