@@ -115,31 +115,34 @@ t_dropped_required_kernel_is_caught() {
     "$IV" --definition "$ROOT/images/dsv41-flash-dcp2" no-bf16-combine:1
 }
 
+# Runs CMD in a fresh tmux server on SOCK (a terminal 160x40) and leaves
+# the screen, escape sequences included, in SCREEN.
+in_terminal() { # SOCK SCREEN CMD
+  local sock=$1 screen=$2
+  tmux -S "$sock" new-session -d -x 160 -y 40 "$3; echo EXIT=\$?; sleep 30"
+  for _ in $(seq 1 150); do
+    tmux -S "$sock" capture-pane -e -p >"$screen"
+    grep -q 'EXIT=' "$screen" && break
+    sleep 0.2
+  done
+  tmux -S "$sock" kill-server || true
+}
+
 t_human_report_in_a_terminal() {
   build_base
   "$IB" -q dsv41-flash-dcp2 >/dev/null
-  local sock=$PWD/tmux.sock
-  tmux -S "$sock" new-session -d -x 160 -y 40 \
-    "env IMGBUILD_STORE=$IMGBUILD_STORE $IV --jobs 1 dsv41-flash-dcp2:local; echo EXIT=\$?; sleep 30"
-  for _ in $(seq 1 100); do
-    tmux -S "$sock" capture-pane -p >screen.txt
-    grep -q 'EXIT=' screen.txt && break
-    sleep 0.2
-  done
-  tmux -S "$sock" kill-server || true
-  cat screen.txt
-  grep -q 'EXIT=0' screen.txt
+  in_terminal "$PWD/t1.sock" screen.txt "env IMGBUILD_STORE=$IMGBUILD_STORE $IV --jobs 1 dsv41-flash-dcp2:local"
+  sed 's/\x1b\[[0-9;]*m//g' screen.txt >plain.txt
+  cat plain.txt
+  grep -q 'EXIT=0' plain.txt
   # The progress bar (bytes, rate, time) and the gate table, in colour.
-  grep -Eq 'imgverify: verify \[[#.]+\] +[0-9]+% [0-9.]+ [kMGT]?B / [0-9.]+ [kMGT]?B +[0-9.]+ [kMGT]?B/s +took [0-9]+s' screen.txt
-  grep -Eq 'gate integrity +pass' screen.txt
-  grep -Eq 'gate kernels +pass' screen.txt
-  # NO_COLOR: no escape sequences on a terminal either.
-  tmux -S "$sock" new-session -d -x 160 -y 40 \
-    "env NO_COLOR=1 IMGBUILD_STORE=$IMGBUILD_STORE $IV dsv41-flash-dcp2:local 2>err.raw; echo EXIT=\$?; sleep 30"
-  for _ in $(seq 1 100); do
-    tmux -S "$sock" capture-pane -p | grep -q 'EXIT=' && break
-    sleep 0.2
-  done
-  tmux -S "$sock" kill-server || true
-  refute grep -q $'\033\[3' err.raw
+  grep -Eq 'imgverify: verify \[[#.]+\] +[0-9]+% [0-9.]+ [kMGT]?B / [0-9.]+ [kMGT]?B +[0-9.]+ [kMGT]?B/s +took [0-9]+s' plain.txt
+  grep -Eq 'gate integrity +pass' plain.txt
+  grep -Eq 'gate kernels +pass' plain.txt
+  grep -q $'\x1b\[32m' screen.txt
+  # NO_COLOR: the same report on the terminal, without colour.
+  in_terminal "$PWD/t2.sock" screen2.txt "env NO_COLOR=1 IMGBUILD_STORE=$IMGBUILD_STORE $IV dsv41-flash-dcp2:local"
+  grep -q 'EXIT=0' screen2.txt
+  grep -Eq 'gate integrity +pass' screen2.txt
+  refute grep -q $'\x1b\[3[12]m' screen2.txt
 }
