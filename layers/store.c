@@ -444,36 +444,54 @@ ib_store_tag (struct ib_store *s, const char *name, const struct ib_descriptor *
 }
 
 int
-ib_store_copy_referrer (struct ib_store *src, struct ib_store *dst, const struct ib_descriptor *subject,
-                        ib_error_t *err)
+ib_store_referrer_blobs (struct ib_store *s, const ib_digest *subject, struct ib_descriptor **out, size_t *n,
+                         ib_error_t *err)
 {
   struct ib_descriptor art;
-  if (ib_store_find_referrer (src, &subject->digest, &art, NULL) < 0)
-    return 0; /* nothing to carry */
+  *out = NULL;
+  *n = 0;
+  if (ib_store_find_referrer (s, subject, &art, NULL) < 0)
+    return 0;
   cleanup_free char *text = NULL;
   size_t len;
-  int r = ib_store_read_blob (src, &art.digest, 1 << 20, &text, &len, err);
+  int r = ib_store_read_blob (s, &art.digest, 1 << 20, &text, &len, err);
   cJSON *m = r == 0 ? cJSON_ParseWithLength (text, len) : NULL;
-  struct ib_descriptor d;
-  if (r == 0 && ib_descriptor_from_json (cJSON_GetObjectItemCaseSensitive (m, "config"), &d, err) == 0)
-    {
-      r = ib_store_copy_blob (src, dst, &d, err);
-      ib_descriptor_clear (&d);
-    }
+  if (r == 0 && m == NULL)
+    r = ib_error (err, IB_EINTEGRITY, "provenance %s is not JSON", art.digest.s);
+  struct ib_descriptor *list = ib_xcalloc (2 + (size_t) cJSON_GetArraySize (cJSON_GetObjectItemCaseSensitive (m, "layers")),
+                                           sizeof (*list));
+  size_t k = 0;
+  list[k++] = art;
+  if (r == 0 && ib_descriptor_from_json (cJSON_GetObjectItemCaseSensitive (m, "config"), &list[k], err) == 0)
+    k++;
   const cJSON *l;
   cJSON_ArrayForEach (l, cJSON_GetObjectItemCaseSensitive (m, "layers"))
   {
-    if (r == 0 && (r = ib_descriptor_from_json (l, &d, err)) == 0)
-      {
-        r = ib_store_copy_blob (src, dst, &d, err);
-        ib_descriptor_clear (&d);
-      }
+    if (r == 0 && (r = ib_descriptor_from_json (l, &list[k], err)) == 0)
+      k++;
   }
   cJSON_Delete (m);
-  if (r == 0)
-    r = ib_store_copy_blob (src, dst, &art, err);
-  if (r == 0)
-    r = ib_store_tag (dst, NULL, subject, &art, err);
-  ib_descriptor_clear (&art);
+  *out = list;
+  *n = k;
+  return r;
+}
+
+int
+ib_store_copy_referrer (struct ib_store *src, struct ib_store *dst, const struct ib_descriptor *subject,
+                        ib_error_t *err)
+{
+  struct ib_descriptor *blobs;
+  size_t n;
+  int r = ib_store_referrer_blobs (src, &subject->digest, &blobs, &n, err);
+  /* The artifact's manifest last: it names the others. */
+  for (size_t i = n; r == 0 && i-- > 1;)
+    r = ib_store_copy_blob (src, dst, &blobs[i], err);
+  if (r == 0 && n)
+    r = ib_store_copy_blob (src, dst, &blobs[0], err);
+  if (r == 0 && n)
+    r = ib_store_tag (dst, NULL, subject, &blobs[0], err);
+  for (size_t i = 0; i < n; i++)
+    ib_descriptor_clear (&blobs[i]);
+  free (blobs);
   return r < 0 ? ib_error_wrap (err, "provenance of %s", subject->digest.s) : 0;
 }

@@ -69,6 +69,10 @@ int ib_store_tag (struct ib_store *s, const char *name, const struct ib_descript
  * NULL to list a referrer only. */
 int ib_store_copy_referrer (struct ib_store *src, struct ib_store *dst, const struct ib_descriptor *subject,
                             ib_error_t *err);
+/* The referrer of SUBJECT and its blobs: OUT[0] is its manifest, then its
+ * config and layers; *N is 0 when SUBJECT has none. */
+int ib_store_referrer_blobs (struct ib_store *s, const ib_digest *subject, struct ib_descriptor **out, size_t *n,
+                             ib_error_t *err);
 /* The referrer listed for SUBJECT (a manifest digest), if any: 0 and *OUT,
  * or IB_ENOTFOUND. */
 int ib_store_find_referrer (struct ib_store *s, const ib_digest *subject, struct ib_descriptor *out, ib_error_t *err);

@@ -27,7 +27,10 @@ t_verify_passes_on_every_transport() {
   jq -e '.status == "pass" and ([.gates[] | select(.status == "pass") | .name] == ["integrity", "provenance", "symbols", "kernels"])' oci.json
   IMGBUILD_STORE=$PWD/s3 "$IV" --json docker-archive:dcp2.tar >archive.json
   validate archive.json
+  # The archive kept the manifest (same digest) and carried the provenance.
   jq -e '.status == "pass" and .integrity.blobs == 5' archive.json
+  [ "$(jq -r .manifest archive.json)" = "$(jq -r .manifest store.json)" ]
+  jq -e '[.gates[] | select(.status == "pass") | .name] == ["integrity", "provenance", "symbols", "kernels"]' archive.json
   # With the definition given, its sources are compared with the image.
   "$IV" --definition "$ROOT/images/dsv41-flash-dcp2" dsv41-flash-dcp2:local
   "$IV" --store
