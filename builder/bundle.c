@@ -394,16 +394,7 @@ find_runtime (void)
   const char *env = getenv ("IMGBUILD_RUNTIME");
   if (env && *env)
     return ib_xstrdup (env);
-  const char *path = getenv ("PATH");
-  cleanup_free char *copy = ib_xstrdup (path ? path : "/usr/sbin:/usr/bin:/sbin:/bin");
-  char *save = NULL;
-  for (char *d = strtok_r (copy, ":", &save); d; d = strtok_r (NULL, ":", &save))
-    {
-      cleanup_free char *p = ib_path_join (d, "runc");
-      if (access (p, X_OK) == 0)
-        return steal_pointer (&p);
-    }
-  return NULL;
+  return ib_find_in_path ("runc", "/usr/sbin:/usr/bin:/sbin:/bin");
 }
 
 static int

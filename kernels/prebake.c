@@ -92,18 +92,8 @@ ib_find_nvcc (char **out, ib_error_t *err)
       *out = ib_xstrdup (env);
       return 0;
     }
-  const char *path = getenv ("PATH");
-  cleanup_free char *copy = ib_xstrdup (path ? path : "");
-  char *save = NULL;
-  for (char *d = strtok_r (copy, ":", &save); d; d = strtok_r (NULL, ":", &save))
-    {
-      cleanup_free char *p = ib_path_join (d, "nvcc");
-      if (access (p, X_OK) == 0)
-        {
-          *out = steal_pointer (&p);
-          return 0;
-        }
-    }
+  if ((*out = ib_find_in_path ("nvcc", "")) != NULL)
+    return 0;
   if (access ("/usr/local/cuda/bin/nvcc", X_OK) == 0)
     {
       *out = ib_xstrdup ("/usr/local/cuda/bin/nvcc");

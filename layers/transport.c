@@ -156,8 +156,7 @@ store_pull (struct ib_store *s, const struct ib_ref *ref, const struct ib_platfo
 {
   if (ib_store_resolve (s, ref->name, manifest, err) == 0 || (*err)->class != IB_ENOTFOUND)
     return *err ? -1 : 0;
-  const char *host = getenv ("DOCKER_HOST");
-  const char *sock = host && strncmp (host, "unix://", 7) == 0 ? host + 7 : "/var/run/docker.sock";
+  cleanup_free char *sock = ib_docker_socket_path ();
   if (access (sock, W_OK) < 0)
     return -1;
   struct ib_ref daemon = { .kind = IB_REF_DOCKER_DAEMON, .location = ref->name, .transport = &ib_transport_docker_daemon };

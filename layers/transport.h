@@ -68,6 +68,10 @@ int ib_docker_archive_read (struct ib_store *s, const struct ib_ref *ref, struct
 int ib_docker_archive_write (struct ib_store *s, const struct ib_image *img, const char *file, const char *tag,
                              size_t skip_layers, ib_error_t *err);
 
+/* The Docker Engine's socket: $DOCKER_HOST as unix://PATH, else
+ * /var/run/docker.sock. */
+char *ib_docker_socket_path (void);
+
 extern const struct ib_transport ib_transport_store;
 extern const struct ib_transport ib_transport_docker_daemon;
 extern const struct ib_transport ib_transport_oci;

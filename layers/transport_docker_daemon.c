@@ -20,8 +20,8 @@
 
 #define API "http://docker/v1.41"
 
-static char *
-socket_path (void)
+char *
+ib_docker_socket_path (void)
 {
   const char *host = getenv ("DOCKER_HOST");
   if (host && strncmp (host, "unix://", 7) == 0)
@@ -56,7 +56,7 @@ on_data (char *p, size_t size, size_t n, void *data)
 static int
 request (const char *path, const char *upload, struct sink *k, long *status, ib_error_t *err)
 {
-  cleanup_free char *sock = socket_path ();
+  cleanup_free char *sock = ib_docker_socket_path ();
   cleanup_free char *url = ib_xasprintf ("%s%s", API, path);
   CURL *c = curl_easy_init ();
   if (c == NULL)

@@ -214,6 +214,22 @@ ib_read_file (const char *path, size_t max, char **out, size_t *len, ib_error_t 
   return 0;
 }
 
+char *
+ib_find_in_path (const char *name, const char *default_path)
+{
+  const char *path = getenv ("PATH");
+  cleanup_free char *copy = ib_xstrdup (path ? path : default_path);
+  char *save = NULL;
+  for (char *d = strtok_r (copy, ":", &save); d; d = strtok_r (NULL, ":", &save))
+    {
+      char *p = ib_path_join (d, name);
+      if (access (p, X_OK) == 0)
+        return p;
+      free (p);
+    }
+  return NULL;
+}
+
 static int
 remove_one (const char *p, const struct stat *st, int flag, struct FTW *ftw)
 {

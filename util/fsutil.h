@@ -27,6 +27,9 @@ int ib_write_all (int fd, const void *buf, size_t len, const char *what, ib_erro
 ssize_t ib_read_full (int fd, void *buf, size_t len);
 /* "a" + "/" + "b", without doubling slashes.  Never fails (aborts on OOM). */
 char *ib_path_join (const char *a, const char *b);
+/* NAME as an executable in a folder of $PATH (or of DEFAULT_PATH when
+ * $PATH is unset); NULL when there is none. */
+char *ib_find_in_path (const char *name, const char *default_path);
 /* Remove a tree (used for temporary folders only). */
 int ib_remove_tree (const char *path, ib_error_t *err);
 void *ib_xmalloc (size_t n);
