@@ -19,6 +19,7 @@
 
 #include "../layers/fsview.h"
 #include "../layers/image.h"
+#include "../layers/registry.h"
 #include "../layers/store.h"
 #include "../layers/tarlayer.h"
 #include "definition.h"
@@ -32,6 +33,7 @@ struct ib_build_options
   const char *platform;  /* OS/ARCH */
   char *const *outputs;  /* references to write the image to after the tag */
   size_t n_outputs;
+  struct ib_remote_options remote; /* registries: TLS, credentials */
   bool json;
   bool quiet;
   enum

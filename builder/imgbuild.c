@@ -38,7 +38,18 @@ static const char usage[] =
     "                          ~/.local/share/imgbuild/store)\n"
     "      --platform OS/ARCH  the platform to take from a multi-platform base\n"
     "      --output REF        after tagging, also write the image to REF\n"
-    "                          (oci:DIR[:NAME:TAG], docker-archive:FILE); repeatable\n"
+    "                          (oci:DIR[:NAME:TAG], docker-archive:FILE,\n"
+    "                          docker://HOST/REPO:TAG, ...); repeatable\n"
+    "      --push docker://HOST[:PORT]/REPO[:TAG]\n"
+    "                          after tagging, push the image to a registry: only\n"
+    "                          the blobs it lacks (base layers from the same\n"
+    "                          registry are mounted), the provenance, the manifest,\n"
+    "                          the tag last; repeatable\n"
+    "      --tls-verify=false  accept a registry's untrusted TLS certificate, or\n"
+    "                          plain HTTP (loopback registries may always speak\n"
+    "                          plain HTTP)\n"
+    "      --authfile FILE     registry credentials (auths.HOST.auth), instead of\n"
+    "                          $REGISTRY_AUTH_FILE or ~/.docker/config.json\n"
     "      --smoke=MODE        the GPU smoke test in the built container: auto (run\n"
     "                          it when this machine has GPUs, else say that it\n"
     "                          skipped; the default), required (no tag without a\n"
@@ -52,7 +63,13 @@ static const char usage[] =
     "  -V, --version           the version\n"
     "\n"
     "References: NAME:TAG (the store, else the Docker Engine), oci:DIR[:NAME:TAG],\n"
-    "  docker-archive:FILE[:NAME:TAG], docker-daemon:NAME:TAG, scratch.\n"
+    "  docker-archive:FILE[:NAME:TAG], docker-daemon:NAME:TAG,\n"
+    "  docker://HOST[:PORT]/REPO[:TAG|@DIGEST], scratch.\n"
+    "\n"
+    "Registries: retries with backoff on 429, 5xx and broken connections\n"
+    "  (IMGBUILD_REGISTRY_ATTEMPTS, default 5); a transfer that moves no byte for\n"
+    "  IMGBUILD_REGISTRY_STALL_S seconds (default 60) is broken; blobs larger\n"
+    "  than IMGBUILD_REGISTRY_CHUNK_SIZE bytes (default 64 MiB) go up in chunks.\n"
     "\n"
     "On success stdout has one line: NAME:TAG MANIFEST-DIGEST.\n"
     "\n"
@@ -96,7 +113,10 @@ parse_args (int argc, char **argv, struct cli *c)
     OPT_JSON,
     OPT_BUILD_ARG,
     OPT_SMOKE,
-    OPT_LOAD
+    OPT_LOAD,
+    OPT_PUSH,
+    OPT_TLS_VERIFY,
+    OPT_AUTHFILE,
   };
   static const struct option longopts[] = {
     { "file", required_argument, NULL, 'f' },         { "tag", required_argument, NULL, 't' },
@@ -104,7 +124,8 @@ parse_args (int argc, char **argv, struct cli *c)
     { "platform", required_argument, NULL, OPT_PLATFORM }, { "output", required_argument, NULL, OPT_OUTPUT },
     { "build-arg", required_argument, NULL, OPT_BUILD_ARG }, { "json", no_argument, NULL, OPT_JSON },
     { "smoke", required_argument, NULL, OPT_SMOKE },
-    { "load", no_argument, NULL, OPT_LOAD },
+    { "load", no_argument, NULL, OPT_LOAD },           { "push", required_argument, NULL, OPT_PUSH },
+    { "tls-verify", required_argument, NULL, OPT_TLS_VERIFY }, { "authfile", required_argument, NULL, OPT_AUTHFILE },
     { "quiet", no_argument, NULL, 'q' },              { "help", no_argument, NULL, 'h' },
     { "version", no_argument, NULL, 'V' },            { NULL, 0, NULL, 0 },
   };
@@ -121,6 +142,22 @@ parse_args (int argc, char **argv, struct cli *c)
       case OPT_BUILD_ARG: push_arg (&c->build_args, &c->n_build_args, optarg); break;
       case OPT_JSON: c->opt.json = true; break;
       case OPT_LOAD: c->load = true; break;
+      case OPT_PUSH:
+        if (strncmp (optarg, "docker://", 9) != 0)
+          {
+            fprintf (stderr, "imgbuild: --push takes docker://HOST/REPO[:TAG], not `%s`\n", optarg);
+            return -1;
+          }
+        push_arg (&c->outputs, &c->n_outputs, optarg);
+        break;
+      case OPT_AUTHFILE: c->opt.remote.auth_file = optarg; break;
+      case OPT_TLS_VERIFY:
+        if (ib_parse_tls_verify (optarg, &c->opt.remote) < 0)
+          {
+            fprintf (stderr, "imgbuild: --tls-verify is true or false, not `%s`\n", optarg);
+            return -1;
+          }
+        break;
       case OPT_SMOKE:
         if (strcmp (optarg, "auto") == 0)
           c->opt.smoke = IB_SMOKE_AUTO;

@@ -37,7 +37,9 @@ static const char usage[] =
     "and prebaked kernels' digests), and the gates of its definition (symbols,\n"
     "kernels; the GPU smoke test with --smoke).  The definition is the one\n"
     "recorded in the image's provenance, or --definition DIR.\n"
-    "REF: NAME:TAG (the store), oci:DIR[:NAME:TAG], docker-archive:FILE.\n"
+    "REF: NAME:TAG (the store), oci:DIR[:NAME:TAG], docker-archive:FILE,\n"
+    "  docker-daemon:NAME:TAG, docker://HOST[:PORT]/REPO[:TAG|@DIGEST] (pulled\n"
+    "  into the store first, each blob checked as it streams).\n"
     "\n"
     "  --definition DIR          check against this definition (its sources'\n"
     "                            digests, its gates)\n"
@@ -68,6 +70,11 @@ static const char usage[] =
     "                            read-only) inside image REF with runc, the GPUs\n"
     "                            injected with --gpus; exits with its status\n"
 
+    "  --tls-verify=false        accept a registry's untrusted TLS certificate,\n"
+    "                            or plain HTTP (loopback registries may always\n"
+    "                            speak plain HTTP)\n"
+    "  --authfile FILE           registry credentials (auths.HOST.auth), instead\n"
+    "                            of $REGISTRY_AUTH_FILE or ~/.docker/config.json\n"
     "  --json                    machine-readable output\n"
     "  -h, --help                this text\n"
     "\n"
@@ -158,7 +165,8 @@ kernels_of_files (int n, char **files, bool json)
 /* GPU code in the files of an image that match GLOBS (default: shared
  * objects, cubins, fatbins), read out of its layers through the store. */
 static int
-kernels_of_image (const char *store_path, const char *ref, int n_globs, char **globs, bool json)
+kernels_of_image (const char *store_path, const struct ib_remote_options *remote, const char *ref, int n_globs,
+                  char **globs, bool json)
 {
   static char *defaults[] = { "*.so", "*.so.*", "*.cubin", "*.fatbin" };
   if (n_globs == 0)
@@ -176,7 +184,7 @@ kernels_of_image (const char *store_path, const char *ref, int n_globs, char **g
   struct ib_cuda_file **code = NULL;
   int r = ib_store_open (root, &s, &err);
   if (r == 0)
-    r = ib_image_pull (s, ref, NULL, &img, &err);
+    r = ib_image_pull (s, ref, NULL, remote, &img, &err);
   if (r == 0)
     r = ib_fsview_of_image (s, img, &view, &err);
   for (int g = 0; r == 0 && g < n_globs; g++)
@@ -229,7 +237,8 @@ kernels_of_image (const char *store_path, const char *ref, int n_globs, char **g
 /* Run PROGRAM (from this machine) inside the image REF with a real runtime,
  * GPUs injected when asked: the smoke gate's runner, by hand. */
 static int
-run_in_image (const char *store_path, const char *ref, bool gpus, int argc, char **argv)
+run_in_image (const char *store_path, const struct ib_remote_options *remote, const char *ref, bool gpus, int argc,
+              char **argv)
 {
   ib_error_t err = NULL;
   cleanup_free char *root = ib_store_default_path (store_path);
@@ -237,7 +246,7 @@ run_in_image (const char *store_path, const char *ref, bool gpus, int argc, char
   struct ib_image *img = NULL;
   int r = ib_store_open (root, &s, &err);
   if (r == 0)
-    r = ib_image_pull (s, ref, NULL, &img, &err);
+    r = ib_image_pull (s, ref, NULL, remote, &img, &err);
   cleanup_free char *target = NULL;
   struct ib_run_result res = { 0 };
   if (r == 0)
@@ -266,6 +275,7 @@ struct verify_opts
   const char *store, *definition;
   bool smoke, json;
   int jobs;
+  struct ib_remote_options remote;
 };
 
 /* The overlay files and prebaked outputs that the provenance lists, against
@@ -347,7 +357,7 @@ verify_image (const char *ref, const struct verify_opts *vo)
   cJSON *prov = NULL;
   int r = ib_store_open (root, &b.store, &err);
   if (r == 0)
-    r = ib_image_pull (b.store, ref, NULL, &b.image, &err);
+    r = ib_image_pull (b.store, ref, NULL, &vo->remote, &b.image, &err);
   if (r == 0)
     {
       cJSON_AddStringToObject (doc, "manifest", b.image->manifest.digest.s);
@@ -512,6 +522,8 @@ main (int argc, char **argv)
     OPT_SMOKE,
     OPT_JOBS,
     OPT_STORE_DIR,
+    OPT_TLS_VERIFY,
+    OPT_AUTHFILE,
   };
   static const struct option longopts[] = {
     { "python-symbols", no_argument, NULL, OPT_PY },
@@ -524,6 +536,8 @@ main (int argc, char **argv)
     { "jobs", required_argument, NULL, OPT_JOBS },
     { "run", required_argument, NULL, OPT_RUN },
     { "gpus", no_argument, NULL, OPT_GPUS },
+    { "tls-verify", required_argument, NULL, OPT_TLS_VERIFY },
+    { "authfile", required_argument, NULL, OPT_AUTHFILE },
     { "help", no_argument, NULL, 'h' },
     { NULL, 0, NULL, 0 },
   };
@@ -545,6 +559,14 @@ main (int argc, char **argv)
       case OPT_JOBS: vo.jobs = atoi (optarg); break;
       case OPT_RUN: run = optarg; break;
       case OPT_GPUS: gpus = true; break;
+      case OPT_AUTHFILE: vo.remote.auth_file = optarg; break;
+      case OPT_TLS_VERIFY:
+        if (ib_parse_tls_verify (optarg, &vo.remote) < 0)
+          {
+            fprintf (stderr, "imgverify: --tls-verify is true or false, not `%s`\n", optarg);
+            return IB_EUSAGE;
+          }
+        break;
       case 'h': fputs (usage, stdout); return 0;
       default: fputs (usage, stderr); return IB_EUSAGE;
       }
@@ -553,7 +575,7 @@ main (int argc, char **argv)
   vo.store = store;
   vo.json = json;
   if (run && optind < argc)
-    return run_in_image (store, run, gpus, argc - optind, argv + optind);
+    return run_in_image (store, &vo.remote, run, gpus, argc - optind, argv + optind);
   if (whole_store && optind == argc)
     return verify_store (&vo);
   if (!py && !kernels && !run && optind + 1 == argc)
@@ -562,7 +584,7 @@ main (int argc, char **argv)
   if (kernels && optind < argc && stat (argv[optind], &st) == 0 && !S_ISDIR (st.st_mode))
     return kernels_of_files (argc - optind, argv + optind, json);
   if (kernels && optind < argc)
-    return kernels_of_image (store, argv[optind], argc - optind - 1, argv + optind + 1, json);
+    return kernels_of_image (store, &vo.remote, argv[optind], argc - optind - 1, argv + optind + 1, json);
   fputs (usage, stderr);
   return IB_EUSAGE;
 }

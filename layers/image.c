@@ -8,7 +8,7 @@
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
 
-#define MAX_MANIFEST_SIZE (4u << 20)
+
 #define MAX_CONFIG_SIZE (32u << 20)
 
 /* Platform fields are short; a longer one is cut, never overflows. */
@@ -135,64 +135,73 @@ parse_config (struct ib_image *img, ib_error_t *err)
 }
 
 int
+ib_manifest_parse (const struct ib_descriptor *desc, const char *text, size_t len, const struct ib_platform *platform,
+                   struct ib_descriptor *next, struct ib_image **img, ib_error_t *err)
+{
+  *img = NULL;
+  memset (next, 0, sizeof (*next));
+  cJSON *m = cJSON_ParseWithLength (text, len);
+  if (m == NULL)
+    return ib_error (err, IB_EINTEGRITY, "manifest %s is not valid JSON", desc->digest.s);
+  const cJSON *mt = cJSON_GetObjectItemCaseSensitive (m, "mediaType");
+  const char *media = cJSON_IsString (mt) ? mt->valuestring : desc->media_type;
+  bool is_index = (media && (strcmp (media, IB_MT_OCI_INDEX) == 0 || strcmp (media, IB_MT_DOCKER_LIST) == 0))
+                  || (!media && cJSON_GetObjectItemCaseSensitive (m, "manifests"));
+  int r;
+  if (is_index)
+    r = choose_from_index (m, platform, next, err);
+  else
+    {
+      struct ib_image *i = ib_xcalloc (1, sizeof (*i));
+      ib_descriptor_copy (&i->manifest, desc);
+      if (i->manifest.media_type == NULL)
+        i->manifest.media_type = ib_xstrdup (media ? media : IB_MT_OCI_MANIFEST);
+      r = parse_manifest (i, m, err);
+      if (r < 0)
+        ib_image_free (i);
+      else
+        *img = i;
+    }
+  cJSON_Delete (m);
+  return r;
+}
+
+int
 ib_image_load (struct ib_store *s, const struct ib_descriptor *desc, const struct ib_platform *platform,
                struct ib_image **out, ib_error_t *err)
 {
   struct ib_descriptor cur;
   ib_descriptor_copy (&cur, desc);
-  for (int depth = 0;; depth++)
+  struct ib_image *img = NULL;
+  for (int depth = 0; img == NULL; depth++)
     {
       cleanup_free char *text = NULL;
       size_t len;
-      if (ib_store_read_blob (s, &cur.digest, MAX_MANIFEST_SIZE, &text, &len, err) < 0)
-        {
-          ib_descriptor_clear (&cur);
-          return -1;
-        }
-      cJSON *m = cJSON_ParseWithLength (text, len);
-      if (m == NULL)
-        {
-          ib_error (err, IB_EINTEGRITY, "manifest %s is not valid JSON", cur.digest.s);
-          ib_descriptor_clear (&cur);
-          return -1;
-        }
-      const cJSON *mt = cJSON_GetObjectItemCaseSensitive (m, "mediaType");
-      const char *media = cJSON_IsString (mt) ? mt->valuestring : cur.media_type;
-      bool is_index = (media && (strcmp (media, IB_MT_OCI_INDEX) == 0 || strcmp (media, IB_MT_DOCKER_LIST) == 0))
-                      || (!media && cJSON_GetObjectItemCaseSensitive (m, "manifests"));
-      if (is_index)
-        {
-          struct ib_descriptor next;
-          int r = depth > 2 ? ib_error (err, IB_EINTEGRITY, "image index nests too deep")
-                            : choose_from_index (m, platform, &next, err);
-          cJSON_Delete (m);
-          ib_descriptor_clear (&cur);
-          if (r < 0)
-            return -1;
-          cur = next;
-          continue;
-        }
-      struct ib_image *img = ib_xcalloc (1, sizeof (*img));
-      img->manifest = cur;
-      if (img->manifest.media_type == NULL)
-        img->manifest.media_type = ib_xstrdup (media ? media : IB_MT_OCI_MANIFEST);
-      int r = parse_manifest (img, m, err);
-      cJSON_Delete (m);
-      cleanup_free char *cfg = NULL;
+      struct ib_descriptor next;
+      int r = depth > 2 ? ib_error (err, IB_EINTEGRITY, "image index nests too deep")
+                        : ib_store_read_blob (s, &cur.digest, IB_MAX_MANIFEST_SIZE, &text, &len, err);
       if (r == 0)
-        r = ib_store_read_blob (s, &img->config.digest, MAX_CONFIG_SIZE, &cfg, &len, err);
-      if (r == 0 && (img->config_json = cJSON_ParseWithLength (cfg, len)) == NULL)
-        r = ib_error (err, IB_EINTEGRITY, "config %s is not valid JSON", img->config.digest.s);
-      if (r == 0)
-        r = parse_config (img, err);
+        r = ib_manifest_parse (&cur, text, len, platform, &next, &img, err);
+      ib_descriptor_clear (&cur);
       if (r < 0)
-        {
-          ib_image_free (img);
-          return -1;
-        }
-      *out = img;
-      return 0;
+        return -1;
+      cur = next;
     }
+  ib_descriptor_clear (&cur);
+  cleanup_free char *cfg = NULL;
+  size_t len;
+  int r = ib_store_read_blob (s, &img->config.digest, MAX_CONFIG_SIZE, &cfg, &len, err);
+  if (r == 0 && (img->config_json = cJSON_ParseWithLength (cfg, len)) == NULL)
+    r = ib_error (err, IB_EINTEGRITY, "config %s is not valid JSON", img->config.digest.s);
+  if (r == 0)
+    r = parse_config (img, err);
+  if (r < 0)
+    {
+      ib_image_free (img);
+      return -1;
+    }
+  *out = img;
+  return 0;
 }
 
 struct ib_image *

@@ -33,6 +33,15 @@ void ib_platform_host (struct ib_platform *out);
  * the only one, else the host's) is DESC, from the store. */
 int ib_image_load (struct ib_store *s, const struct ib_descriptor *desc, const struct ib_platform *platform,
                    struct ib_image **out, ib_error_t *err);
+/* One step of resolving DESC, whose bytes are TEXT: an index gives in
+ * *NEXT the manifest of PLATFORM (as ib_image_load chooses it) and *IMG
+ * NULL; a manifest gives *IMG with its config and layers, not yet its
+ * config document.  A transport that fetches manifests one by one (a
+ * registry) walks the same steps as the store. */
+int ib_manifest_parse (const struct ib_descriptor *desc, const char *text, size_t len, const struct ib_platform *platform,
+                       struct ib_descriptor *next, struct ib_image **img, ib_error_t *err);
+#define IB_MAX_MANIFEST_SIZE (4u << 20)
+
 /* The empty image of `FROM scratch`. */
 struct ib_image *ib_image_scratch (const struct ib_platform *platform);
 void ib_image_free (struct ib_image *img);

@@ -64,7 +64,7 @@ ib_ref_parse (const char *s, struct ib_ref *out, ib_error_t *err)
       out->location = ib_xstrdup (s + 14);
     }
   else if (strncmp (s, "docker://", 9) == 0)
-    return ib_error (err, IB_EUSAGE, "`%s`: the registry transport is not built yet", s);
+    return ib_registry_ref_parse (s, out, err);
   else if (strchr (s, ':') && !strchr (s, '/'))
     {
       out->kind = IB_REF_STORE;
@@ -73,7 +73,8 @@ ib_ref_parse (const char *s, struct ib_ref *out, ib_error_t *err)
     }
   else
     return ib_error (err, IB_EUSAGE,
-                     "`%s` is not an image reference (NAME:TAG, oci:DIR[:NAME:TAG], docker-archive:FILE, scratch)", s);
+                     "`%s` is not an image reference (NAME:TAG, oci:DIR[:NAME:TAG], docker-archive:FILE, "
+                     "docker-daemon:NAME:TAG, docker://HOST/REPO:TAG, scratch)", s);
   if (out->location && out->location[0] == '\0')
     {
       ib_ref_clear (out);
@@ -113,12 +114,13 @@ ib_image_copy_blobs (const struct ib_store *src, struct ib_store *dst, const str
 }
 
 int
-ib_image_pull (struct ib_store *s, const char *text, const struct ib_platform *platform, struct ib_image **out,
-               ib_error_t *err)
+ib_image_pull (struct ib_store *s, const char *text, const struct ib_platform *platform,
+               const struct ib_remote_options *remote, struct ib_image **out, ib_error_t *err)
 {
   struct ib_ref ref;
   if (ib_ref_parse (text, &ref, err) < 0)
     return -1;
+  ref.remote = remote;
   if (ref.kind == IB_REF_SCRATCH)
     {
       struct ib_platform host;
@@ -136,11 +138,13 @@ ib_image_pull (struct ib_store *s, const char *text, const struct ib_platform *p
 }
 
 int
-ib_image_push (struct ib_store *s, const struct ib_image *img, const char *text, const char *name, ib_error_t *err)
+ib_image_push (struct ib_store *s, const struct ib_image *img, const char *text, const char *name,
+               const struct ib_remote_options *remote, ib_error_t *err)
 {
   struct ib_ref ref;
   if (ib_ref_parse (text, &ref, err) < 0)
     return -1;
+  ref.remote = remote;
   int r = ref.kind == IB_REF_SCRATCH ? ib_error (err, IB_EUSAGE, "cannot write to scratch")
                                      : ref.transport->push (s, img, &ref, name, err);
   ib_ref_clear (&ref);

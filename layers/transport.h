@@ -4,7 +4,7 @@
  *   oci:DIR[:NAME:TAG]       an OCI image layout
  *   docker-archive:FILE[:NAME:TAG]   a `docker save` archive (classic or OCI)
  *   docker-daemon:NAME:TAG   the Docker Engine, over its unix socket
- *   docker://HOST/REPO:TAG   a registry                 (not yet)
+ *   docker://HOST[:PORT]/REPO[:TAG|@DIGEST]   a registry
  *   scratch                  the empty image
  * A transport is one small interface with one file per transport:
  * `pull` brings an image's manifest, config and layers into the store,
@@ -13,6 +13,7 @@
 #define IB_TRANSPORT_H
 
 #include "image.h"
+#include "registry.h"
 #include "store.h"
 
 struct ib_ref;
@@ -41,8 +42,9 @@ struct ib_ref
 {
   enum ib_ref_kind kind;
   char *location; /* DIR, FILE, HOST/REPO; NULL for the store */
-  char *name;     /* NAME:TAG, or NULL */
+  char *name;     /* NAME:TAG, or NULL; a registry's TAG or DIGEST */
   const struct ib_transport *transport;
+  const struct ib_remote_options *remote; /* for registries; NULL: defaults */
 };
 
 int ib_ref_parse (const char *s, struct ib_ref *out, ib_error_t *err);
@@ -52,10 +54,10 @@ int ib_check_image_name (const char *name, ib_error_t *err);
 
 /* Resolve REF into the store and load it (scratch gives the empty image of
  * PLATFORM or the host's). */
-int ib_image_pull (struct ib_store *s, const char *ref, const struct ib_platform *platform, struct ib_image **out,
-                   ib_error_t *err);
+int ib_image_pull (struct ib_store *s, const char *ref, const struct ib_platform *platform,
+                   const struct ib_remote_options *remote, struct ib_image **out, ib_error_t *err);
 int ib_image_push (struct ib_store *s, const struct ib_image *img, const char *ref, const char *name,
-                   ib_error_t *err);
+                   const struct ib_remote_options *remote, ib_error_t *err);
 /* Copy the manifest, config and layers of IMG (loaded from SRC) to DST. */
 int ib_image_copy_blobs (const struct ib_store *src, struct ib_store *dst, const struct ib_image *img,
                          ib_error_t *err);
@@ -76,5 +78,11 @@ extern const struct ib_transport ib_transport_store;
 extern const struct ib_transport ib_transport_docker_daemon;
 extern const struct ib_transport ib_transport_oci;
 extern const struct ib_transport ib_transport_docker_archive;
+extern const struct ib_transport ib_transport_registry;
+
+/* docker://HOST[:PORT]/REPO[:TAG|@DIGEST] into OUT: LOCATION is HOST/REPO
+ * (Docker Hub's names completed as Docker does), NAME the tag (default
+ * latest) or digest. */
+int ib_registry_ref_parse (const char *s, struct ib_ref *out, ib_error_t *err);
 
 #endif

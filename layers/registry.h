@@ -1,0 +1,65 @@
+/* A client of one repository on a registry, per the OCI distribution spec
+ * (what `docker://HOST[:PORT]/REPO` names), over libcurl.
+ *
+ * Every call authenticates as the registry asks (anonymous, Basic, or a
+ * Bearer token from the realm its WWW-Authenticate names, fetched again when
+ * a request needs a scope the token lacks, such as pull on another
+ * repository for a mount) and retries with backoff on 429, 5xx and broken
+ * connections.  Credentials come from the auth file only and never appear
+ * in a message.  Blobs stream through the store's blob writer, which checks
+ * their digest and size; nothing large is held in memory. */
+#ifndef IB_REGISTRY_H
+#define IB_REGISTRY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "descriptor.h"
+#include "store.h"
+
+/* What the command line says about remote transports. */
+struct ib_remote_options
+{
+  bool tls_verify_off; /* --tls-verify=false: also allows plain HTTP */
+  const char *auth_file; /* --authfile; else $REGISTRY_AUTH_FILE, else Docker's config.json */
+};
+
+/* "true"/"false" of --tls-verify=BOOL into OPT. */
+int ib_parse_tls_verify (const char *arg, struct ib_remote_options *opt);
+
+/* Bytes and blobs moved by one client: the tests and the report count them. */
+struct ib_registry_stats
+{
+  uint64_t bytes_down, bytes_up;
+  unsigned blobs_fetched, blobs_uploaded, blobs_mounted, blobs_present, retries;
+};
+
+struct ib_registry;
+
+/* HOST is "name[:port]"; REPO a repository path.  PUSH asks for push access
+ * as well as pull. */
+int ib_registry_open (const char *host, const char *repo, bool push, const struct ib_remote_options *opt,
+                      struct ib_registry **out, ib_error_t *err);
+void ib_registry_free (struct ib_registry *r);
+const struct ib_registry_stats *ib_registry_stats (const struct ib_registry *r);
+
+/* A manifest or index by tag or digest: its exact bytes, media type and
+ * digest.  A digest reference (and a Docker-Content-Digest header) must
+ * match the bytes.  IB_ENOTFOUND when the registry has none. */
+int ib_registry_get_manifest (struct ib_registry *r, const char *reference, char **body, size_t *len,
+                              char **media_type, ib_digest *digest, ib_error_t *err);
+/* Fetch the blob D into the store, verified while it streams. */
+int ib_registry_fetch_blob (struct ib_registry *r, struct ib_store *s, const struct ib_descriptor *d,
+                            ib_error_t *err);
+/* Make the repository hold the store's blob D: nothing when it has it
+ * (HEAD), a cross-repository mount from MOUNT_FROM (a repository on the same
+ * registry) when given and the registry agrees, else an upload: monolithic up
+ * to the chunk size, chunked above it, resumed where the registry says it
+ * stopped when a chunk fails. */
+int ib_registry_push_blob (struct ib_registry *r, struct ib_store *s, const struct ib_descriptor *d,
+                           const char *mount_from, ib_error_t *err);
+/* PUT a manifest under REFERENCE (a tag or its digest). */
+int ib_registry_put_manifest (struct ib_registry *r, const char *reference, const char *media_type,
+                              const char *body, size_t len, ib_error_t *err);
+
+#endif

@@ -1,0 +1,385 @@
+/* One HTTP exchange with a registry: the curl handle kept per client (so
+ * its connections are reused), the retry policy, and where response bodies
+ * go.  Why retry here: a registry behind a load balancer answers 502/503
+ * while it restarts, 429 when it throttles, and drops connections; a push
+ * of a large image must survive all three. */
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../util/cleanup.h"
+#include "../util/fsutil.h"
+#include "registry_http.h"
+
+void
+ib_http_call_clear (struct ib_http_call *c)
+{
+  free (c->url);
+  free (c->content_range);
+  free (c->buf);
+  free (c->location);
+  free (c->content_digest);
+  free (c->range);
+  free (c->www_auth);
+  free (c->content_type_got);
+  if (c->writer)
+    ib_blob_writer_abort (c->writer);
+  ib_error_release (&c->writer_err);
+  memset (c, 0, sizeof (*c));
+}
+
+char *
+ib_registry_url (const struct ib_registry *r, const char *fmt, ...)
+{
+  va_list ap;
+  va_start (ap, fmt);
+  cleanup_free char *rest = ib_xvasprintf (fmt, ap);
+  va_end (ap);
+  return ib_xasprintf ("%s://%s/v2/%s/%s", r->scheme, r->api_host, r->repo, rest);
+}
+
+static void
+reset_response (struct ib_http_call *c)
+{
+  c->status = 0;
+  c->retry_after = 0;
+  free (c->location), c->location = NULL;
+  free (c->content_digest), c->content_digest = NULL;
+  free (c->range), c->range = NULL;
+  free (c->www_auth), c->www_auth = NULL;
+  free (c->content_type_got), c->content_type_got = NULL;
+  free (c->buf), c->buf = NULL;
+  c->len = 0;
+}
+
+/* A header's value, trimmed, when LINE is that header. */
+static char *
+header_value (const char *line, size_t len, const char *name)
+{
+  size_t n = strlen (name);
+  if (len <= n || strncasecmp (line, name, n) != 0 || line[n] != ':')
+    return NULL;
+  const char *v = line + n + 1, *end = line + len;
+  while (v < end && isspace ((unsigned char) *v))
+    v++;
+  while (end > v && isspace ((unsigned char) end[-1]))
+    end--;
+  return strndup (v, (size_t) (end - v));
+}
+
+static void
+keep (char **slot, char *value)
+{
+  if (value)
+    {
+      free (*slot);
+      *slot = value;
+    }
+}
+
+static size_t
+on_header (char *p, size_t size, size_t n, void *data)
+{
+  struct ib_http_call *c = data;
+  size_t len = size * n;
+  /* Each response of a redirect chain starts with its status line. */
+  if (len > 5 && strncmp (p, "HTTP/", 5) == 0)
+    {
+      reset_response (c);
+      const char *sp = memchr (p, ' ', len);
+      c->status = sp ? strtol (sp + 1, NULL, 10) : 0;
+      return len;
+    }
+  keep (&c->location, header_value (p, len, "Location"));
+  keep (&c->content_digest, header_value (p, len, "Docker-Content-Digest"));
+  keep (&c->range, header_value (p, len, "Range"));
+  keep (&c->content_type_got, header_value (p, len, "Content-Type"));
+  char *auth = header_value (p, len, "WWW-Authenticate");
+  /* Bearer first: a registry may offer Basic beside it. */
+  if (auth && (c->www_auth == NULL || strncasecmp (auth, "Bearer", 6) == 0))
+    keep (&c->www_auth, auth);
+  else
+    free (auth);
+  cleanup_free char *ra = header_value (p, len, "Retry-After");
+  if (ra)
+    c->retry_after = atof (ra);
+  return len;
+}
+
+struct data_sink
+{
+  struct ib_registry *r;
+  struct ib_http_call *c;
+};
+
+static size_t
+on_data (char *p, size_t size, size_t n, void *data)
+{
+  struct data_sink *k = data;
+  struct ib_http_call *c = k->c;
+  size_t len = size * n;
+  k->r->stats.bytes_down += len;
+  if (c->writer && c->status == 200)
+    {
+      /* A registry that sends more than the descriptor says is not let
+       * fill the disk. */
+      if (ib_blob_writer_write (c->writer, p, len, &c->writer_err) < 0)
+        return 0;
+      c->len += len;
+      if (c->len > c->blob->size)
+        {
+          ib_error (&c->writer_err, IB_EINTEGRITY, "blob %s: the registry sent more than its %llu bytes",
+                    c->blob->digest.s, (unsigned long long) c->blob->size);
+          return 0;
+        }
+      return len;
+    }
+  size_t max = c->max ? c->max : 65536;
+  if (c->len + len > max)
+    {
+      ib_error (&c->writer_err, IB_EINTEGRITY, "%s %s: response larger than %zu bytes", c->method, c->url, max);
+      return 0;
+    }
+  c->buf = ib_xrealloc (c->buf, c->len + len + 1);
+  memcpy (c->buf + c->len, p, len);
+  c->len += len;
+  c->buf[c->len] = '\0';
+  return len;
+}
+
+static size_t
+on_read (char *p, size_t size, size_t n, void *data)
+{
+  struct ib_http_call *c = data;
+  struct ib_http_body *b = &c->body;
+  size_t want = size * n;
+  if (want > b->len - b->done)
+    want = (size_t) (b->len - b->done);
+  if (want == 0)
+    return 0;
+  if (b->buf)
+    memcpy (p, b->buf + b->done, want);
+  else
+    {
+      ssize_t got = pread (b->fd, p, want, (off_t) (b->off + b->done));
+      if (got <= 0)
+        return CURL_READFUNC_ABORT;
+      want = (size_t) got;
+    }
+  b->done += want;
+  return want;
+}
+
+static CURLcode
+perform_once (struct ib_registry *r, struct ib_http_call *c)
+{
+  CURL *h = r->curl;
+  curl_easy_reset (h);
+  reset_response (c);
+  c->body.done = 0;
+  curl_easy_setopt (h, CURLOPT_URL, c->url);
+  curl_easy_setopt (h, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt (h, CURLOPT_CONNECTTIMEOUT, 30L);
+  curl_easy_setopt (h, CURLOPT_LOW_SPEED_LIMIT, 1L);
+  curl_easy_setopt (h, CURLOPT_LOW_SPEED_TIME, r->stall_s);
+  curl_easy_setopt (h, CURLOPT_SSL_VERIFYPEER, r->tls_verify ? 1L : 0L);
+  curl_easy_setopt (h, CURLOPT_SSL_VERIFYHOST, r->tls_verify ? 2L : 0L);
+  curl_easy_setopt (h, CURLOPT_HEADERFUNCTION, on_header);
+  curl_easy_setopt (h, CURLOPT_HEADERDATA, c);
+  struct data_sink sink = { r, c };
+  curl_easy_setopt (h, CURLOPT_WRITEFUNCTION, on_data);
+  curl_easy_setopt (h, CURLOPT_WRITEDATA, &sink);
+  if (strcmp (c->method, "GET") == 0)
+    {
+      /* Blob storage behind a registry answers with redirects; curl does
+       * not send our Authorization header to another host. */
+      curl_easy_setopt (h, CURLOPT_FOLLOWLOCATION, 1L);
+      curl_easy_setopt (h, CURLOPT_MAXREDIRS, 5L);
+    }
+  else if (strcmp (c->method, "HEAD") == 0)
+    curl_easy_setopt (h, CURLOPT_NOBODY, 1L);
+  else if (strcmp (c->method, "POST") == 0 && !c->has_body)
+    {
+      curl_easy_setopt (h, CURLOPT_POST, 1L);
+      curl_easy_setopt (h, CURLOPT_POSTFIELDS, "");
+      curl_easy_setopt (h, CURLOPT_POSTFIELDSIZE, 0L);
+    }
+  else
+    {
+      curl_easy_setopt (h, CURLOPT_UPLOAD, 1L);
+      curl_easy_setopt (h, CURLOPT_CUSTOMREQUEST, c->method);
+      curl_easy_setopt (h, CURLOPT_READFUNCTION, on_read);
+      curl_easy_setopt (h, CURLOPT_READDATA, c);
+      curl_easy_setopt (h, CURLOPT_INFILESIZE_LARGE, (curl_off_t) (c->has_body ? c->body.len : 0));
+    }
+  struct curl_slist *hs = NULL;
+  cleanup_free char *accept = c->accept ? ib_xasprintf ("Accept: %s", c->accept) : NULL;
+  cleanup_free char *ctype = c->content_type ? ib_xasprintf ("Content-Type: %s", c->content_type) : NULL;
+  cleanup_free char *crange = c->content_range ? ib_xasprintf ("Content-Range: %s", c->content_range) : NULL;
+  cleanup_free char *auth = ib_registry_auth_header (r);
+  const char *lines[] = { accept, ctype, crange, auth, "Expect:", "User-Agent: imgbuild" };
+  for (size_t i = 0; i < sizeof (lines) / sizeof (lines[0]); i++)
+    if (lines[i])
+      hs = curl_slist_append (hs, lines[i]);
+  curl_easy_setopt (h, CURLOPT_HTTPHEADER, hs);
+  CURLcode rc = curl_easy_perform (h);
+  curl_slist_free_all (hs);
+  r->stats.bytes_up += c->body.done;
+  /* The header's secret does not outlive the request. */
+  if (auth)
+    memset (auth, 0, strlen (auth));
+  return rc;
+}
+
+static bool
+retryable_curl (CURLcode rc)
+{
+  switch (rc)
+    {
+    case CURLE_COULDNT_CONNECT:
+    case CURLE_SEND_ERROR:
+    case CURLE_RECV_ERROR:
+    case CURLE_GOT_NOTHING:
+    case CURLE_PARTIAL_FILE:
+    case CURLE_OPERATION_TIMEDOUT:
+    case CURLE_HTTP2:
+    case CURLE_HTTP2_STREAM:
+      return true;
+    default:
+      return false;
+    }
+}
+
+static bool
+retryable_status (long status)
+{
+  return status == 429 || status == 500 || status == 502 || status == 503 || status == 504;
+}
+
+void
+ib_registry_backoff (struct ib_registry *r, unsigned attempt, double retry_after)
+{
+  double s = 0.25 * (double) (1u << (attempt < 6 ? attempt : 6));
+  if (retry_after > s)
+    s = retry_after < 30 ? retry_after : 30;
+  r->stats.retries++;
+  struct timespec ts = { (time_t) s, (long) ((s - floor (s)) * 1e9) };
+  while (nanosleep (&ts, &ts) < 0 && errno == EINTR)
+    ;
+}
+
+/* The path of a URL, for messages (never its query: upload URLs carry
+ * state). */
+static char *
+url_path (const char *url)
+{
+  const char *p = strstr (url, "://");
+  p = p ? strchr (p + 3, '/') : NULL;
+  if (p == NULL)
+    return ib_xstrdup (url);
+  return strndup (p, strcspn (p, "?"));
+}
+
+/* A fresh blob writer for a download that starts over. */
+static int
+restart_sink (struct ib_http_call *c, ib_error_t *err)
+{
+  if (c->store == NULL)
+    return 0;
+  if (c->writer)
+    ib_blob_writer_abort (c->writer);
+  c->writer = NULL;
+  return ib_blob_writer_new (c->store, &c->writer, err);
+}
+
+int
+ib_registry_do (struct ib_registry *r, struct ib_http_call *c, ib_error_t *err)
+{
+  unsigned auth_rounds = 0;
+  for (unsigned attempt = 1;; attempt++)
+    {
+      if (restart_sink (c, err) < 0)
+        return -1;
+      ib_error_release (&c->writer_err);
+      c->attempts = attempt;
+      CURLcode rc = perform_once (r, c);
+      if (c->writer_err)
+        {
+          *err = c->writer_err;
+          c->writer_err = NULL;
+          return -1;
+        }
+      bool again = attempt < r->max_attempts && c->replayable;
+      if (rc != CURLE_OK)
+        {
+          if (retryable_curl (rc) && again)
+            {
+              ib_registry_backoff (r, attempt, 0);
+              continue;
+            }
+          cleanup_free char *path = url_path (c->url);
+          if (rc == CURLE_PEER_FAILED_VERIFICATION || rc == CURLE_SSL_CACERT_BADFILE)
+            return ib_error (err, IB_EENV, "registry %s: its TLS certificate is not trusted (%s); "
+                             "--tls-verify=false accepts it", r->host, curl_easy_strerror (rc));
+          return ib_error (err, IB_EENV, "registry %s: %s %s: %s (gave up after %u attempt%s)", r->host, c->method,
+                           path, curl_easy_strerror (rc), attempt, attempt == 1 ? "" : "s");
+        }
+      if (c->status == 401 && c->www_auth && auth_rounds++ < 3)
+        {
+          bool retry = false;
+          if (ib_registry_auth_challenge (r, c->www_auth, &retry, err) < 0)
+            return -1;
+          if (retry)
+            {
+              attempt--;
+              continue;
+            }
+        }
+      if (retryable_status (c->status) && again)
+        {
+          ib_registry_backoff (r, attempt, c->retry_after);
+          continue;
+        }
+      return 0;
+    }
+}
+
+/* The codes of a registry's JSON error body: {"errors":[{"code":..}]}. */
+static char *
+error_codes (const char *body)
+{
+  cJSON *j = body ? cJSON_Parse (body) : NULL;
+  const cJSON *list = cJSON_GetObjectItemCaseSensitive (j, "errors"), *e;
+  char *out = NULL;
+  cJSON_ArrayForEach (e, list)
+  {
+    const cJSON *code = cJSON_GetObjectItemCaseSensitive (e, "code");
+    const cJSON *msg = cJSON_GetObjectItemCaseSensitive (e, "message");
+    if (!cJSON_IsString (code))
+      continue;
+    char *next = ib_xasprintf ("%s%s%s%s%s", out ? out : "", out ? "; " : "", code->valuestring,
+                               cJSON_IsString (msg) ? ": " : "", cJSON_IsString (msg) ? msg->valuestring : "");
+    free (out);
+    out = next;
+  }
+  cJSON_Delete (j);
+  return out;
+}
+
+int
+ib_registry_status_error (struct ib_registry *r, const struct ib_http_call *c, const char *what, ib_error_t *err)
+{
+  cleanup_free char *path = url_path (c->url);
+  cleanup_free char *codes = error_codes (c->buf);
+  int class = c->status == 404 ? IB_ENOTFOUND : IB_EENV;
+  cleanup_free char *tries = c->attempts > 1 ? ib_xasprintf (", gave up after %u attempts", c->attempts) : NULL;
+  return ib_error (err, class, "registry %s: %s: %s %s: HTTP %ld%s%s%s%s", r->host, what, c->method, path, c->status,
+                   codes ? " (" : "", codes ? codes : "", codes ? ")" : "", tries ? tries : "");
+}

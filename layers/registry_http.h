@@ -1,0 +1,95 @@
+/* Inside the registry client: one HTTP exchange with retries and
+ * authentication (registry_http.c), and the credentials and tokens behind
+ * the Authorization header (registry_auth.c).  Not a public contract. */
+#ifndef IB_REGISTRY_HTTP_H
+#define IB_REGISTRY_HTTP_H
+
+#include <curl/curl.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "registry.h"
+
+#define IB_REGISTRY_MAX_SCOPES 8
+
+struct ib_registry_auth
+{
+  char *basic;        /* base64 "user:pass" from the auth file, or NULL */
+  char *auth_file;    /* where it came from, for messages */
+  char *bearer;       /* the current token, for the scopes below */
+  char *scopes[IB_REGISTRY_MAX_SCOPES];
+  size_t n_scopes;
+  bool use_basic;     /* the registry asked for Basic */
+};
+
+struct ib_registry
+{
+  char *host;     /* "name[:port]" as the user wrote it */
+  char *api_host; /* where the API is: Docker Hub's is not docker.io */
+  char *repo;
+  char *scheme;   /* "https", or "http" where allowed and TLS is not spoken */
+  bool tls_verify;
+  bool allow_http;
+  uint64_t chunk_size;
+  long stall_s;       /* a transfer slower than 1 byte/s for this long is broken */
+  unsigned max_attempts;
+  CURL *curl;         /* one handle: its connections are kept alive */
+  struct ib_registry_auth auth;
+  struct ib_registry_stats stats;
+};
+
+/* A request body: a buffer, or LEN bytes of FD from OFF. */
+struct ib_http_body
+{
+  const char *buf;
+  int fd;
+  uint64_t off, len, done;
+};
+
+struct ib_http_call
+{
+  /* the request */
+  const char *method;
+  char *url;
+  const char *accept, *content_type;
+  char *content_range;
+  struct ib_http_body body;
+  bool has_body;
+  bool replayable;   /* may be sent again as it is after a failure */
+  /* where a response body goes: the store (a blob), or a small buffer */
+  struct ib_store *store;
+  const struct ib_descriptor *blob;
+  struct ib_blob_writer *writer;
+  ib_error_t writer_err;
+  char *buf;
+  size_t len, max;
+  /* the response */
+  long status;
+  char *location, *content_digest, *range, *www_auth, *content_type_got;
+  double retry_after;
+  unsigned attempts; /* how many times it was sent */
+};
+
+void ib_http_call_clear (struct ib_http_call *c);
+/* Send C (authenticating and retrying as needed); 0 with C->status set
+ * whatever the status, -1 when no answer came. */
+int ib_registry_do (struct ib_registry *r, struct ib_http_call *c, ib_error_t *err);
+/* "scheme://api_host/v2/REPO/" + the printf rest. */
+char *ib_registry_url (const struct ib_registry *r, const char *fmt, ...) __attribute__ ((format (printf, 2, 3)));
+/* A readable error for an unexpected status, with the registry's own
+ * error codes when it sent a JSON body. */
+int ib_registry_status_error (struct ib_registry *r, const struct ib_http_call *c, const char *what,
+                              ib_error_t *err);
+void ib_registry_backoff (struct ib_registry *r, unsigned attempt, double retry_after);
+
+int ib_registry_auth_init (struct ib_registry *r, const struct ib_remote_options *opt, ib_error_t *err);
+void ib_registry_auth_clear (struct ib_registry_auth *a);
+/* Add SCOPE ("repository:NAME:ACTIONS") to what the next token asks for. */
+void ib_registry_auth_want (struct ib_registry *r, const char *scope);
+/* Answer a 401's challenge: *RETRY is true when a new Authorization header
+ * is worth a second try. */
+int ib_registry_auth_challenge (struct ib_registry *r, const char *www_authenticate, bool *retry, ib_error_t *err);
+/* The Authorization header line for the next request, or NULL. */
+char *ib_registry_auth_header (const struct ib_registry *r);
+
+#endif

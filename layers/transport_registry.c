@@ -1,0 +1,380 @@
+/* docker://HOST[:PORT]/REPO[:TAG|@DIGEST] — a registry.
+ *
+ * Pulling walks the manifest (an index down to the platform's manifest),
+ * then fetches the config and the layers the store does not have: a blob
+ * is fetched once per store, so a second build over the same base moves
+ * only its manifest.  Each blob pulled is remembered with the repository it
+ * came from (imgbuild/sources/), so that a push to another repository of
+ * the same registry mounts it instead of sending it again.
+ *
+ * Pushing sends the blobs the repository lacks, the provenance artifact
+ * (by digest, with the referrers tag `sha256-HEX` that the distribution
+ * spec defines for registries without the referrers API), the manifest by
+ * digest, and only then the tag: a tag never names a manifest the
+ * registry could not serve whole. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../util/cleanup.h"
+#include "../util/fsutil.h"
+#include "registry.h"
+#include "transport.h"
+
+#define MAX_CONFIG_SIZE (32u << 20)
+
+static bool
+valid_repo (const char *repo)
+{
+  if (*repo == '\0' || *repo == '/' || repo[strlen (repo) - 1] == '/' || strstr (repo, "//"))
+    return false;
+  for (const char *c = repo; *c; c++)
+    if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || strchr ("._-/", *c)))
+      return false;
+  return true;
+}
+
+static bool
+valid_tag (const char *tag)
+{
+  size_t n = strlen (tag);
+  if (n == 0 || n > 128 || tag[0] == '.' || tag[0] == '-')
+    return false;
+  return strspn (tag, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") == n;
+}
+
+int
+ib_registry_ref_parse (const char *s, struct ib_ref *out, ib_error_t *err)
+{
+  const char *rest = s + strlen ("docker://");
+  cleanup_free char *copy = ib_xstrdup (rest);
+  char *at = strchr (copy, '@');
+  char *slash = strchr (copy, '/');
+  char *reference = NULL;
+  if (at)
+    {
+      *at = '\0';
+      if (ib_digest_check (at + 1, err) < 0)
+        return ib_error_wrap (err, "`%s`", s);
+      reference = at + 1;
+    }
+  else
+    {
+      char *colon = strrchr (copy, ':');
+      if (colon && (slash == NULL || colon > strrchr (copy, '/')))
+        {
+          *colon = '\0';
+          reference = colon + 1;
+          if (!valid_tag (reference))
+            return ib_error (err, IB_EUSAGE, "`%s`: `%s` is not a tag", s, reference);
+        }
+    }
+  /* The first component is a host when it looks like one, as in Docker;
+   * else the name is on Docker Hub. */
+  slash = strchr (copy, '/');
+  bool has_host = slash && (memchr (copy, '.', (size_t) (slash - copy)) || memchr (copy, ':', (size_t) (slash - copy))
+                            || strncmp (copy, "localhost/", 10) == 0);
+  cleanup_free char *host = has_host ? strndup (copy, (size_t) (slash - copy)) : ib_xstrdup ("docker.io");
+  const char *repo = has_host ? slash + 1 : copy;
+  cleanup_free char *full = !has_host && strchr (repo, '/') == NULL ? ib_xasprintf ("library/%s", repo)
+                                                                      : ib_xstrdup (repo);
+  if (!valid_repo (full) || *host == '\0')
+    return ib_error (err, IB_EUSAGE, "`%s` is not docker://HOST[:PORT]/REPO[:TAG|@DIGEST] (a repository is "
+                     "lowercase letters, digits and ._-/)", s);
+  out->kind = IB_REF_REGISTRY;
+  out->transport = &ib_transport_registry;
+  out->location = ib_xasprintf ("%s/%s", host, full);
+  out->name = ib_xstrdup (reference ? reference : "latest");
+  return 0;
+}
+
+/* HOST/REPO → the two parts. */
+static void
+split (const char *location, char **host, char **repo)
+{
+  const char *slash = strchr (location, '/');
+  *host = strndup (location, (size_t) (slash - location));
+  *repo = ib_xstrdup (slash + 1);
+}
+
+static int
+open_registry (const struct ib_ref *ref, bool push, struct ib_registry **out, ib_error_t *err)
+{
+  cleanup_free char *host = NULL, *repo = NULL;
+  split (ref->location, &host, &repo);
+  return ib_registry_open (host, repo, push, ref->remote, out, err);
+}
+
+/* Where a blob came from: "HOST/REPO", kept to mount it later. */
+static void
+remember_source (struct ib_store *s, const ib_digest *d, const char *location)
+{
+  cleanup_free char *dir = NULL;
+  if (ib_store_cache_dir (s, "sources", &dir, NULL) < 0)
+    return;
+  cleanup_free char *path = ib_path_join (dir, ib_digest_hex (d->s));
+  ib_write_cache_file (path, location, strlen (location), NULL);
+}
+
+/* The repository of the same registry that a blob came from, if any. */
+static char *
+source_repo (struct ib_store *s, const ib_digest *d, const char *host)
+{
+  cleanup_free char *dir = NULL, *text = NULL;
+  size_t len;
+  if (ib_store_cache_dir (s, "sources", &dir, NULL) < 0)
+    return NULL;
+  cleanup_free char *path = ib_path_join (dir, ib_digest_hex (d->s));
+  if (ib_read_file (path, 4096, &text, &len, NULL) < 0)
+    return NULL;
+  size_t n = strlen (host);
+  if (strncmp (text, host, n) != 0 || text[n] != '/' || !valid_repo (text + n + 1))
+    return NULL;
+  return ib_xstrdup (text + n + 1);
+}
+
+/* Fetch a manifest into the store by REFERENCE; OUT describes it. */
+static int
+fetch_manifest (struct ib_registry *reg, struct ib_store *s, const char *reference, struct ib_descriptor *out,
+                char **text, size_t *len, ib_error_t *err)
+{
+  cleanup_free char *media = NULL;
+  ib_digest got;
+  if (ib_registry_get_manifest (reg, reference, text, len, &media, &got, err) < 0)
+    return -1;
+  ib_digest stored;
+  if (ib_store_put_blob (s, *text, *len, &stored, err) < 0)
+    return -1;
+  out->digest = got;
+  out->size = *len;
+  out->media_type = media && *media ? ib_xstrdup (media) : NULL;
+  return 0;
+}
+
+/* An artifact's config and layers (of any media type). */
+static int
+fetch_artifact_blobs (struct ib_registry *reg, struct ib_store *s, const struct ib_descriptor *d, const char *text,
+                      size_t len, ib_error_t *err)
+{
+  cJSON *j = cJSON_ParseWithLength (text, len);
+  if (j == NULL)
+    return ib_error (err, IB_EINTEGRITY, "manifest %s is not valid JSON", d->digest.s);
+  const cJSON *layers = cJSON_GetObjectItemCaseSensitive (j, "layers"), *l;
+  struct ib_descriptor b = { 0 };
+  int rc = ib_descriptor_from_json (cJSON_GetObjectItemCaseSensitive (j, "config"), &b, err);
+  if (rc == 0)
+    rc = ib_registry_fetch_blob (reg, s, &b, err);
+  ib_descriptor_clear (&b);
+  cJSON_ArrayForEach (l, layers)
+  {
+    if (rc == 0)
+      rc = ib_descriptor_from_json (l, &b, err);
+    if (rc == 0)
+      rc = ib_registry_fetch_blob (reg, s, &b, err);
+    ib_descriptor_clear (&b);
+  }
+  cJSON_Delete (j);
+  return rc;
+}
+
+/* The provenance of MANIFEST, found through the referrers tag. */
+static int
+pull_referrer (struct ib_registry *reg, struct ib_store *s, const struct ib_descriptor *manifest, ib_error_t *err)
+{
+  cleanup_free char *tag = ib_xasprintf ("sha256-%s", ib_digest_hex (manifest->digest.s));
+  cleanup_free char *text = NULL;
+  size_t len;
+  struct ib_descriptor index = { 0 };
+  ib_error_t e = NULL;
+  if (fetch_manifest (reg, s, tag, &index, &text, &len, &e) < 0)
+    {
+      bool none = e->class == IB_ENOTFOUND;
+      ib_descriptor_clear (&index);
+      if (none)
+        {
+          ib_error_release (&e);
+          return 0;
+        }
+      *err = e;
+      return -1;
+    }
+  ib_descriptor_clear (&index);
+  cJSON *j = cJSON_ParseWithLength (text, len);
+  const cJSON *m;
+  int rc = 0;
+  cJSON_ArrayForEach (m, cJSON_GetObjectItemCaseSensitive (j, "manifests"))
+  {
+    const cJSON *at = cJSON_GetObjectItemCaseSensitive (m, "artifactType");
+    if (!cJSON_IsString (at) || strcmp (at->valuestring, IB_MT_PROVENANCE) != 0)
+      continue;
+    struct ib_descriptor listed = { 0 }, ref = { 0 };
+    cleanup_free char *body = NULL;
+    size_t blen;
+    rc = ib_descriptor_from_json (m, &listed, err);
+    if (rc == 0)
+      rc = fetch_manifest (reg, s, listed.digest.s, &ref, &body, &blen, err);
+    ib_descriptor_clear (&listed);
+    if (rc == 0)
+      rc = fetch_artifact_blobs (reg, s, &ref, body, blen, err);
+    if (rc == 0)
+      rc = ib_store_tag (s, NULL, manifest, &ref, err);
+    ib_descriptor_clear (&ref);
+    break;
+  }
+  cJSON_Delete (j);
+  return rc < 0 ? ib_error_wrap (err, "provenance") : 0;
+}
+
+static int
+registry_pull (struct ib_store *s, const struct ib_ref *ref, const struct ib_platform *platform,
+               struct ib_descriptor *manifest, ib_error_t *err)
+{
+  struct ib_registry *reg;
+  if (open_registry (ref, false, &reg, err) < 0)
+    return -1;
+  struct ib_descriptor cur = { 0 };
+  struct ib_image *img = NULL;
+  cleanup_free char *reference = ib_xstrdup (ref->name);
+  int rc = 0;
+  for (int depth = 0; rc == 0 && img == NULL; depth++)
+    {
+      cleanup_free char *text = NULL;
+      size_t len;
+      struct ib_descriptor next;
+      ib_descriptor_clear (&cur);
+      rc = depth > 2 ? ib_error (err, IB_EINTEGRITY, "image index nests too deep")
+                     : fetch_manifest (reg, s, reference, &cur, &text, &len, err);
+      if (rc == 0 && depth == 0)
+        ib_descriptor_copy (manifest, &cur);
+      if (rc == 0)
+        rc = ib_manifest_parse (&cur, text, len, platform, &next, &img, err);
+      if (rc == 0 && img == NULL)
+        {
+          free (reference);
+          reference = ib_xstrdup (next.digest.s);
+          ib_descriptor_clear (&next);
+        }
+    }
+  uint64_t before = ib_registry_stats (reg)->bytes_down;
+  if (rc == 0)
+    rc = ib_registry_fetch_blob (reg, s, &img->config, err);
+  for (size_t i = 0; rc == 0 && i < img->n_layers; i++)
+    {
+      rc = ib_registry_fetch_blob (reg, s, &img->layers[i], err);
+      if (rc == 0)
+        remember_source (s, &img->layers[i].digest, ref->location);
+    }
+  unsigned fetched = ib_registry_stats (reg)->blobs_fetched;
+  uint64_t bytes = ib_registry_stats (reg)->bytes_down - before;
+  if (rc == 0)
+    {
+      remember_source (s, &img->config.digest, ref->location);
+      rc = pull_referrer (reg, s, &img->manifest, err);
+    }
+  if (rc == 0)
+    fprintf (stderr, "imgbuild: pulled docker://%s:%s: %u blob%s fetched (%llu bytes), %zu already in the store\n",
+             ref->location, ref->name, fetched, fetched == 1 ? "" : "s", (unsigned long long) bytes,
+             img->n_layers + 1 - fetched);
+  if (rc < 0)
+    ib_descriptor_clear (manifest);
+  ib_descriptor_clear (&cur);
+  ib_image_free (img);
+  ib_registry_free (reg);
+  return rc;
+}
+
+static int
+push_one (struct ib_registry *reg, struct ib_store *s, const struct ib_descriptor *d, const char *host,
+          const char *location, ib_error_t *err)
+{
+  cleanup_free char *from = source_repo (s, &d->digest, host);
+  if (ib_registry_push_blob (reg, s, d, from, err) < 0)
+    return -1;
+  remember_source (s, &d->digest, location);
+  return 0;
+}
+
+static int
+put_manifest_blob (struct ib_registry *reg, struct ib_store *s, const struct ib_descriptor *d, const char *reference,
+                   ib_error_t *err)
+{
+  cleanup_free char *text = NULL;
+  size_t len;
+  if (ib_store_read_blob (s, &d->digest, IB_MAX_MANIFEST_SIZE, &text, &len, err) < 0)
+    return -1;
+  const char *mt = d->media_type ? d->media_type : IB_MT_OCI_MANIFEST;
+  return ib_registry_put_manifest (reg, reference ? reference : d->digest.s, mt, text, len, err);
+}
+
+/* The provenance artifact, and the referrers tag that lists it. */
+static int
+push_referrer (struct ib_registry *reg, struct ib_store *s, const struct ib_image *img, const char *host,
+               const char *location, ib_error_t *err)
+{
+  struct ib_descriptor *blobs = NULL;
+  size_t n = 0;
+  if (ib_store_referrer_blobs (s, &img->manifest.digest, &blobs, &n, err) < 0)
+    return -1;
+  int rc = 0;
+  for (size_t i = 1; rc == 0 && i < n; i++)
+    rc = push_one (reg, s, &blobs[i], host, location, err);
+  if (rc == 0 && n > 0)
+    rc = put_manifest_blob (reg, s, &blobs[0], NULL, err);
+  if (rc == 0 && n > 0)
+    {
+      cJSON *index = cJSON_CreateObject ();
+      cJSON_AddNumberToObject (index, "schemaVersion", 2);
+      cJSON_AddStringToObject (index, "mediaType", IB_MT_OCI_INDEX);
+      cJSON *entry = ib_descriptor_to_json (&blobs[0]);
+      cJSON_AddStringToObject (entry, "artifactType", IB_MT_PROVENANCE);
+      cJSON_AddItemToArray (cJSON_AddArrayToObject (index, "manifests"), entry);
+      cleanup_free char *text = cJSON_PrintUnformatted (index);
+      cJSON_Delete (index);
+      cleanup_free char *tag = ib_xasprintf ("sha256-%s", ib_digest_hex (img->manifest.digest.s));
+      rc = ib_registry_put_manifest (reg, tag, IB_MT_OCI_INDEX, text, strlen (text), err);
+    }
+  for (size_t i = 0; i < n; i++)
+    ib_descriptor_clear (&blobs[i]);
+  free (blobs);
+  return rc < 0 ? ib_error_wrap (err, "provenance") : 0;
+}
+
+static int
+registry_push (struct ib_store *s, const struct ib_image *img, const struct ib_ref *ref, const char *name,
+               ib_error_t *err)
+{
+  (void) name;
+  bool by_digest = strncmp (ref->name, "sha256:", 7) == 0;
+  if (by_digest && strcmp (ref->name, img->manifest.digest.s) != 0)
+    return ib_error (err, IB_EUSAGE, "the image is %s; it cannot be pushed as @%s", img->manifest.digest.s,
+                     ref->name);
+  struct ib_registry *reg;
+  if (open_registry (ref, true, &reg, err) < 0)
+    return -1;
+  cleanup_free char *host = NULL, *repo = NULL;
+  split (ref->location, &host, &repo);
+  int rc = push_one (reg, s, &img->config, host, ref->location, err);
+  for (size_t i = 0; rc == 0 && i < img->n_layers; i++)
+    rc = push_one (reg, s, &img->layers[i], host, ref->location, err);
+  if (rc == 0)
+    rc = push_referrer (reg, s, img, host, ref->location, err);
+  if (rc == 0)
+    rc = put_manifest_blob (reg, s, &img->manifest, NULL, err);
+  /* The tag last. */
+  if (rc == 0 && !by_digest)
+    rc = put_manifest_blob (reg, s, &img->manifest, ref->name, err);
+  if (rc == 0)
+    {
+      const struct ib_registry_stats *st = ib_registry_stats (reg);
+      fprintf (stderr,
+               "imgbuild: pushed docker://%s:%s: %u blob%s uploaded (%llu bytes), %u mounted, %u already there, "
+               "%u retr%s\n",
+               ref->location, ref->name, st->blobs_uploaded, st->blobs_uploaded == 1 ? "" : "s",
+               (unsigned long long) st->bytes_up, st->blobs_mounted, st->blobs_present, st->retries,
+               st->retries == 1 ? "y" : "ies");
+    }
+  ib_registry_free (reg);
+  return rc;
+}
+
+const struct ib_transport ib_transport_registry = { "docker://", registry_pull, registry_push };
