@@ -307,5 +307,5 @@ ib_build_run (const struct ib_definition *def, const struct ib_build_options *op
       free (text);
     }
   build_clear (&b);
-  return r < 0 ? ib_error_wrap (err, "build %s", def->name) : 0;
+  return r < 0 ? ib_error_wrap (err, "build %s", opt->name ? opt->name : def->name) : 0;
 }

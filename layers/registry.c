@@ -57,7 +57,7 @@ ping (struct ib_registry *r, ib_error_t *err)
       c.url = ib_xasprintf ("%s://%s/v2/", r->scheme, r->api_host);
       ib_error_t e = NULL;
       int rc = ib_registry_do (r, &c, &e);
-      if (rc < 0 && r->allow_http && strcmp (r->scheme, "https") == 0 && strstr (e->msg, "SSL"))
+      if (rc < 0 && r->allow_http && strcmp (r->scheme, "https") == 0 && c.curl_code == CURLE_SSL_CONNECT_ERROR)
         {
           ib_error_release (&e);
           ib_http_call_clear (&c);

@@ -309,7 +309,7 @@ ib_registry_do (struct ib_registry *r, struct ib_http_call *c, ib_error_t *err)
         return -1;
       ib_error_release (&c->writer_err);
       c->attempts = attempt;
-      CURLcode rc = perform_once (r, c);
+      CURLcode rc = c->curl_code = perform_once (r, c);
       if (c->writer_err)
         {
           *err = c->writer_err;
@@ -378,8 +378,7 @@ ib_registry_status_error (struct ib_registry *r, const struct ib_http_call *c, c
 {
   cleanup_free char *path = url_path (c->url);
   cleanup_free char *codes = error_codes (c->buf);
-  int class = c->status == 404 ? IB_ENOTFOUND : IB_EENV;
   cleanup_free char *tries = c->attempts > 1 ? ib_xasprintf (", gave up after %u attempts", c->attempts) : NULL;
-  return ib_error (err, class, "registry %s: %s: %s %s: HTTP %ld%s%s%s%s", r->host, what, c->method, path, c->status,
+  return ib_error (err, IB_EENV, "registry %s: %s: %s %s: HTTP %ld%s%s%s%s", r->host, what, c->method, path, c->status,
                    codes ? " (" : "", codes ? codes : "", codes ? ")" : "", tries ? tries : "");
 }

@@ -68,6 +68,7 @@ struct ib_http_call
   char *location, *content_digest, *range, *www_auth, *content_type_got;
   double retry_after;
   unsigned attempts; /* how many times it was sent */
+  CURLcode curl_code; /* of the last attempt */
 };
 
 void ib_http_call_clear (struct ib_http_call *c);

@@ -38,6 +38,7 @@ run_test() {
     "$name"
   ) >"$dir/log" 2>&1
   rc=$?
+  services_stop "$dir"
   if [ "$rc" = 0 ]; then
     T_PASS=$((T_PASS + 1))
     echo "ok $name"
@@ -126,6 +127,101 @@ docker_stop() {
   kill -9 "$pid" 2>/dev/null || true
   # vfs leaves plain folders; containerd's shims are children of dockerd.
   rm -rf "$T_TOP/dd" "$T_TOP/de" 2>/dev/null || true
+}
+
+# Services a test starts (registries, proxies, token services) run in the
+# background with their pids in the test's folder; the runner stops them
+# when the test ends, whatever its result.
+service() { # LOG CMD...
+  local log=$1
+  shift
+  setsid "$@" >>"$log" 2>&1 &
+  echo $! >>"$PWD/service.pids"
+}
+
+services_stop() {
+  [ -f "$1/service.pids" ] || return 0
+  local pid
+  while read -r pid; do kill "$pid" 2>/dev/null || true; done <"$1/service.pids"
+  rm -f "$1/service.pids"
+}
+
+free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+wait_for_file() {
+  for _ in $(seq 1 100); do [ -s "$1" ] && return 0; sleep 0.1; done
+  echo "no $1" >&2
+  return 1
+}
+
+# A self-signed certificate for 127.0.0.1 in DIR (cert.pem, key.pem).
+make_cert() {
+  openssl req -x509 -newkey rsa:2048 -nodes -keyout "$1/key.pem" -out "$1/cert.pem" -days 2 \
+    -subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 2>/dev/null
+}
+
+# registry_start [open|basic|token|tls]: Debian's docker-registry on loopback,
+# data in ./registry-MODE; sets REG=127.0.0.1:PORT.  basic and token accept
+# user ci with password $REG_PASSWORD; token uses tests/registry/token_server.py
+# (its requests are logged to ./registry-token/token.jsonl).
+REG_PASSWORD=s3cret-Pa55word
+registry_start() {
+  local mode=${1:-open} dir=$PWD/registry-${1:-open} port scheme=http
+  mkdir -p "$dir"
+  port=$(free_port)
+  {
+    echo "version: 0.1"
+    echo "log: {level: info, accesslog: {disabled: false}}"
+    echo "storage: {filesystem: {rootdirectory: $dir/data}, delete: {enabled: true}}"
+    echo "http:"
+    echo "  addr: 127.0.0.1:$port"
+    case $mode in
+      tls)
+        make_cert "$dir"
+        echo "  tls: {certificate: $dir/cert.pem, key: $dir/key.pem}"
+        scheme=https ;;
+      basic)
+        htpasswd -Bbn ci "$REG_PASSWORD" >"$dir/htpasswd"
+        echo "auth: {htpasswd: {realm: imgbuild-test, path: $dir/htpasswd}}" ;;
+      token)
+        make_cert "$dir"
+        service "$dir/token.log" python3 "$ROOT/tests/registry/token_server.py" "$dir/token.port" \
+          "$dir/key.pem" "$dir/cert.pem" imgbuild-test-issuer ci "$REG_PASSWORD" "$dir/token.jsonl"
+        wait_for_file "$dir/token.port"
+        echo "auth: {token: {realm: \"http://127.0.0.1:$(cat "$dir/token.port")/token\", service: imgbuild-test,"
+        echo "  issuer: imgbuild-test-issuer, rootcertbundle: $dir/cert.pem}}" ;;
+    esac
+  } >"$dir/config.yml"
+  service "$dir/registry.log" docker-registry serve "$dir/config.yml"
+  for _ in $(seq 1 100); do
+    curl -sk -o /dev/null "$scheme://127.0.0.1:$port/v2/" && break
+    sleep 0.1
+  done
+  REG=127.0.0.1:$port
+}
+
+# proxy_start: tests/registry/proxy.py in front of $REG; sets PROXY; every
+# request is logged to ./proxy.jsonl; faults come from ./faults.
+proxy_start() {
+  rm -f proxy.port
+  service proxy.log python3 "$ROOT/tests/registry/proxy.py" "$PWD/proxy.port" "${REG#*:}" "$PWD/proxy.jsonl" \
+    "$PWD/faults"
+  wait_for_file proxy.port
+  PROXY=127.0.0.1:$(cat proxy.port)
+}
+
+# auth_file FILE HOST USER PASSWORD: Docker's config.json format.
+auth_file() {
+  jq -n --arg h "$2" --arg a "$(printf '%s:%s' "$3" "$4" | base64 -w0)" '{auths: {($h): {auth: $a}}}' >"$1"
+}
+
+# push_base: the stand-in base into the registry $REG (skopeo, as a user
+# would), with the credentials for basic/token registries.
+push_base() {
+  skopeo copy -q --dest-tls-verify=false ${1:+--dest-creds "$1"} "oci:$IMGBUILD_STORE:dsv41-flash-b12x:local" \
+    "docker://$REG/dsv41-flash-b12x:local"
 }
 
 finish() {

@@ -1,0 +1,242 @@
+# The registry transport (issue "Registry and Docker Engine transports"):
+# Debian's docker-registry on loopback (open, htpasswd Basic, Bearer tokens
+# from tests/registry/token_server.py, TLS), a counting and fault-injecting
+# proxy in front of it (tests/registry/proxy.py), skopeo and dockerd to
+# judge what was pushed.
+
+# Sum of a jq selection over the proxy's log.
+proxied() { jq -s "$1" proxy.jsonl; }
+
+t_registry_thin_push_and_pull_counted() {
+  build_base
+  registry_start open
+  proxy_start
+  push_base
+  local base_layers
+  base_layers=$(skopeo inspect --raw "oci:$IMGBUILD_STORE:dsv41-flash-b12x:local" | jq -c '[.layers[].digest]')
+  # A store that has never seen the base: it comes from the registry.
+  IMGBUILD_STORE=$PWD/fresh "$IB" --json --from "docker://$PROXY/dsv41-flash-b12x:local" dsv41-flash-dcp2 \
+    --push "docker://$PROXY/dsv41-flash-dcp2:1" >report.json 2>err.txt
+  cat err.txt
+  digest=$(jq -r .manifest report.json)
+  # Each base layer was downloaded once, whole.
+  for d in $(echo "$base_layers" | jq -r '.[]'); do
+    [ "$(proxied "[.[] | select(.method == \"GET\" and (.path | endswith(\"/blobs/$d\")))] | length")" = 1 ]
+  done
+  # The push: base layers mounted from the base's repository, never sent;
+  # the bytes sent are exactly the new blobs (overlay and prebake layers,
+  # config, provenance) plus the manifests.
+  nbase=$(echo "$base_layers" | jq length)
+  [ "$(proxied '[.[] | select(.method == "POST" and (.query | test("mount=")) and .status == 201)] | length')" = "$nbase" ]
+  for d in $(echo "$base_layers" | jq -r '.[]'); do
+    [ "$(proxied "[.[] | select((.method == \"PUT\" or .method == \"PATCH\") and (.query | contains(\"$d\")))] | length")" = 0 ]
+  done
+  skopeo inspect --raw "oci:$PWD/fresh:dsv41-flash-dcp2:local" >m.json
+  new=$(jq --argjson n "$nbase" '[.config.size, .layers[$n:][].size] | add' m.json)
+  prov=$(jq -r --arg d "$digest" '.manifests[] | select(.annotations["vnd.imgbuild.subject"] == $d) | .digest' \
+    "$PWD/fresh/index.json")
+  provblobs=$(jq '[.config.size, .layers[].size] | add' "$PWD/fresh/blobs/sha256/${prov#sha256:}")
+  sent=$(proxied '[.[] | select((.method == "PUT" or .method == "PATCH") and (.path | contains("/blobs/uploads/"))) | .up] | add')
+  echo "blob bytes sent $sent; new blobs $new + provenance $provblobs"
+  [ "$sent" = $((new + provblobs)) ]
+  grep -q "pushed docker://$PROXY/dsv41-flash-dcp2:1: 5 blobs uploaded .* $nbase mounted" err.txt
+  # The tag went last.
+  [ "$(proxied '[.[] | select(.method == "PUT")] | last | .path')" = '"/v2/dsv41-flash-dcp2/manifests/1"' ]
+  # skopeo sees it; a copy back to an OCI layout has the same manifest digest.
+  [ "$(skopeo inspect --tls-verify=false "docker://$PROXY/dsv41-flash-dcp2:1" | jq -r .Digest)" = "$digest" ]
+  skopeo copy -q --src-tls-verify=false "docker://$REG/dsv41-flash-dcp2:1" oci:back:x
+  [ "sha256:$(skopeo inspect --raw oci:back:x | sha256sum | cut -d' ' -f1)" = "$digest" ]
+  # A second build over the same base moves no base byte.
+  : >proxy.jsonl
+  IMGBUILD_STORE=$PWD/fresh "$IB" -q --from "docker://$PROXY/dsv41-flash-b12x:local" dsv41-flash-dcp2 -t again:1 \
+    --push "docker://$PROXY/dsv41-flash-dcp2:2" >/dev/null
+  [ "$(proxied '[.[] | select(.method == "GET" and (.path | contains("/blobs/")))] | length')" = 0 ]
+  [ "$(proxied '[.[] | select(.method == "GET") | .down] | add')" -lt 65536 ]
+  # imgverify reads it back from the registry, provenance included.
+  IMGBUILD_STORE=$PWD/v "$IV" --json "docker://$REG/dsv41-flash-dcp2:1" >v.json
+  jq -e '.status == "pass" and (.gates[] | select(.name == "provenance") | .status == "pass")' v.json
+}
+
+t_registry_image_runs_in_docker() {
+  build_base
+  docker_start
+  registry_start open
+  push_base
+  "$IB" -q --from "docker://$REG/dsv41-flash-b12x:local" dsv41-flash-dcp2 --push "docker://$REG/dcp2:run" >out.txt
+  # Docker pulls from a loopback registry over plain HTTP, as we do.
+  $D pull -q "$REG/dcp2:run" >/dev/null
+  [ "$($D image inspect "$REG/dcp2:run" | jq -r '.[0].RepoDigests[0]')" = "$REG/dcp2@$(cut -d' ' -f2 out.txt)" ]
+  $D run --rm --network none "$REG/dcp2:run" cat "$SITE/vllm/v1/worker/cp_utils.py" |
+    cmp - "$ROOT/images/dsv41-flash-dcp2/files/cp_utils.py"
+  $D rmi -f "$REG/dcp2:run" >/dev/null
+}
+
+t_registry_basic_auth() {
+  build_base
+  registry_start basic
+  push_base "ci:$REG_PASSWORD"
+  auth_file auth.json "$REG" ci "$REG_PASSWORD"
+  "$IB" -q --authfile auth.json --from "docker://$REG/dsv41-flash-b12x:local" dsv41-flash-dcp2 \
+    --push "docker://$REG/dcp2:basic" >out.txt
+  [ "$(skopeo inspect --tls-verify=false --creds "ci:$REG_PASSWORD" "docker://$REG/dcp2:basic" | jq -r .Digest)" = \
+    "$(cut -d' ' -f2 out.txt)" ]
+  # The same credentials through $REGISTRY_AUTH_FILE.
+  REGISTRY_AUTH_FILE=$PWD/auth.json "$IV" -q "docker://$REG/dcp2:basic" 2>/dev/null || true
+  REGISTRY_AUTH_FILE=$PWD/auth.json "$IB" -q --smoke=off --from "docker://$REG/dcp2:basic" dsv41-flash-dcp2 \
+    -t over:1 >/dev/null
+  # A wrong password: the message names the registry, never the secret.
+  auth_file bad.json "$REG" ci wrong-Secret-42
+  expect_fail 8 "registry $REG refused the credentials for $REG from .*bad.json" \
+    "$IB" --authfile bad.json --from "docker://$REG/dsv41-flash-b12x:local" dsv41-flash-dcp2 -t x:1
+  refute grep -q -e wrong-Secret-42 -e "$(printf ci:wrong-Secret-42 | base64 -w0)" stderr.txt stdout.txt
+  # No credentials at all.
+  HOME=$PWD/nohome expect_fail 8 "registry $REG asks for credentials and none are known" \
+    "$IB" --from "docker://$REG/dsv41-flash-b12x:local" dsv41-flash-dcp2 -t x:1
+}
+
+t_registry_bearer_tokens_and_scoped_mount() {
+  build_base
+  registry_start token
+  push_base "ci:$REG_PASSWORD"
+  auth_file auth.json "$REG" ci "$REG_PASSWORD"
+  : >registry-token/token.jsonl
+  "$IB" --authfile auth.json --from "docker://$REG/dsv41-flash-b12x:local" dsv41-flash-dcp2 \
+    --push "docker://$REG/team/dcp2:tok" >out.txt 2>err.txt
+  grep -q "1 mounted" err.txt
+  # The pull asked for pull on the base; the push for push on its own
+  # repository, and the mount for a token that also carries pull on the
+  # base's repository.
+  jq -se 'map(.scopes) | any(index("repository:dsv41-flash-b12x:pull"))' registry-token/token.jsonl
+  jq -se 'map(.scopes) | any(index("repository:team/dcp2:pull,push") and index("repository:dsv41-flash-b12x:pull"))' \
+    registry-token/token.jsonl
+  [ "$(skopeo inspect --tls-verify=false --creds "ci:$REG_PASSWORD" "docker://$REG/team/dcp2:tok" | jq -r .Digest)" = \
+    "$(cut -d' ' -f2 out.txt)" ]
+  # The token service refuses a wrong password; nothing leaks.
+  auth_file bad.json "$REG" ci wrong-Secret-42
+  expect_fail 8 "registry $REG refused the credentials for $REG from .*bad.json.* at its token service" \
+    "$IB" --authfile bad.json --from "docker://$REG/dsv41-flash-b12x:local" dsv41-flash-dcp2 -t x:1
+  refute grep -q -e wrong-Secret-42 -e "$(printf ci:wrong-Secret-42 | base64 -w0)" stderr.txt stdout.txt
+}
+
+t_registry_tls_verified_by_default() {
+  build_base
+  registry_start tls
+  push_base
+  expect_fail 8 "registry $REG: its TLS certificate is not trusted .* --tls-verify=false" \
+    "$IB" --from "docker://$REG/dsv41-flash-b12x:local" dsv41-flash-dcp2 -t x:1
+  "$IB" -q --tls-verify=false --from "docker://$REG/dsv41-flash-b12x:local" dsv41-flash-dcp2 \
+    --push "docker://$REG/dcp2:tls" >/dev/null
+  skopeo inspect --tls-verify=false "docker://$REG/dcp2:tls" >/dev/null
+}
+
+t_registry_push_survives_faults() {
+  build_base
+  registry_start open
+  push_base
+  proxy_start
+  # A 503 on an upload's start, a 500 on a manifest, a connection dropped
+  # in the middle of a chunk, a slow answer, and one that stalls past
+  # IMGBUILD_REGISTRY_STALL_S.
+  cat >faults <<'R'
+POST /blobs/uploads/$ status:503 1
+PUT /manifests/ status:500 1
+PATCH /blobs/uploads/ drop 2
+HEAD /blobs/ slow:1 2
+GET /manifests/ slow:8 1
+R
+  IMGBUILD_REGISTRY_CHUNK_SIZE=4096 IMGBUILD_REGISTRY_STALL_S=2 "$IB" --smoke=off \
+    --from "docker://$PROXY/dsv41-flash-b12x:local" dsv41-flash-dcp2 --push "docker://$PROXY/dcp2:faults" \
+    >out.txt 2>err.txt
+  grep pushed err.txt
+  proxied 'map(.fault // "none") | group_by(.) | map({(.[0]): length}) | add'
+  for f in status:503 status:500 drop slow:1 slow:8; do
+    [ "$(proxied "[.[] | select(.fault == \"$f\")] | length")" -ge 1 ]
+  done
+  # Chunked (4 KiB chunks), and whole: skopeo checks every digest.
+  [ "$(proxied '[.[] | select(.method == "PATCH" and .status == 202)] | length')" -gt 3 ]
+  [ "$(skopeo inspect --tls-verify=false "docker://$REG/dcp2:faults" | jq -r .Digest)" = "$(cut -d' ' -f2 out.txt)" ]
+  skopeo copy -q --src-tls-verify=false "docker://$REG/dcp2:faults" oci:back:x
+}
+
+# Every tag of the registry names a manifest whose blobs are all there.
+all_tags_whole() {
+  local repo tag
+  for repo in $(curl -s "http://$REG/v2/_catalog" | jq -r '.repositories[]'); do
+    for tag in $(curl -s "http://$REG/v2/$repo/tags/list" | jq -r '.tags // [] | .[]'); do
+      rm -rf whole
+      skopeo copy -q --src-tls-verify=false "docker://$REG/$repo:$tag" oci:whole:x
+    done
+  done
+}
+
+t_registry_gives_up_clearly_and_tags_nothing() {
+  build_base
+  registry_start open
+  push_base
+  proxy_start
+  echo 'PUT /manifests/ status:500 1000' >faults
+  IMGBUILD_REGISTRY_ATTEMPTS=3 expect_fail 8 \
+    "registry $PROXY: put manifest: PUT /v2/dcp2/manifests/sha256:[0-9a-f]{64}: HTTP 500 \(UNAVAILABLE: .*\), gave up after 3 attempts" \
+    "$IB" --from "docker://$PROXY/dsv41-flash-b12x:local" dsv41-flash-dcp2 --push "docker://$PROXY/dcp2:1"
+  refute skopeo inspect --tls-verify=false "docker://$REG/dcp2:1"
+  # Every chunk dropped: the upload gives up; still no tag.
+  printf 'PATCH /blobs/uploads/ drop 1000\n' >faults
+  IMGBUILD_REGISTRY_ATTEMPTS=2 IMGBUILD_REGISTRY_CHUNK_SIZE=4096 expect_fail 8 "upload blob sha256:.*attempts" \
+    "$IB" --from "docker://$PROXY/dsv41-flash-b12x:local" dsv41-flash-dcp2 --push "docker://$PROXY/dcp2:2"
+  refute skopeo inspect --tls-verify=false "docker://$REG/dcp2:2"
+  all_tags_whole
+}
+
+t_registry_nothing_pushed_unless_every_gate_passed() {
+  build_base
+  registry_start open
+  push_base
+  proxy_start
+  # No GPU here: --smoke=required refuses; the registry sees no upload.
+  expect_fail 7 "smoke" "$IB" --smoke=required --from "docker://$PROXY/dsv41-flash-b12x:local" dsv41-flash-dcp2 \
+    --push "docker://$PROXY/dcp2:1"
+  [ "$(proxied '[.[] | select(.method != "GET" and .method != "HEAD")] | length')" = 0 ]
+  refute skopeo inspect --tls-verify=false "docker://$REG/dcp2:1"
+}
+
+t_registry_docker_media_types_index_and_digest() {
+  docker_start
+  registry_start open
+  mkdir r && echo one >r/one && tar -C r -c . | $D import - "$REG/tiny:1" >/dev/null
+  $D push -q "$REG/tiny:1" >/dev/null
+  skopeo inspect --raw --tls-verify=false "docker://$REG/tiny:1" >tiny.json
+  jq -e '.mediaType == "application/vnd.docker.distribution.manifest.v2+json"' tiny.json
+  tiny_layer=$(jq -r '.layers[0].digest' tiny.json)
+  echo two >two
+  printf 'FROM docker://%s/tiny:1\n# imgbuild:new /two\nCOPY two /two\n' "$REG" >Dockerfile
+  "$IB" -q --smoke=off -f Dockerfile -t t:1 . >/dev/null
+  [ "$(skopeo inspect --raw "oci:$IMGBUILD_STORE:t:1" | jq -r '.layers[0].digest')" = "$tiny_layer" ]
+  # By digest.
+  d=$(skopeo inspect --tls-verify=false "docker://$REG/tiny:1" | jq -r .Digest)
+  "$IB" -q --smoke=off -f Dockerfile -t t:2 --from "docker://$REG/tiny@$d" . >/dev/null
+  expect_fail 9 "registry $REG has no tiny@sha256:0{64}" \
+    "$IB" --smoke=off -f Dockerfile -t t:3 --from "docker://$REG/tiny@sha256:$(printf '0%.0s' $(seq 64))" .
+  # An index of two platforms: the one asked for, else the host's.
+  printf 'FROM scratch\n# imgbuild:new /arm-only\nCOPY two /arm-only\n' >D.arm
+  "$IB" -q --smoke=off -f D.arm -t arm:1 --platform linux/arm64 --output oci:multi:arm . >/dev/null
+  skopeo copy -q --src-tls-verify=false "docker://$REG/tiny:1" oci:multi:amd
+  jq -n --slurpfile i multi/index.json '{schemaVersion: 2, mediaType: "application/vnd.oci.image.index.v1+json",
+      manifests: [$i[0].manifests[] | select(.annotations["org.opencontainers.image.ref.name"] != null)
+                  | {mediaType, digest, size, platform: (if .annotations["org.opencontainers.image.ref.name"] == "arm"
+                     then {os: "linux", architecture: "arm64"} else {os: "linux", architecture: "amd64"} end)}]}' >idx.json
+  idx=$(sha256sum idx.json | cut -d' ' -f1)
+  cp idx.json "multi/blobs/sha256/$idx"
+  jq --arg d "sha256:$idx" --argjson s "$(stat -c %s idx.json)" '.manifests += [{mediaType:
+     "application/vnd.oci.image.index.v1+json", digest: $d, size: $s,
+     annotations: {"org.opencontainers.image.ref.name": "all"}}]' multi/index.json >i2 && mv i2 multi/index.json
+  skopeo copy -q --all --dest-tls-verify=false oci:multi:all "docker://$REG/multi:1"
+  arm_layer=$(skopeo inspect --raw oci:multi:arm | jq -r '.layers[0].digest')
+  amd_layer=$(skopeo inspect --raw oci:multi:amd | jq -r '.layers[0].digest')
+  printf 'FROM docker://%s/multi:1\n# imgbuild:new /two\nCOPY two /two\n' "$REG" >D.multi
+  "$IB" -q --smoke=off -f D.multi -t m:arm --platform linux/arm64 . >/dev/null
+  "$IB" -q --smoke=off -f D.multi -t m:host . >/dev/null
+  [ "$(skopeo inspect --raw "oci:$IMGBUILD_STORE:m:arm" | jq -r '.layers[0].digest')" = "$arm_layer" ]
+  [ "$(skopeo inspect --raw "oci:$IMGBUILD_STORE:m:host" | jq -r '.layers[0].digest')" = "$amd_layer" ]
+  expect_fail 9 "no manifest for linux/riscv64" "$IB" --smoke=off -f D.multi -t m:x --platform linux/riscv64 .
+  $D rmi -f "$REG/tiny:1" >/dev/null
+}

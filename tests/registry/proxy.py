@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""A counting, fault-injecting HTTP proxy on loopback, in front of a registry.
+
+Usage: proxy.py PORT_FILE UPSTREAM_PORT LOG [RULES]
+
+Listens on 127.0.0.1 (a free port, written to PORT_FILE), forwards every
+request to 127.0.0.1:UPSTREAM_PORT with its Host header unchanged (so the
+registry's Location headers point back here), and appends one JSON line per
+request to LOG: method, path (without the query), status, bytes up (request
+body) and down (response body), and the fault injected if any.
+
+RULES, read again on every request, has lines `METHOD PATH-REGEX ACTION COUNT`:
+  status:CODE   answer CODE without asking the registry
+  drop          forward the headers and half the body, then close both
+                connections (a connection lost mid-upload)
+  slow:SECONDS  wait before forwarding (a slow response)
+Each rule fires for the first COUNT matching requests.
+"""
+import http.client
+import json
+import os
+import re
+import socket
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+PORT_FILE, UPSTREAM, LOG = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+RULES = sys.argv[4] if len(sys.argv) > 4 else None
+lock = threading.Lock()
+fired = {}
+
+
+def fault_for(method, path):
+    if not RULES or not os.path.exists(RULES):
+        return None
+    with lock:
+        for n, line in enumerate(open(RULES)):
+            parts = line.split()
+            if len(parts) != 4 or parts[0] != method or not re.search(parts[1], path):
+                continue
+            key = (n, line)
+            if fired.get(key, 0) >= int(parts[3]):
+                continue
+            fired[key] = fired.get(key, 0) + 1
+            return parts[2]
+    return None
+
+
+def log(entry):
+    with lock, open(LOG, "a") as f:
+        f.write(json.dumps(entry) + "\n")
+
+
+class Proxy(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def body(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(n) if n else b""
+
+    def handle_any(self):
+        path, _, query = self.path.partition("?")
+        fault = fault_for(self.command, path)
+        # Upload URLs carry the registry's opaque state; keep the rest
+        # (digest=, mount=, from=).
+        query = "&".join(q for q in query.split("&") if q and not q.startswith("_state="))
+        entry = {"method": self.command, "path": path, "query": query, "fault": fault}
+        if fault == "drop":
+            return self.drop(entry)
+        body = self.body()
+        entry["up"] = len(body)
+        if fault and fault.startswith("status:"):
+            code = int(fault.split(":")[1])
+            msg = b'{"errors":[{"code":"UNAVAILABLE","message":"injected by the test proxy"}]}'
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(msg)))
+            self.end_headers()
+            self.wfile.write(msg)
+            entry.update(status=code, down=len(msg))
+            return log(entry)
+        if fault and fault.startswith("slow:"):
+            # Logged now: a client that gives up waiting never sees the end.
+            log(dict(entry, status=None, down=0))
+            entry["fault"] = None
+            time.sleep(float(fault.split(":")[1]))
+        conn = http.client.HTTPConnection("127.0.0.1", UPSTREAM, timeout=120)
+        conn.putrequest(self.command, self.path, skip_host=True, skip_accept_encoding=True)
+        for k, v in self.headers.items():
+            if k.lower() not in ("content-length", "connection"):
+                conn.putheader(k, v)
+        conn.putheader("Content-Length", str(len(body)))
+        conn.endheaders(body)
+        resp = conn.getresponse()
+        data = resp.read()
+        self.send_response_only(resp.status, resp.reason)
+        for k, v in resp.getheaders():
+            if k.lower() in ("transfer-encoding", "connection"):
+                continue
+            if k.lower() == "content-length" and self.command != "HEAD":
+                continue
+            self.send_header(k, v)
+        if self.command != "HEAD":
+            self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(data)
+        conn.close()
+        entry.update(status=resp.status, down=len(data))
+        log(entry)
+
+    def drop(self, entry):
+        n = int(self.headers.get("Content-Length") or 0)
+        half = self.rfile.read(n // 2)
+        up = socket.create_connection(("127.0.0.1", UPSTREAM))
+        head = "%s %s HTTP/1.1\r\n" % (self.command, self.path)
+        head += "".join("%s: %s\r\n" % (k, v) for k, v in self.headers.items())
+        up.sendall(head.encode() + b"\r\n" + half)
+        time.sleep(0.2)
+        up.close()
+        entry.update(status=0, up=len(half), down=0)
+        log(entry)
+        self.close_connection = True
+        self.connection.shutdown(socket.SHUT_RDWR)
+
+    do_GET = do_HEAD = do_POST = do_PUT = do_PATCH = do_DELETE = handle_any
+
+
+server = ThreadingHTTPServer(("127.0.0.1", 0), Proxy)
+server.daemon_threads = True
+with open(PORT_FILE + ".tmp", "w") as f:
+    f.write(str(server.server_address[1]))
+os.rename(PORT_FILE + ".tmp", PORT_FILE)
+server.serve_forever()
