@@ -4,8 +4,8 @@
 # test passes when its function returns 0.
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-IB=$ROOT/build/imgbuild
-IV=$ROOT/build/imgverify
+IB=$ROOT/${IB_BUILD:-build}/imgbuild
+IV=$ROOT/${IB_BUILD:-build}/imgverify
 SITE=/usr/local/lib/python3.12/dist-packages
 T_PASS=0
 T_FAIL=0

@@ -240,3 +240,27 @@ t_registry_docker_media_types_index_and_digest() {
   expect_fail 9 "no manifest for linux/riscv64" "$IB" --smoke=off -f D.multi -t m:x --platform linux/riscv64 .
   $D rmi -f "$REG/tiny:1" >/dev/null
 }
+
+t_registry_upload_resumes_where_the_registry_stopped() {
+  build_base
+  registry_start open
+  push_base
+  proxy_start
+  # The third chunk of an upload is lost on its way: the client asks the
+  # registry how far it got (GET, 204 + Range: 0-8191) and goes on from
+  # there, in the same upload session.
+  printf 'PATCH /blobs/uploads/ cut 2+1\n' >faults
+  IMGBUILD_REGISTRY_CHUNK_SIZE=4096 "$IB" -q --smoke=off --from "docker://$PROXY/dsv41-flash-b12x:local" \
+    dsv41-flash-dcp2 --push "docker://$PROXY/dcp2:resume" >out.txt
+  jq -c '[.method, .path, .query, .status, .fault]' proxy.jsonl | grep -n -A3 '"cut"'
+  [ "$(proxied '[.[] | select(.fault == "cut")] | length')" = 1 ]
+  # Right after the lost chunk: the status query, then the same session goes on.
+  proxied 'map(select(.path | contains("/blobs/uploads/"))) | (map(.fault) | index("cut")) as $i
+           | .[$i + 1].method == "GET" and .[$i + 1].status == 204 and .[$i + 1].range == "0-8191"
+             and .[$i + 2].method == "PATCH"
+             and .[$i + 2].status == 202 and .[$i + 2].path == .[$i].path' | grep -qx true
+  # No upload started over: one POST per uploaded blob.
+  [ "$(proxied '[.[] | select(.method == "POST" and .query == "")] | length')" = 5 ]
+  [ "$(skopeo inspect --tls-verify=false "docker://$REG/dcp2:resume" | jq -r .Digest)" = "$(cut -d' ' -f2 out.txt)" ]
+  skopeo copy -q --src-tls-verify=false "docker://$REG/dcp2:resume" oci:back:x
+}

@@ -13,8 +13,11 @@ RULES, read again on every request, has lines `METHOD PATH-REGEX ACTION COUNT`:
   status:CODE   answer CODE without asking the registry
   drop          forward the headers and half the body, then close both
                 connections (a connection lost mid-upload)
+  cut           read half the body, then close the client's connection; the
+                registry never hears of it (lost before it arrived)
   slow:SECONDS  wait before forwarding (a slow response)
-Each rule fires for the first COUNT matching requests.
+Each rule fires for the first COUNT matching requests; COUNT as SKIP+N lets
+SKIP matching requests pass first.
 """
 import http.client
 import json
@@ -41,10 +44,10 @@ def fault_for(method, path):
             if len(parts) != 4 or parts[0] != method or not re.search(parts[1], path):
                 continue
             key = (n, line)
-            if fired.get(key, 0) >= int(parts[3]):
-                continue
-            fired[key] = fired.get(key, 0) + 1
-            return parts[2]
+            skip, _, count = parts[3].rpartition("+")
+            seen = fired[key] = fired.get(key, 0) + 1
+            if int(skip or 0) < seen <= int(skip or 0) + int(count):
+                return parts[2]
     return None
 
 
@@ -70,8 +73,8 @@ class Proxy(BaseHTTPRequestHandler):
         # (digest=, mount=, from=).
         query = "&".join(q for q in query.split("&") if q and not q.startswith("_state="))
         entry = {"method": self.command, "path": path, "query": query, "fault": fault}
-        if fault == "drop":
-            return self.drop(entry)
+        if fault in ("drop", "cut"):
+            return self.drop(entry, forward=fault == "drop")
         body = self.body()
         entry["up"] = len(body)
         if fault and fault.startswith("status:"):
@@ -111,18 +114,19 @@ class Proxy(BaseHTTPRequestHandler):
         if self.command != "HEAD":
             self.wfile.write(data)
         conn.close()
-        entry.update(status=resp.status, down=len(data))
+        entry.update(status=resp.status, down=len(data), range=resp.getheader("Range"))
         log(entry)
 
-    def drop(self, entry):
+    def drop(self, entry, forward):
         n = int(self.headers.get("Content-Length") or 0)
         half = self.rfile.read(n // 2)
-        up = socket.create_connection(("127.0.0.1", UPSTREAM))
-        head = "%s %s HTTP/1.1\r\n" % (self.command, self.path)
-        head += "".join("%s: %s\r\n" % (k, v) for k, v in self.headers.items())
-        up.sendall(head.encode() + b"\r\n" + half)
-        time.sleep(0.2)
-        up.close()
+        if forward:
+            up = socket.create_connection(("127.0.0.1", UPSTREAM))
+            head = "%s %s HTTP/1.1\r\n" % (self.command, self.path)
+            head += "".join("%s: %s\r\n" % (k, v) for k, v in self.headers.items())
+            up.sendall(head.encode() + b"\r\n" + half)
+            time.sleep(0.2)
+            up.close()
         entry.update(status=0, up=len(half), down=0)
         log(entry)
         self.close_connection = True

@@ -1,0 +1,142 @@
+/* layers/registry*: references, credentials, challenges (no network: the
+ * integration suite talks to real registries). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../layers/registry_http.h"
+#include "../../layers/transport.h"
+#include "../../util/cleanup.h"
+#include "../../util/fsutil.h"
+#include "test.h"
+
+static void
+check_ref (struct test_ctx *t, const char *text, const char *location, const char *name)
+{
+  struct ib_ref r;
+  ib_error_t err = NULL;
+  int rc = ib_ref_parse (text, &r, &err);
+  CHECK (t, rc == 0);
+  if (rc < 0)
+    {
+      fprintf (stderr, "  %s: %s\n", text, err->msg);
+      ib_error_release (&err);
+      return;
+    }
+  CHECK (t, r.kind == IB_REF_REGISTRY);
+  CHECK_STR (t, r.location, location);
+  CHECK_STR (t, r.name, name);
+  ib_ref_clear (&r);
+}
+
+static void
+check_bad_ref (struct test_ctx *t, const char *text, int class)
+{
+  struct ib_ref r;
+  ib_error_t err = NULL;
+  CHECK (t, ib_ref_parse (text, &r, &err) < 0);
+  CHECK (t, err && err->class == class);
+  ib_error_release (&err);
+}
+
+void
+registry_references (struct test_ctx *t)
+{
+  check_ref (t, "docker://127.0.0.1:5000/dsv41-flash-b12x:local", "127.0.0.1:5000/dsv41-flash-b12x", "local");
+  check_ref (t, "docker://localhost/a/b", "localhost/a/b", "latest");
+  check_ref (t, "docker://registry.example.com/team/app@sha256:"
+                "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+             "registry.example.com/team/app", "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  /* Docker Hub's short names, completed as Docker does. */
+  check_ref (t, "docker://busybox", "docker.io/library/busybox", "latest");
+  check_ref (t, "docker://nvidia/cuda:13.0", "docker.io/nvidia/cuda", "13.0");
+  check_bad_ref (t, "docker://127.0.0.1:5000/Upper:1", IB_EUSAGE);
+  check_bad_ref (t, "docker://127.0.0.1:5000/a:bad/tag", IB_EUSAGE);
+  check_bad_ref (t, "docker://127.0.0.1:5000/a:", IB_EUSAGE);
+  check_bad_ref (t, "docker://127.0.0.1:5000/a@sha256:12", IB_EINTEGRITY);
+  check_bad_ref (t, "docker://127.0.0.1:5000/", IB_EUSAGE);
+}
+
+static struct ib_registry *
+fake_registry (const char *host)
+{
+  struct ib_registry *r = ib_xcalloc (1, sizeof (*r));
+  r->host = ib_xstrdup (host);
+  return r;
+}
+
+static void
+free_fake (struct ib_registry *r)
+{
+  ib_registry_auth_clear (&r->auth);
+  free (r->host);
+  free (r);
+}
+
+void
+registry_credentials_from_auth_files (struct test_ctx *t)
+{
+  const char *dir = test_tmpdir ();
+  /* dXNlcjpwYXNz = user:pass */
+  const char *file = test_write (dir, "config.json",
+                                 "{\"auths\":{\"https://other:1/v1/\":{\"auth\":\"b3RoZXI6eA==\"},"
+                                 "\"https://127.0.0.1:5000/v1/\":{\"auth\":\"dXNlcjpwYXNz\"}}}");
+  struct ib_remote_options opt = { .auth_file = file };
+  struct ib_registry *r = fake_registry ("127.0.0.1:5000");
+  ib_error_t err = NULL;
+  CHECK (t, ib_registry_auth_init (r, &opt, &err) == 0);
+  CHECK_STR (t, r->auth.basic, "dXNlcjpwYXNz");
+  CHECK_STR (t, r->auth.auth_file, file);
+  /* Nothing is sent before the registry asks for Basic. */
+  CHECK (t, ib_registry_auth_header (r) == NULL);
+  bool retry = false;
+  CHECK (t, ib_registry_auth_challenge (r, "Basic realm=\"x\"", &retry, &err) == 0 && retry);
+  cleanup_free char *h = ib_registry_auth_header (r);
+  CHECK_STR (t, h, "Authorization: Basic dXNlcjpwYXNz");
+  /* Refused once sent: the message names the registry and the file only. */
+  CHECK (t, ib_registry_auth_challenge (r, "Basic realm=\"x\"", &retry, &err) < 0);
+  CHECK (t, err && strstr (err->msg, "refused the credentials for 127.0.0.1:5000") && !strstr (err->msg, "dXNl"));
+  ib_error_release (&err);
+  free_fake (r);
+
+  /* A host with no entry: anonymous, and a clear message when asked. */
+  r = fake_registry ("elsewhere:5000");
+  CHECK (t, ib_registry_auth_init (r, &opt, &err) == 0 && r->auth.basic == NULL);
+  CHECK (t, ib_registry_auth_challenge (r, "Basic realm=\"x\"", &retry, &err) < 0);
+  CHECK (t, err && strstr (err->msg, "asks for credentials and none are known"));
+  ib_error_release (&err);
+  free_fake (r);
+
+  /* A damaged entry is an error, not a silent anonymous pull. */
+  const char *bad = test_write (dir, "bad.json", "{\"auths\":{\"h:1\":{\"auth\":\"not base64!\"}}}");
+  struct ib_remote_options bad_opt = { .auth_file = bad };
+  r = fake_registry ("h:1");
+  CHECK (t, ib_registry_auth_init (r, &bad_opt, &err) < 0);
+  CHECK (t, err && strstr (err->msg, "not base64 of user:password") && !strstr (err->msg, "not base64!"));
+  ib_error_release (&err);
+  free_fake (r);
+}
+
+void
+registry_bearer_scopes (struct test_ctx *t)
+{
+  struct ib_registry *r = fake_registry ("h:1");
+  ib_registry_auth_want (r, "repository:app:pull,push");
+  ib_registry_auth_want (r, "repository:app:pull,push");
+  CHECK (t, r->auth.n_scopes == 1);
+  /* A token in hand is dropped when a new scope is wanted (a mount needs
+   * pull on the source repository): the next 401 fetches a wider one. */
+  r->auth.bearer = ib_xstrdup ("tok");
+  ib_registry_auth_want (r, "repository:base:pull");
+  CHECK (t, r->auth.n_scopes == 2 && r->auth.bearer == NULL);
+  /* A challenge without an http(s) realm is refused plainly. */
+  bool retry = true;
+  ib_error_t err = NULL;
+  CHECK (t, ib_registry_auth_challenge (r, "Bearer service=\"s\",scope=\"repository:x:pull\"", &retry, &err) < 0);
+  CHECK (t, !retry && err && strstr (err->msg, "names no http(s) realm"));
+  CHECK (t, r->auth.n_scopes == 3);
+  ib_error_release (&err);
+  CHECK (t, ib_registry_auth_challenge (r, "Negotiate", &retry, &err) < 0);
+  CHECK (t, err && strstr (err->msg, "`Negotiate`"));
+  ib_error_release (&err);
+  free_fake (r);
+}
