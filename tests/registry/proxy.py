@@ -63,6 +63,15 @@ class Proxy(BaseHTTPRequestHandler):
         pass
 
     def body(self):
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            # Docker sends uploads chunked; the registry gets them whole.
+            parts = []
+            while True:
+                n = int(self.rfile.readline().split(b";")[0], 16)
+                parts.append(self.rfile.read(n))
+                self.rfile.readline()
+                if n == 0:
+                    return b"".join(parts)
         n = int(self.headers.get("Content-Length") or 0)
         return self.rfile.read(n) if n else b""
 
@@ -95,7 +104,7 @@ class Proxy(BaseHTTPRequestHandler):
         conn = http.client.HTTPConnection("127.0.0.1", UPSTREAM, timeout=120)
         conn.putrequest(self.command, self.path, skip_host=True, skip_accept_encoding=True)
         for k, v in self.headers.items():
-            if k.lower() not in ("content-length", "connection"):
+            if k.lower() not in ("content-length", "connection", "transfer-encoding"):
                 conn.putheader(k, v)
         conn.putheader("Content-Length", str(len(body)))
         conn.endheaders(body)
