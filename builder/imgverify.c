@@ -357,7 +357,13 @@ verify_image (const char *ref, const struct verify_opts *vo)
   cJSON *prov = NULL;
   int r = ib_store_open (root, &b.store, &err);
   if (r == 0)
-    r = ib_image_pull (b.store, ref, NULL, &vo->remote, &b.image, &err);
+    {
+      struct ib_transfer_progress progress;
+      struct ib_remote_options remote = vo->remote;
+      ib_report_transfer_progress (b.report, &progress);
+      remote.progress = &progress;
+      r = ib_image_pull (b.store, ref, NULL, &remote, &b.image, &err);
+    }
   if (r == 0)
     {
       cJSON_AddStringToObject (doc, "manifest", b.image->manifest.digest.s);

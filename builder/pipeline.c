@@ -74,7 +74,11 @@ resolve_base (struct ib_build *b, ib_error_t *err)
   if (plat && ib_platform_parse (plat, &platform, err) < 0)
     return -1;
   double t0 = ib_now ();
-  if (ib_image_pull (b->store, from, plat ? &platform : NULL, &b->opt->remote, &b->base, err) < 0)
+  struct ib_transfer_progress progress;
+  struct ib_remote_options remote = b->opt->remote;
+  ib_report_transfer_progress (b->report, &progress);
+  remote.progress = &progress;
+  if (ib_image_pull (b->store, from, plat ? &platform : NULL, &remote, &b->base, err) < 0)
     return -1;
   b->first_overlay_layer = b->base->n_layers;
   ib_report_note (b->report, "base %s: %s, %zu layers (%.2fs)", from,
@@ -193,10 +197,14 @@ commit_image (struct ib_build *b, ib_error_t *err)
 static int
 write_outputs (struct ib_build *b, ib_error_t *err)
 {
+  struct ib_transfer_progress progress;
+  struct ib_remote_options remote = b->opt->remote;
+  ib_report_transfer_progress (b->report, &progress);
+  remote.progress = &progress;
   for (size_t i = 0; i < b->opt->n_outputs; i++)
     {
       double t0 = ib_now ();
-      if (ib_image_push (b->store, b->image, b->opt->outputs[i], b->name, &b->opt->remote, err) < 0)
+      if (ib_image_push (b->store, b->image, b->opt->outputs[i], b->name, &remote, err) < 0)
         return -1;
       ib_report_note (b->report, "wrote %s (%.2fs)", b->opt->outputs[i], ib_now () - t0);
     }

@@ -1,5 +1,7 @@
 #include "report.h"
 
+#include "../layers/registry.h"
+
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -201,4 +203,28 @@ ib_progress_end (struct ib_progress *p)
     }
   free (p->what);
   free (p);
+}
+
+static void *
+transfer_start (void *data, const char *what, uint64_t total)
+{
+  return ib_progress_start (data, what, total);
+}
+
+static void
+transfer_add (void *handle, uint64_t n)
+{
+  ib_progress_add (handle, n);
+}
+
+static void
+transfer_end (void *handle)
+{
+  ib_progress_end (handle);
+}
+
+void
+ib_report_transfer_progress (struct ib_report *r, struct ib_transfer_progress *out)
+{
+  *out = (struct ib_transfer_progress){ transfer_start, transfer_add, transfer_end, r };
 }

@@ -39,4 +39,8 @@ struct ib_progress *ib_progress_start (struct ib_report *r, const char *what, un
 void ib_progress_add (struct ib_progress *p, unsigned long long n);
 void ib_progress_end (struct ib_progress *p);
 
+/* The same bars for registry transfers (layers/ calls them). */
+struct ib_transfer_progress;
+void ib_report_transfer_progress (struct ib_report *r, struct ib_transfer_progress *out);
+
 #endif

@@ -90,6 +90,7 @@ ib_registry_open (const char *host, const char *repo, bool push, const struct ib
   r->stall_s = env_number ("IMGBUILD_REGISTRY_STALL_S", 60, 1);
   r->max_attempts = (unsigned) env_number ("IMGBUILD_REGISTRY_ATTEMPTS", 5, 1);
   r->curl = curl_easy_init ();
+  r->progress = opt ? opt->progress : NULL;
   cleanup_free char *scope = ib_xasprintf ("repository:%s:%s", repo, push ? "pull,push" : "pull");
   int rc = r->curl ? 0 : ib_error (err, IB_EENV, "curl_easy_init failed");
   if (rc == 0)
@@ -109,10 +110,34 @@ ib_registry_open (const char *host, const char *repo, bool push, const struct ib
 }
 
 void
+ib_registry_progress_begin (struct ib_registry *r, const char *what, uint64_t total)
+{
+  ib_registry_progress_end (r);
+  if (r->progress && r->progress->start && total > 0)
+    r->progress_handle = r->progress->start (r->progress->data, what, total);
+}
+
+void
+ib_registry_progress_add (struct ib_registry *r, uint64_t n)
+{
+  if (r->progress_handle && r->progress->add)
+    r->progress->add (r->progress_handle, n);
+}
+
+void
+ib_registry_progress_end (struct ib_registry *r)
+{
+  if (r->progress_handle && r->progress->end)
+    r->progress->end (r->progress_handle);
+  r->progress_handle = NULL;
+}
+
+void
 ib_registry_free (struct ib_registry *r)
 {
   if (r == NULL)
     return;
+  ib_registry_progress_end (r);
   if (r->curl)
     curl_easy_cleanup (r->curl);
   ib_registry_auth_clear (&r->auth);

@@ -17,11 +17,23 @@
 #include "descriptor.h"
 #include "store.h"
 
+/* Progress of long transfers, for a terminal: START gives a handle that
+ * ADD feeds with the bytes moved and END closes.  The registry client calls
+ * them; the program draws (layers/ knows nothing of the report). */
+struct ib_transfer_progress
+{
+  void *(*start) (void *data, const char *what, uint64_t total);
+  void (*add) (void *handle, uint64_t n);
+  void (*end) (void *handle);
+  void *data;
+};
+
 /* What the command line says about remote transports. */
 struct ib_remote_options
 {
   bool tls_verify_off; /* --tls-verify=false: also allows plain HTTP */
   const char *auth_file; /* --authfile; else $REGISTRY_AUTH_FILE, else Docker's config.json */
+  const struct ib_transfer_progress *progress; /* NULL: none */
 };
 
 /* "true"/"false" of --tls-verify=BOOL into OPT. */
@@ -42,6 +54,11 @@ int ib_registry_open (const char *host, const char *repo, bool push, const struc
                       struct ib_registry **out, ib_error_t *err);
 void ib_registry_free (struct ib_registry *r);
 const struct ib_registry_stats *ib_registry_stats (const struct ib_registry *r);
+/* Blob bytes moved from now until ib_registry_progress_end count towards a
+ * progress bar of TOTAL bytes named WHAT (when the options asked for one). */
+void ib_registry_progress_begin (struct ib_registry *r, const char *what, uint64_t total);
+void ib_registry_progress_add (struct ib_registry *r, uint64_t n);
+void ib_registry_progress_end (struct ib_registry *r);
 
 /* A manifest or index by tag or digest: its exact bytes, media type and
  * digest.  A digest reference (and a Docker-Content-Digest header) must

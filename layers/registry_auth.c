@@ -296,7 +296,7 @@ fetch_token (struct ib_registry *r, const struct challenge *ch, ib_error_t *err)
 }
 
 int
-ib_registry_auth_challenge (struct ib_registry *r, const char *header, bool *retry, ib_error_t *err)
+ib_registry_auth_challenge (struct ib_registry *r, const char *header, bool again, bool *retry, ib_error_t *err)
 {
   struct challenge ch;
   parse_challenge (header, &ch);
@@ -319,7 +319,7 @@ ib_registry_auth_challenge (struct ib_registry *r, const char *header, bool *ret
             grew |= want_scope (r, p, n);
           p += n + (p[n] == ' ');
         }
-      if (had_token && !grew)
+      if (had_token && !grew && again)
         rc = r->auth.basic ? ib_error (err, IB_EENV, "registry %s denied %s to the credentials for %s from `%s`",
                                        r->host, ch.scope ? ch.scope : "access", r->host, r->auth.auth_file)
                            : credentials_refused (r, "", err);

@@ -133,6 +133,7 @@ on_data (char *p, size_t size, size_t n, void *data)
       if (ib_blob_writer_write (c->writer, p, len, &c->writer_err) < 0)
         return 0;
       c->len += len;
+      ib_registry_progress_add (k->r, len);
       if (c->len > c->blob->size)
         {
           ib_error (&c->writer_err, IB_EINTEGRITY, "blob %s: the registry sent more than its %llu bytes",
@@ -147,17 +148,15 @@ on_data (char *p, size_t size, size_t n, void *data)
       ib_error (&c->writer_err, IB_EINTEGRITY, "%s %s: response larger than %zu bytes", c->method, c->url, max);
       return 0;
     }
-  c->buf = ib_xrealloc (c->buf, c->len + len + 1);
-  memcpy (c->buf + c->len, p, len);
-  c->len += len;
-  c->buf[c->len] = '\0';
+  ib_xappend (&c->buf, &c->len, p, len);
   return len;
 }
 
 static size_t
 on_read (char *p, size_t size, size_t n, void *data)
 {
-  struct ib_http_call *c = data;
+  struct data_sink *k = data;
+  struct ib_http_call *c = k->c;
   struct ib_http_body *b = &c->body;
   size_t want = size * n;
   if (want > b->len - b->done)
@@ -172,6 +171,7 @@ on_read (char *p, size_t size, size_t n, void *data)
       if (got <= 0)
         return CURL_READFUNC_ABORT;
       want = (size_t) got;
+      ib_registry_progress_add (k->r, want);
     }
   b->done += want;
   return want;
@@ -216,7 +216,7 @@ perform_once (struct ib_registry *r, struct ib_http_call *c)
       curl_easy_setopt (h, CURLOPT_UPLOAD, 1L);
       curl_easy_setopt (h, CURLOPT_CUSTOMREQUEST, c->method);
       curl_easy_setopt (h, CURLOPT_READFUNCTION, on_read);
-      curl_easy_setopt (h, CURLOPT_READDATA, c);
+      curl_easy_setopt (h, CURLOPT_READDATA, &sink);
       curl_easy_setopt (h, CURLOPT_INFILESIZE_LARGE, (curl_off_t) (c->has_body ? c->body.len : 0));
     }
   struct curl_slist *hs = NULL;
@@ -334,7 +334,7 @@ ib_registry_do (struct ib_registry *r, struct ib_http_call *c, ib_error_t *err)
       if (c->status == 401 && c->www_auth && auth_rounds++ < 3)
         {
           bool retry = false;
-          if (ib_registry_auth_challenge (r, c->www_auth, &retry, err) < 0)
+          if (ib_registry_auth_challenge (r, c->www_auth, auth_rounds > 1, &retry, err) < 0)
             return -1;
           if (retry)
             {

@@ -36,6 +36,8 @@ struct ib_registry
   CURL *curl;         /* one handle: its connections are kept alive */
   struct ib_registry_auth auth;
   struct ib_registry_stats stats;
+  const struct ib_transfer_progress *progress;
+  void *progress_handle; /* a bar is being drawn */
 };
 
 /* A request body: a buffer, or LEN bytes of FD from OFF. */
@@ -88,8 +90,11 @@ void ib_registry_auth_clear (struct ib_registry_auth *a);
 /* Add SCOPE ("repository:NAME:ACTIONS") to what the next token asks for. */
 void ib_registry_auth_want (struct ib_registry *r, const char *scope);
 /* Answer a 401's challenge: *RETRY is true when a new Authorization header
- * is worth a second try. */
-int ib_registry_auth_challenge (struct ib_registry *r, const char *www_authenticate, bool *retry, ib_error_t *err);
+ * is worth a second try.  AGAIN says the request was just refused with the
+ * header this answer gave (a token refused twice is a denial, once it may
+ * only have expired). */
+int ib_registry_auth_challenge (struct ib_registry *r, const char *www_authenticate, bool again, bool *retry,
+                                ib_error_t *err);
 /* The Authorization header line for the next request, or NULL. */
 char *ib_registry_auth_header (const struct ib_registry *r);
 

@@ -45,10 +45,7 @@ on_data (char *p, size_t size, size_t n, void *data)
     return fwrite (p, 1, len, k->file);
   if (k->len + len > (64u << 20))
     return 0;
-  k->buf = ib_xrealloc (k->buf, k->len + len + 1);
-  memcpy (k->buf + k->len, p, len);
-  k->len += len;
-  k->buf[k->len] = '\0';
+  ib_xappend (&k->buf, &k->len, p, len);
   return len;
 }
 

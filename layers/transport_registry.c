@@ -255,7 +255,11 @@ registry_pull (struct ib_store *s, const struct ib_ref *ref, const struct ib_pla
           ib_descriptor_clear (&next);
         }
     }
-  uint64_t before = ib_registry_stats (reg)->bytes_down;
+  uint64_t before = ib_registry_stats (reg)->bytes_down, missing = 0;
+  for (size_t i = 0; rc == 0 && i < img->n_layers; i++)
+    missing += ib_store_has_blob (s, &img->layers[i].digest) ? 0 : img->layers[i].size;
+  cleanup_free char *what = ib_xasprintf ("pull docker://%s:%s", ref->location, ref->name);
+  ib_registry_progress_begin (reg, what, missing);
   if (rc == 0)
     rc = ib_registry_fetch_blob (reg, s, &img->config, err);
   for (size_t i = 0; rc == 0 && i < img->n_layers; i++)
@@ -264,6 +268,7 @@ registry_pull (struct ib_store *s, const struct ib_ref *ref, const struct ib_pla
       if (rc == 0)
         remember_source (s, &img->layers[i].digest, ref->location);
     }
+  ib_registry_progress_end (reg);
   unsigned fetched = ib_registry_stats (reg)->blobs_fetched;
   uint64_t bytes = ib_registry_stats (reg)->bytes_down - before;
   if (rc == 0)
@@ -288,8 +293,11 @@ push_one (struct ib_registry *reg, struct ib_store *s, const struct ib_descripto
           const char *location, ib_error_t *err)
 {
   cleanup_free char *from = source_repo (s, &d->digest, host);
+  unsigned uploaded = ib_registry_stats (reg)->blobs_uploaded;
   if (ib_registry_push_blob (reg, s, d, from, err) < 0)
     return -1;
+  if (ib_registry_stats (reg)->blobs_uploaded == uploaded)
+    ib_registry_progress_add (reg, d->size); /* there already, or mounted */
   remember_source (s, &d->digest, location);
   return 0;
 }
@@ -304,6 +312,49 @@ put_manifest_blob (struct ib_registry *reg, struct ib_store *s, const struct ib_
     return -1;
   const char *mt = d->media_type ? d->media_type : IB_MT_OCI_MANIFEST;
   return ib_registry_put_manifest (reg, reference ? reference : d->digest.s, mt, text, len, err);
+}
+
+/* The referrers tag `sha256-HEX` of IMG: an index of the artifacts about
+ * it.  Others may have listed theirs (signatures, SBOMs): they are kept. */
+static int
+put_referrers_index (struct ib_registry *reg, const struct ib_image *img, const struct ib_descriptor *artifact,
+                     ib_error_t *err)
+{
+  cleanup_free char *tag = ib_xasprintf ("sha256-%s", ib_digest_hex (img->manifest.digest.s));
+  cleanup_free char *old = NULL, *media = NULL;
+  size_t len;
+  ib_digest d;
+  ib_error_t e = NULL;
+  cJSON *index = NULL;
+  if (ib_registry_get_manifest (reg, tag, &old, &len, &media, &d, &e) == 0)
+    index = cJSON_ParseWithLength (old, len);
+  else if (e->class != IB_ENOTFOUND)
+    {
+      *err = e;
+      return -1;
+    }
+  ib_error_release (&e);
+  cJSON *list = cJSON_GetObjectItemCaseSensitive (index, "manifests");
+  if (!cJSON_IsArray (list))
+    {
+      cJSON_Delete (index);
+      index = cJSON_CreateObject ();
+      cJSON_AddNumberToObject (index, "schemaVersion", 2);
+      cJSON_AddStringToObject (index, "mediaType", IB_MT_OCI_INDEX);
+      list = cJSON_AddArrayToObject (index, "manifests");
+    }
+  for (int i = cJSON_GetArraySize (list) - 1; i >= 0; i--)
+    {
+      const cJSON *dg = cJSON_GetObjectItemCaseSensitive (cJSON_GetArrayItem (list, i), "digest");
+      if (cJSON_IsString (dg) && strcmp (dg->valuestring, artifact->digest.s) == 0)
+        cJSON_DeleteItemFromArray (list, i);
+    }
+  cJSON *entry = ib_descriptor_to_json (artifact);
+  cJSON_AddStringToObject (entry, "artifactType", IB_MT_PROVENANCE);
+  cJSON_AddItemToArray (list, entry);
+  cleanup_free char *text = cJSON_PrintUnformatted (index);
+  cJSON_Delete (index);
+  return ib_registry_put_manifest (reg, tag, IB_MT_OCI_INDEX, text, strlen (text), err);
 }
 
 /* The provenance artifact, and the referrers tag that lists it. */
@@ -321,18 +372,7 @@ push_referrer (struct ib_registry *reg, struct ib_store *s, const struct ib_imag
   if (rc == 0 && n > 0)
     rc = put_manifest_blob (reg, s, &blobs[0], NULL, err);
   if (rc == 0 && n > 0)
-    {
-      cJSON *index = cJSON_CreateObject ();
-      cJSON_AddNumberToObject (index, "schemaVersion", 2);
-      cJSON_AddStringToObject (index, "mediaType", IB_MT_OCI_INDEX);
-      cJSON *entry = ib_descriptor_to_json (&blobs[0]);
-      cJSON_AddStringToObject (entry, "artifactType", IB_MT_PROVENANCE);
-      cJSON_AddItemToArray (cJSON_AddArrayToObject (index, "manifests"), entry);
-      cleanup_free char *text = cJSON_PrintUnformatted (index);
-      cJSON_Delete (index);
-      cleanup_free char *tag = ib_xasprintf ("sha256-%s", ib_digest_hex (img->manifest.digest.s));
-      rc = ib_registry_put_manifest (reg, tag, IB_MT_OCI_INDEX, text, strlen (text), err);
-    }
+    rc = put_referrers_index (reg, img, &blobs[0], err);
   for (size_t i = 0; i < n; i++)
     ib_descriptor_clear (&blobs[i]);
   free (blobs);
@@ -353,9 +393,15 @@ registry_push (struct ib_store *s, const struct ib_image *img, const struct ib_r
     return -1;
   cleanup_free char *host = NULL, *repo = NULL;
   split (ref->location, &host, &repo);
+  uint64_t total = img->config.size;
+  for (size_t i = 0; i < img->n_layers; i++)
+    total += img->layers[i].size;
+  cleanup_free char *what = ib_xasprintf ("push docker://%s:%s", ref->location, ref->name);
+  ib_registry_progress_begin (reg, what, total);
   int rc = push_one (reg, s, &img->config, host, ref->location, err);
   for (size_t i = 0; rc == 0 && i < img->n_layers; i++)
     rc = push_one (reg, s, &img->layers[i], host, ref->location, err);
+  ib_registry_progress_end (reg);
   if (rc == 0)
     rc = push_referrer (reg, s, img, host, ref->location, err);
   if (rc == 0)

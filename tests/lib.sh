@@ -100,6 +100,19 @@ build_base() {
   cp -al "$seed/." "$IMGBUILD_STORE/"
 }
 
+# Runs CMD in a fresh tmux server on SOCK (a terminal 160x40) and leaves
+# the screen, escape sequences included, in SCREEN.
+in_terminal() { # SOCK SCREEN CMD
+  local sock=$1 screen=$2
+  tmux -S "$sock" new-session -d -x 160 -y 40 "$3; echo EXIT=\$?; sleep 30"
+  for _ in $(seq 1 150); do
+    tmux -S "$sock" capture-pane -e -p >"$screen"
+    grep -q 'EXIT=' "$screen" && break
+    sleep 0.2
+  done
+  tmux -S "$sock" kill-server || true
+}
+
 manifest_digest() { # NAME:TAG in the store
   skopeo inspect --raw "oci:$IMGBUILD_STORE:$1" | sha256sum | sed 's/^/sha256:/; s/ .*//'
 }

@@ -39,6 +39,15 @@ ib_xrealloc (void *p, size_t n)
   return p;
 }
 
+void
+ib_xappend (char **buf, size_t *used, const void *p, size_t len)
+{
+  *buf = ib_xrealloc (*buf, *used + len + 1);
+  memcpy (*buf + *used, p, len);
+  *used += len;
+  (*buf)[*used] = '\0';
+}
+
 char *
 ib_xstrdup (const char *s)
 {

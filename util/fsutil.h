@@ -36,6 +36,9 @@ void *ib_xmalloc (size_t n);
 void *ib_xcalloc (size_t n, size_t size);
 void *ib_xrealloc (void *p, size_t n);
 char *ib_xstrdup (const char *s);
+/* Append LEN bytes to the growing text *BUF of *USED bytes, kept
+ * NUL-terminated (HTTP response bodies). */
+void ib_xappend (char **buf, size_t *used, const void *p, size_t len);
 char *ib_xasprintf (const char *fmt, ...) __attribute__ ((format (printf, 1, 2)));
 char *ib_xvasprintf (const char *fmt, va_list ap) __attribute__ ((format (printf, 1, 0)));
 

@@ -264,3 +264,14 @@ t_registry_upload_resumes_where_the_registry_stopped() {
   [ "$(skopeo inspect --tls-verify=false "docker://$REG/dcp2:resume" | jq -r .Digest)" = "$(cut -d' ' -f2 out.txt)" ]
   skopeo copy -q --src-tls-verify=false "docker://$REG/dcp2:resume" oci:back:x
 }
+
+t_registry_pull_progress_in_a_terminal() {
+  build_base
+  registry_start open
+  push_base
+  in_terminal "$PWD/t.sock" screen.txt "env IMGBUILD_STORE=$PWD/fresh $IB --smoke=off --from docker://$REG/dsv41-flash-b12x:local dsv41-flash-dcp2"
+  sed 's/\x1b\[[0-9;]*m//g' screen.txt >plain.txt
+  cat plain.txt
+  grep -q 'EXIT=0' plain.txt
+  grep -Eq "imgbuild: pull docker://$REG/dsv41-flash-b12x:local \[[#.]+\] +100% [0-9.]+ [kMGT]?B / [0-9.]+ [kMGT]?B .*took [0-9]+s" plain.txt
+}

@@ -118,19 +118,6 @@ t_dropped_required_kernel_is_caught() {
     "$IV" --definition "$ROOT/images/dsv41-flash-dcp2" no-bf16-combine:1
 }
 
-# Runs CMD in a fresh tmux server on SOCK (a terminal 160x40) and leaves
-# the screen, escape sequences included, in SCREEN.
-in_terminal() { # SOCK SCREEN CMD
-  local sock=$1 screen=$2
-  tmux -S "$sock" new-session -d -x 160 -y 40 "$3; echo EXIT=\$?; sleep 30"
-  for _ in $(seq 1 150); do
-    tmux -S "$sock" capture-pane -e -p >"$screen"
-    grep -q 'EXIT=' "$screen" && break
-    sleep 0.2
-  done
-  tmux -S "$sock" kill-server || true
-}
-
 t_human_report_in_a_terminal() {
   build_base
   "$IB" -q dsv41-flash-dcp2 >/dev/null
