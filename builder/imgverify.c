@@ -87,7 +87,8 @@ static const char usage[] =
     "  4  integrity: a blob, diff_id, manifest, config or overlay file does not\n"
     "     match (the message names it)\n"
     "  5  symbol gate    6  kernel gate    7  smoke test\n"
-    "  8  environment: I/O, missing tool, no GPU for --smoke\n"
+    "  8  environment: I/O, missing tool, no GPU for --smoke, a registry or\n"
+    "     Docker Engine unreachable, credentials refused, retries exhausted\n"
     "  9  the reference does not resolve\n"
     "When several checks fail, the code is that of the first in this order:\n"
     "integrity, symbols, kernels, smoke.\n";
@@ -358,9 +359,9 @@ verify_image (const char *ref, const struct verify_opts *vo)
   int r = ib_store_open (root, &b.store, &err);
   if (r == 0)
     {
-      struct ib_transfer_progress progress;
+      struct ib_transfer_report progress;
       struct ib_remote_options remote = vo->remote;
-      ib_report_transfer_progress (b.report, &progress);
+      ib_report_transfers (b.report, &progress);
       remote.progress = &progress;
       r = ib_image_pull (b.store, ref, NULL, &remote, &b.image, &err);
     }

@@ -74,9 +74,9 @@ resolve_base (struct ib_build *b, ib_error_t *err)
   if (plat && ib_platform_parse (plat, &platform, err) < 0)
     return -1;
   double t0 = ib_now ();
-  struct ib_transfer_progress progress;
+  struct ib_transfer_report progress;
   struct ib_remote_options remote = b->opt->remote;
-  ib_report_transfer_progress (b->report, &progress);
+  ib_report_transfers (b->report, &progress);
   remote.progress = &progress;
   if (ib_image_pull (b->store, from, plat ? &platform : NULL, &remote, &b->base, err) < 0)
     return -1;
@@ -197,9 +197,9 @@ commit_image (struct ib_build *b, ib_error_t *err)
 static int
 write_outputs (struct ib_build *b, ib_error_t *err)
 {
-  struct ib_transfer_progress progress;
+  struct ib_transfer_report progress;
   struct ib_remote_options remote = b->opt->remote;
-  ib_report_transfer_progress (b->report, &progress);
+  ib_report_transfers (b->report, &progress);
   remote.progress = &progress;
   for (size_t i = 0; i < b->opt->n_outputs; i++)
     {

@@ -223,8 +223,20 @@ transfer_end (void *handle)
   ib_progress_end (handle);
 }
 
-void
-ib_report_transfer_progress (struct ib_report *r, struct ib_transfer_progress *out)
+/* Transfers are part of what a report says, --json or not. */
+static void
+transfer_note (void *data, const char *text)
 {
-  *out = (struct ib_transfer_progress){ transfer_start, transfer_add, transfer_end, r };
+  struct ib_report *r = data;
+  ib_report_note (r, "%s", text);
+  cJSON *list = cJSON_GetObjectItemCaseSensitive (r->doc, "transfers");
+  if (list == NULL)
+    list = cJSON_AddArrayToObject (r->doc, "transfers");
+  cJSON_AddItemToArray (list, cJSON_CreateString (text));
+}
+
+void
+ib_report_transfers (struct ib_report *r, struct ib_transfer_report *out)
+{
+  *out = (struct ib_transfer_report){ transfer_start, transfer_add, transfer_end, transfer_note, r };
 }

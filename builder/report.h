@@ -40,7 +40,7 @@ void ib_progress_add (struct ib_progress *p, unsigned long long n);
 void ib_progress_end (struct ib_progress *p);
 
 /* The same bars for registry transfers (layers/ calls them). */
-struct ib_transfer_progress;
-void ib_report_transfer_progress (struct ib_report *r, struct ib_transfer_progress *out);
+struct ib_transfer_report;
+void ib_report_transfers (struct ib_report *r, struct ib_transfer_report *out);
 
 #endif

@@ -17,14 +17,17 @@
 #include "descriptor.h"
 #include "store.h"
 
-/* Progress of long transfers, for a terminal: START gives a handle that
- * ADD feeds with the bytes moved and END closes.  The registry client calls
- * them; the program draws (layers/ knows nothing of the report). */
-struct ib_transfer_progress
+/* What transports tell people: the progress of long transfers (START
+ * gives a handle that ADD feeds with the bytes moved and END closes) and
+ * one NOTE line per transfer ("pushed …: 5 blobs uploaded …").  The
+ * transports call them; the program draws and reports (layers/ knows
+ * nothing of the report).  Any may be NULL. */
+struct ib_transfer_report
 {
   void *(*start) (void *data, const char *what, uint64_t total);
   void (*add) (void *handle, uint64_t n);
   void (*end) (void *handle);
+  void (*note) (void *data, const char *text);
   void *data;
 };
 
@@ -33,7 +36,7 @@ struct ib_remote_options
 {
   bool tls_verify_off; /* --tls-verify=false: also allows plain HTTP */
   const char *auth_file; /* --authfile; else $REGISTRY_AUTH_FILE, else Docker's config.json */
-  const struct ib_transfer_progress *progress; /* NULL: none */
+  const struct ib_transfer_report *progress; /* NULL: silent */
 };
 
 /* "true"/"false" of --tls-verify=BOOL into OPT. */

@@ -36,7 +36,7 @@ struct ib_registry
   CURL *curl;         /* one handle: its connections are kept alive */
   struct ib_registry_auth auth;
   struct ib_registry_stats stats;
-  const struct ib_transfer_progress *progress;
+  const struct ib_transfer_report *progress;
   void *progress_handle; /* a bar is being drawn */
 };
 

@@ -1,5 +1,6 @@
 #include "transport.h"
 
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -91,6 +92,19 @@ ib_ref_parse (const char *s, struct ib_ref *out, ib_error_t *err)
       return -1;
     }
   return 0;
+}
+
+void
+ib_transport_note (const struct ib_ref *ref, const char *fmt, ...)
+{
+  const struct ib_transfer_report *t = ref->remote ? ref->remote->progress : NULL;
+  if (t == NULL || t->note == NULL)
+    return;
+  va_list ap;
+  va_start (ap, fmt);
+  cleanup_free char *text = ib_xvasprintf (fmt, ap);
+  va_end (ap);
+  t->note (t->data, text);
 }
 
 void

@@ -80,6 +80,10 @@ extern const struct ib_transport ib_transport_oci;
 extern const struct ib_transport ib_transport_docker_archive;
 extern const struct ib_transport ib_transport_registry;
 
+/* A line about a transfer of REF, for the program's report (nothing when
+ * the reference came without one). */
+void ib_transport_note (const struct ib_ref *ref, const char *fmt, ...) __attribute__ ((format (printf, 2, 3)));
+
 /* docker://HOST[:PORT]/REPO[:TAG|@DIGEST] into OUT: LOCATION is HOST/REPO
  * (Docker Hub's names completed as Docker does), NAME the tag (default
  * latest) or digest. */

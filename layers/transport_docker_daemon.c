@@ -201,7 +201,7 @@ daemon_push (struct ib_store *s, const struct ib_image *img, const struct ib_ref
   if (r == 0 && (status != 200 || (resp && strstr (resp, "\"errorDetail\""))))
     r = ib_error (err, IB_EENV, "Docker Engine refused the image (HTTP %ld): %s", status, resp ? resp : "");
   if (r == 0)
-    fprintf (stderr, "imgbuild: docker load: sent %lld bytes; %zu of %zu layers were already in the daemon\n",
+    ib_transport_note (ref, "docker load: sent %lld bytes; %zu of %zu layers were already in the daemon",
              (long long) st.st_size, have, img->n_layers);
   unlink (tmp);
   return r;

@@ -277,7 +277,7 @@ registry_pull (struct ib_store *s, const struct ib_ref *ref, const struct ib_pla
       rc = pull_referrer (reg, s, &img->manifest, err);
     }
   if (rc == 0)
-    fprintf (stderr, "imgbuild: pulled docker://%s:%s: %u blob%s fetched (%llu bytes), %zu already in the store\n",
+    ib_transport_note (ref, "pulled docker://%s:%s: %u blob%s fetched (%llu bytes), %zu already in the store",
              ref->location, ref->name, fetched, fetched == 1 ? "" : "s", (unsigned long long) bytes,
              img->n_layers + 1 - fetched);
   if (rc < 0)
@@ -412,9 +412,9 @@ registry_push (struct ib_store *s, const struct ib_image *img, const struct ib_r
   if (rc == 0)
     {
       const struct ib_registry_stats *st = ib_registry_stats (reg);
-      fprintf (stderr,
-               "imgbuild: pushed docker://%s:%s: %u blob%s uploaded (%llu bytes), %u mounted, %u already there, "
-               "%u retr%s\n",
+      ib_transport_note (ref,
+               "pushed docker://%s:%s: %u blob%s uploaded (%llu bytes), %u mounted, %u already there, "
+               "%u retr%s",
                ref->location, ref->name, st->blobs_uploaded, st->blobs_uploaded == 1 ? "" : "s",
                (unsigned long long) st->bytes_up, st->blobs_mounted, st->blobs_present, st->retries,
                st->retries == 1 ? "y" : "ies");

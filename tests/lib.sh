@@ -113,6 +113,18 @@ in_terminal() { # SOCK SCREEN CMD
   tmux -S "$sock" kill-server || true
 }
 
+# The imgverify JSON report schema.
+SCHEMA=$ROOT/docs/imgverify-report.schema.json
+
+validate() { # JSON-FILE: against the report schema
+  /usr/bin/python3 - "$SCHEMA" "$1" <<'PY'
+import json, sys
+import jsonschema
+schema, doc = (json.load(open(p)) for p in sys.argv[1:])
+jsonschema.validate(doc, schema)
+PY
+}
+
 manifest_digest() { # NAME:TAG in the store
   skopeo inspect --raw "oci:$IMGBUILD_STORE:$1" | sha256sum | sed 's/^/sha256:/; s/ .*//'
 }

@@ -25,8 +25,8 @@ t_load_sends_only_the_new_layers() {
   "$IB" -q dsv41-flash-b12x --output docker-archive:base.tar >/dev/null
   $D load -i base.tar >/dev/null
   "$IB" --load --json dsv41-flash-dcp2 >report.json 2>err.txt
-  grep 'docker load: sent' err.txt
-  sent=$(sed -n 's/.*sent \([0-9]*\) bytes; 1 of 3 layers were already in the daemon/\1/p' err.txt)
+  jq -r '.transfers[]' report.json | grep 'docker load: sent'
+  sent=$(jq -r '.transfers[]' report.json | sed -n 's/.*sent \([0-9]*\) bytes; 1 of 3 layers were already in the daemon/\1/p')
   new=$(jq '.layer.size' report.json)
   prebake=$(skopeo inspect --raw "oci:$IMGBUILD_STORE:dsv41-flash-dcp2:local" | jq '.layers[2].size')
   echo "sent $sent bytes; new layers $new + $prebake bytes"

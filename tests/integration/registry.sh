@@ -39,7 +39,7 @@ t_registry_thin_push_and_pull_counted() {
   sent=$(proxied '[.[] | select((.method == "PUT" or .method == "PATCH") and (.path | contains("/blobs/uploads/"))) | .up] | add')
   echo "blob bytes sent $sent; new blobs $new + provenance $provblobs"
   [ "$sent" = $((new + provblobs)) ]
-  grep -q "pushed docker://$PROXY/dsv41-flash-dcp2:1: 5 blobs uploaded .* $nbase mounted" err.txt
+  jq -r '.transfers[]' report.json | grep "pushed docker://$PROXY/dsv41-flash-dcp2:1: 5 blobs uploaded .* $nbase mounted"
   # The tag went last.
   [ "$(proxied '[.[] | select(.method == "PUT")] | last | .path')" = '"/v2/dsv41-flash-dcp2/manifests/1"' ]
   # skopeo sees it; a copy back to an OCI layout has the same manifest digest.
@@ -55,6 +55,8 @@ t_registry_thin_push_and_pull_counted() {
   # imgverify reads it back from the registry, provenance included.
   IMGBUILD_STORE=$PWD/v "$IV" --json "docker://$REG/dsv41-flash-dcp2:1" >v.json
   jq -e '.status == "pass" and (.gates[] | select(.name == "provenance") | .status == "pass")' v.json
+  jq -e --arg n "$((nbase + 3))" '.transfers[0] | test("^pulled docker://.*: " + $n + " blobs fetched")' v.json
+  validate v.json
 }
 
 t_registry_image_runs_in_docker() {

@@ -3,17 +3,6 @@
 # caught with its exit code and a message naming it, the JSON report
 # against its schema, and the human report seen in a real terminal.
 
-SCHEMA=$ROOT/docs/imgverify-report.schema.json
-
-validate() { # JSON-FILE: against the report schema
-  /usr/bin/python3 - "$SCHEMA" "$1" <<'PY'
-import json, sys
-import jsonschema
-schema, doc = (json.load(open(p)) for p in sys.argv[1:])
-jsonschema.validate(doc, schema)
-PY
-}
-
 t_verify_passes_on_every_transport() {
   build_base
   "$IB" -q dsv41-flash-dcp2 --output oci:layout:dcp2:1 --output docker-archive:dcp2.tar >/dev/null
