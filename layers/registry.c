@@ -198,7 +198,7 @@ ib_registry_fetch_blob (struct ib_registry *r, struct ib_store *s, const struct 
   struct ib_http_call c = { .method = "GET", .replayable = true, .store = s, .blob = d };
   c.url = ib_registry_url (r, "blobs/%s", d->digest.s);
   int rc = ib_registry_do (r, &c, err);
-  if (rc == 0 && c.status != 200)
+  if (rc == 0 && c.status != 200 && c.status != 206)
     rc = ib_registry_status_error (r, &c, "blob", err);
   if (rc == 0)
     {

@@ -50,6 +50,8 @@ reset_response (struct ib_http_call *c)
 {
   c->status = 0;
   c->retry_after = 0;
+  c->range_start = -1;
+  c->in_body = false;
   free (c->location), c->location = NULL;
   free (c->content_digest), c->content_digest = NULL;
   free (c->range), c->range = NULL;
@@ -107,9 +109,50 @@ on_header (char *p, size_t size, size_t n, void *data)
     keep (&c->www_auth, auth);
   else
     free (auth);
+  cleanup_free char *cr = header_value (p, len, "Content-Range");
+  unsigned long long start;
+  if (cr && sscanf (cr, "bytes %llu-", &start) == 1)
+    c->range_start = (long long) start;
   cleanup_free char *ra = header_value (p, len, "Retry-After");
   if (ra)
     c->retry_after = atof (ra);
+  return len;
+}
+
+/* Blob bytes go to the store's writer.  After a broken transfer the retry
+ * asks for the rest (Range); a registry that answers with the whole blob
+ * instead starts it over. */
+static size_t
+blob_data (struct ib_registry *r, struct ib_http_call *c, const char *p, size_t len)
+{
+  bool first = !c->in_body;
+  c->in_body = true;
+  if (first && c->status == 200 && c->blob_done > 0)
+    {
+      ib_blob_writer_abort (c->writer);
+      c->writer = NULL;
+      c->blob_done = 0;
+      if (ib_blob_writer_new (c->store, &c->writer, &c->writer_err) < 0)
+        return 0;
+    }
+  if (first && c->status == 206 && c->range_start != (long long) c->blob_done)
+    {
+      ib_error (&c->writer_err, IB_EINTEGRITY, "blob %s: the registry resumed at byte %lld, not %llu",
+                c->blob->digest.s, c->range_start, (unsigned long long) c->blob_done);
+      return 0;
+    }
+  if (ib_blob_writer_write (c->writer, p, len, &c->writer_err) < 0)
+    return 0;
+  c->blob_done += len;
+  ib_registry_progress_add (r, len);
+  /* A registry that sends more than the descriptor says is not let fill
+   * the disk. */
+  if (c->blob_done > c->blob->size)
+    {
+      ib_error (&c->writer_err, IB_EINTEGRITY, "blob %s: the registry sent more than its %llu bytes",
+                c->blob->digest.s, (unsigned long long) c->blob->size);
+      return 0;
+    }
   return len;
 }
 
@@ -126,22 +169,8 @@ on_data (char *p, size_t size, size_t n, void *data)
   struct ib_http_call *c = k->c;
   size_t len = size * n;
   k->r->stats.bytes_down += len;
-  if (c->writer && c->status == 200)
-    {
-      /* A registry that sends more than the descriptor says is not let
-       * fill the disk. */
-      if (ib_blob_writer_write (c->writer, p, len, &c->writer_err) < 0)
-        return 0;
-      c->len += len;
-      ib_registry_progress_add (k->r, len);
-      if (c->len > c->blob->size)
-        {
-          ib_error (&c->writer_err, IB_EINTEGRITY, "blob %s: the registry sent more than its %llu bytes",
-                    c->blob->digest.s, (unsigned long long) c->blob->size);
-          return 0;
-        }
-      return len;
-    }
+  if (c->writer && (c->status == 200 || c->status == 206))
+    return blob_data (k->r, c, p, len);
   size_t max = c->max ? c->max : 65536;
   if (c->len + len > max)
     {
@@ -224,7 +253,10 @@ perform_once (struct ib_registry *r, struct ib_http_call *c)
   cleanup_free char *ctype = c->content_type ? ib_xasprintf ("Content-Type: %s", c->content_type) : NULL;
   cleanup_free char *crange = c->content_range ? ib_xasprintf ("Content-Range: %s", c->content_range) : NULL;
   cleanup_free char *auth = ib_registry_auth_header (r);
-  const char *lines[] = { accept, ctype, crange, auth, "Expect:", "User-Agent: imgbuild" };
+  cleanup_free char *resume = c->writer && c->blob_done ? ib_xasprintf ("Range: bytes=%llu-",
+                                                                        (unsigned long long) c->blob_done)
+                                                        : NULL;
+  const char *lines[] = { accept, ctype, crange, auth, resume, "Expect:", "User-Agent: imgbuild" };
   for (size_t i = 0; i < sizeof (lines) / sizeof (lines[0]); i++)
     if (lines[i])
       hs = curl_slist_append (hs, lines[i]);
@@ -287,15 +319,13 @@ url_path (const char *url)
   return strndup (p, strcspn (p, "?"));
 }
 
-/* A fresh blob writer for a download that starts over. */
+/* The blob writer of a download, made once: retries go on writing to it. */
 static int
-restart_sink (struct ib_http_call *c, ib_error_t *err)
+open_sink (struct ib_http_call *c, ib_error_t *err)
 {
-  if (c->store == NULL)
+  if (c->store == NULL || c->writer)
     return 0;
-  if (c->writer)
-    ib_blob_writer_abort (c->writer);
-  c->writer = NULL;
+  c->blob_done = 0;
   return ib_blob_writer_new (c->store, &c->writer, err);
 }
 
@@ -305,7 +335,7 @@ ib_registry_do (struct ib_registry *r, struct ib_http_call *c, ib_error_t *err)
   unsigned auth_rounds = 0;
   for (unsigned attempt = 1;; attempt++)
     {
-      if (restart_sink (c, err) < 0)
+      if (open_sink (c, err) < 0)
         return -1;
       ib_error_release (&c->writer_err);
       c->attempts = attempt;

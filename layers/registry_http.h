@@ -62,12 +62,15 @@ struct ib_http_call
   struct ib_store *store;
   const struct ib_descriptor *blob;
   struct ib_blob_writer *writer;
+  uint64_t blob_done;      /* bytes of the blob written: a retry asks for the rest */
+  bool in_body;            /* this response's body has begun */
   ib_error_t writer_err;
   char *buf;
   size_t len, max;
   /* the response */
   long status;
   char *location, *content_digest, *range, *www_auth, *content_type_got;
+  long long range_start; /* of a 206's Content-Range; -1 when none */
   double retry_after;
   unsigned attempts; /* how many times it was sent */
   CURLcode curl_code; /* of the last attempt */

@@ -258,7 +258,7 @@ t_registry_upload_resumes_where_the_registry_stopped() {
   [ "$(proxied '[.[] | select(.fault == "cut")] | length')" = 1 ]
   # Right after the lost chunk: the status query, then the same session goes on.
   proxied 'map(select(.path | contains("/blobs/uploads/"))) | (map(.fault) | index("cut")) as $i
-           | .[$i + 1].method == "GET" and .[$i + 1].status == 204 and .[$i + 1].range == "0-8191"
+           | .[$i + 1].method == "GET" and .[$i + 1].status == 204 and .[$i + 1].upload_range == "0-8191"
              and .[$i + 2].method == "PATCH"
              and .[$i + 2].status == 202 and .[$i + 2].path == .[$i].path' | grep -qx true
   # No upload started over: one POST per uploaded blob.
@@ -276,4 +276,40 @@ t_registry_pull_progress_in_a_terminal() {
   cat plain.txt
   grep -q 'EXIT=0' plain.txt
   grep -Eq "imgbuild: pull docker://$REG/dsv41-flash-b12x:local \[[#.]+\] +100% [0-9.]+ [kMGT]?B / [0-9.]+ [kMGT]?B .*took [0-9]+s" plain.txt
+}
+
+t_registry_download_resumes_after_a_broken_transfer() {
+  build_base
+  registry_start open
+  push_base
+  proxy_start
+  layer=$(skopeo inspect --raw "oci:$IMGBUILD_STORE:dsv41-flash-b12x:local" | jq -r '.layers[0].digest')
+  size=$(skopeo inspect --raw "oci:$IMGBUILD_STORE:dsv41-flash-b12x:local" | jq -r '.layers[0].size')
+  # The base layer's download breaks half-way: the retry asks for the rest
+  # (Range), and the layer is not downloaded twice.
+  echo "GET /blobs/$layer truncate 1" >faults
+  IMGBUILD_STORE=$PWD/fresh "$IB" -q --smoke=off --from "docker://$PROXY/dsv41-flash-b12x:local" dsv41-flash-dcp2 \
+    -t x:1 >/dev/null
+  jq -c "select(.path | endswith(\"$layer\")) | [.status, .fault, .range, .down]" proxy.jsonl
+  half=$(jq -s --arg l "$layer" 'map(select(.path | endswith($l)))[0] | select(.fault == "truncate") | .down' proxy.jsonl)
+  [ -n "$half" ] && [ "$half" -gt 0 ] && [ "$half" -lt "$size" ]
+  jq -se --arg l "$layer" --argjson h "$half" --argjson s "$size" 'map(select(.path | endswith($l)))
+     | length == 2 and .[1].status == 206 and .[1].range == "bytes=\($h)-" and .[1].down == $s - $h' proxy.jsonl
+  # The layer in the store is whole (its digest is its name, checked again).
+  IMGBUILD_STORE=$PWD/fresh "$IV" x:1 >/dev/null
+}
+
+t_registry_corrupt_blob_is_refused() {
+  build_base
+  registry_start open
+  push_base
+  proxy_start
+  layer=$(skopeo inspect --raw "oci:$IMGBUILD_STORE:dsv41-flash-b12x:local" | jq -r '.layers[0].digest')
+  echo "GET /blobs/$layer corrupt 1" >faults
+  IMGBUILD_STORE=$PWD/fresh expect_fail 4 "blob $layer" \
+    "$IB" --from "docker://$PROXY/dsv41-flash-b12x:local" dsv41-flash-dcp2 -t x:1
+  [ ! -e "fresh/blobs/sha256/${layer#sha256:}" ]
+  refute grep -q '"x:1"' fresh/index.json
+  # The next pull, undamaged, works.
+  IMGBUILD_STORE=$PWD/fresh "$IB" -q --from "docker://$PROXY/dsv41-flash-b12x:local" dsv41-flash-dcp2 -t x:1 >/dev/null
 }

@@ -16,6 +16,9 @@ RULES, read again on every request, has lines `METHOD PATH-REGEX ACTION COUNT`:
   cut           read half the body, then close the client's connection; the
                 registry never hears of it (lost before it arrived)
   slow:SECONDS  wait before forwarding (a slow response)
+  truncate      forward, then send the response's headers and half its body
+                and close (a download broken half-way)
+  corrupt       forward, and flip one bit in the middle of the response body
 Each rule fires for the first COUNT matching requests; COUNT as SKIP+N lets
 SKIP matching requests pass first.
 """
@@ -81,7 +84,8 @@ class Proxy(BaseHTTPRequestHandler):
         # Upload URLs carry the registry's opaque state; keep the rest
         # (digest=, mount=, from=).
         query = "&".join(q for q in query.split("&") if q and not q.startswith("_state="))
-        entry = {"method": self.command, "path": path, "query": query, "fault": fault}
+        entry = {"method": self.command, "path": path, "query": query, "fault": fault,
+                 "range": self.headers.get("Range")}
         if fault in ("drop", "cut"):
             return self.drop(entry, forward=fault == "drop")
         body = self.body()
@@ -120,11 +124,21 @@ class Proxy(BaseHTTPRequestHandler):
         if self.command != "HEAD":
             self.send_header("Content-Length", str(len(data)))
         self.end_headers()
+        if fault == "truncate":
+            data = data[: len(data) // 2]
+            self.close_connection = True
+        if fault == "corrupt" and data:
+            data = bytearray(data)
+            data[len(data) // 2] ^= 1
+            data = bytes(data)
         if self.command != "HEAD":
             self.wfile.write(data)
         conn.close()
-        entry.update(status=resp.status, down=len(data), range=resp.getheader("Range"))
+        entry.update(status=resp.status, down=len(data), upload_range=resp.getheader("Range"))
         log(entry)
+        if fault == "truncate":
+            self.wfile.flush()
+            self.connection.shutdown(socket.SHUT_RDWR)
 
     def drop(self, entry, forward):
         n = int(self.headers.get("Content-Length") or 0)
