@@ -42,6 +42,9 @@ run_test() {
   if [ "$rc" = 0 ]; then
     T_PASS=$((T_PASS + 1))
     echo "ok $name"
+    # A passed test's registries, stores and archives go at once: the suite
+    # would otherwise hold gigabytes until the end (a failed one is kept).
+    rm -rf "$dir"
   else
     T_FAIL=$((T_FAIL + 1))
     echo "FAIL $name"
@@ -168,6 +171,10 @@ services_stop() {
   [ -f "$1/service.pids" ] || return 0
   local pid
   while read -r pid; do kill "$pid" 2>/dev/null || true; done <"$1/service.pids"
+  while read -r pid; do
+    for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$pid" 2>/dev/null || true
+  done <"$1/service.pids"
   rm -f "$1/service.pids"
 }
 
