@@ -313,3 +313,40 @@ t_registry_corrupt_blob_is_refused() {
   # The next pull, undamaged, works.
   IMGBUILD_STORE=$PWD/fresh "$IB" -q --from "docker://$PROXY/dsv41-flash-b12x:local" dsv41-flash-dcp2 -t x:1 >/dev/null
 }
+
+t_registry_kill_mid_transfer_leaves_both_sides_whole() {
+  build_base
+  registry_start open
+  push_base
+  proxy_start
+  # Killed while the base layer is being fetched into an empty store (its
+  # blob writer open), and while the push uploads: the store and the
+  # registry stay whole, no tag is written, and the next run finishes.
+  layer=$(skopeo inspect --raw "oci:$IMGBUILD_STORE:dsv41-flash-b12x:local" | jq -r '.layers[0].digest')
+  printf 'GET /blobs/%s slow:3 1\n' "$layer" >faults
+  (IMGBUILD_STORE=$PWD/fresh exec "$IB" -q --from "docker://$PROXY/dsv41-flash-b12x:local" dsv41-flash-dcp2 -t k:1 \
+    >/dev/null 2>&1) &
+  pid=$!
+  sleep 1.5
+  kill -9 $pid 2>/dev/null || true
+  wait $pid || true
+  jq -se --arg l "$layer" 'any(.path | endswith($l))' proxy.jsonl
+  [ ! -e "fresh/blobs/sha256/${layer#sha256:}" ]
+  IMGBUILD_STORE=$PWD/fresh "$IV" --store >/dev/null
+  refute grep -q '"k:1"' fresh/index.json
+  printf 'PATCH /blobs/uploads/ slow:3 1\nPUT /blobs/uploads/ slow:3 1\n' >faults
+  (IMGBUILD_STORE=$PWD/fresh IMGBUILD_REGISTRY_CHUNK_SIZE=4096 exec "$IB" -q \
+    --from "docker://$PROXY/dsv41-flash-b12x:local" dsv41-flash-dcp2 -t k:1 --push "docker://$PROXY/dcp2:k" \
+    >/dev/null 2>&1) &
+  pid=$!
+  for _ in $(seq 1 300); do grep -q '"PATCH"\|"PUT"' proxy.jsonl && break; sleep 0.1; done
+  kill -9 $pid 2>/dev/null || true
+  wait $pid || true
+  refute skopeo inspect --tls-verify=false "docker://$REG/dcp2:k"
+  all_tags_whole
+  IMGBUILD_STORE=$PWD/fresh "$IV" --store >/dev/null
+  rm -f faults
+  IMGBUILD_STORE=$PWD/fresh "$IB" -q --from "docker://$PROXY/dsv41-flash-b12x:local" dsv41-flash-dcp2 -t k:1 \
+    --push "docker://$PROXY/dcp2:k" >out.txt
+  [ "$(skopeo inspect --tls-verify=false "docker://$REG/dcp2:k" | jq -r .Digest)" = "$(cut -d' ' -f2 out.txt)" ]
+}
