@@ -1,11 +1,16 @@
 #include "store.h"
 
+#include <time.h>
+
+#include <dirent.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../util/cleanup.h"
@@ -43,6 +48,27 @@ ib_store_default_path (const char *opt)
   return ib_path_join (home && *home ? home : "/root", ".local/share/imgbuild/store");
 }
 
+/* A writer killed mid-blob (a pull of a 20 GB layer, say) leaves its
+ * temporary file behind.  One untouched for an hour has no writer left: a
+ * live one keeps writing, and a transfer that stalls gives up long before. */
+static void
+sweep_temporaries (const char *blobs)
+{
+  DIR *d = opendir (blobs);
+  if (d == NULL)
+    return;
+  time_t now = time (NULL);
+  struct dirent *de;
+  while ((de = readdir (d)))
+    {
+      struct stat st;
+      if (strncmp (de->d_name, ".tmp-", 5) == 0 && fstatat (dirfd (d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0
+          && S_ISREG (st.st_mode) && now - st.st_mtime > 3600)
+        unlinkat (dirfd (d), de->d_name, 0);
+    }
+  closedir (d);
+}
+
 int
 ib_store_open (const char *root, struct ib_store **out, ib_error_t *err)
 {
@@ -63,6 +89,7 @@ ib_store_open (const char *root, struct ib_store **out, ib_error_t *err)
       if (ib_write_file_atomic (index, text, sizeof (text) - 1, 0644, err) < 0)
         return ib_error_wrap (err, "open store `%s`", root);
     }
+  sweep_temporaries (blobs);
   struct ib_store *s = ib_xcalloc (1, sizeof (*s));
   s->root = ib_xstrdup (root);
   s->blobs = steal_pointer (&blobs);

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -81,6 +82,28 @@ store_blob_roundtrip (struct test_ctx *t)
   fclose (f);
   CHECK (t, ib_store_read_blob (s, &d, 100, &buf, &len, &err) < 0 && err->class == IB_EINTEGRITY);
   ib_error_release (&err);
+  ib_store_free (s);
+}
+
+void
+store_sweeps_stale_temporaries (struct test_ctx *t)
+{
+  ib_error_t err = NULL;
+  struct ib_store *s;
+  cleanup_free char *root = ib_path_join (test_tmpdir (), "store");
+  CHECK (t, ib_store_open (root, &s, &err) == 0);
+  ib_store_free (s);
+  /* A killed writer's leftover (two hours old) and a live one's (now). */
+  cleanup_free char *blobs = ib_path_join (root, "blobs/sha256");
+  const char *stale = test_write (blobs, ".tmp-stale1", "partial");
+  cleanup_free char *stale_path = ib_xstrdup (stale);
+  const char *live = test_write (blobs, ".tmp-live01", "partial");
+  cleanup_free char *live_path = ib_xstrdup (live);
+  struct timespec old[2] = { { time (NULL) - 7200, 0 }, { time (NULL) - 7200, 0 } };
+  CHECK (t, utimensat (AT_FDCWD, stale_path, old, 0) == 0);
+  CHECK (t, ib_store_open (root, &s, &err) == 0);
+  CHECK (t, access (stale_path, F_OK) < 0);
+  CHECK (t, access (live_path, F_OK) == 0);
   ib_store_free (s);
 }
 
