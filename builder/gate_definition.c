@@ -15,18 +15,8 @@
 #include "../util/fsutil.h"
 #include "gates.h"
 
-static void problem (struct ib_gate_sink *k, const char *fmt, ...) __attribute__ ((format (printf, 2, 3)));
-
-static void
-problem (struct ib_gate_sink *k, const char *fmt, ...)
-{
-  va_list ap;
-  va_start (ap, fmt);
-  char *msg = ib_xvasprintf (fmt, ap);
-  va_end (ap);
-  ib_gate_sink_problem (k, true, msg);
-  free (msg);
-}
+/* Every problem of this gate is an error. */
+#define problem(k, ...) ib_problemf (ib_gate_sink_problem, (k), true, __VA_ARGS__)
 
 struct target
 {

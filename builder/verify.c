@@ -155,19 +155,6 @@ one_of (const char *s, const char *const *list)
   return false;
 }
 
-static void problem (ib_problem_fn fn, void *data, const char *fmt, ...) __attribute__ ((format (printf, 3, 4)));
-
-static void
-problem (ib_problem_fn fn, void *data, const char *fmt, ...)
-{
-  va_list ap;
-  va_start (ap, fmt);
-  char *msg = ib_xvasprintf (fmt, ap);
-  va_end (ap);
-  fn (data, true, msg);
-  free (msg);
-}
-
 int
 ib_verify_image (struct ib_store *s, const struct ib_image *img, struct ib_report *report, int jobs,
                  ib_problem_fn fn, void *data, struct ib_verify_stats *st, ib_error_t *err)
@@ -176,15 +163,15 @@ ib_verify_image (struct ib_store *s, const struct ib_image *img, struct ib_repor
   memset (st, 0, sizeof (*st));
   /* The manifest and config were read, digests checked, when IMG loaded. */
   if (!one_of (img->manifest.media_type, manifest_types))
-    problem (fn, data, "manifest %s: media type `%s` is not an image manifest", img->manifest.digest.s,
+    ib_problemf (fn, data, true, "manifest %s: media type `%s` is not an image manifest", img->manifest.digest.s,
              img->manifest.media_type);
   if (!one_of (img->config.media_type, config_types))
-    problem (fn, data, "config %s: media type `%s` is not an image config", img->config.digest.s,
+    ib_problemf (fn, data, true, "config %s: media type `%s` is not an image config", img->config.digest.s,
              img->config.media_type ? img->config.media_type : "(none)");
   const cJSON *os = cJSON_GetObjectItemCaseSensitive (img->config_json, "os");
   const cJSON *arch = cJSON_GetObjectItemCaseSensitive (img->config_json, "architecture");
   if (!cJSON_IsString (os) || !cJSON_IsString (arch))
-    problem (fn, data, "config %s: no os or architecture", img->config.digest.s);
+    ib_problemf (fn, data, true, "config %s: no os or architecture", img->config.digest.s);
   struct item *items = ib_xcalloc (img->n_layers + 2, sizeof (*items));
   size_t n = 0;
   for (size_t i = 0; i < img->n_layers; i++, n++)
@@ -222,7 +209,7 @@ check_closures (struct ib_store *s, ib_problem_fn fn, void *data)
   cleanup_free char *text = NULL;
   if (ib_read_file (path, 64u << 20, &text, NULL, NULL) < 0)
     {
-      problem (fn, data, "store `%s` has no readable index.json", ib_store_root (s));
+      ib_problemf (fn, data, true, "store `%s` has no readable index.json", ib_store_root (s));
       return;
     }
   cJSON *index = cJSON_Parse (text);
@@ -234,7 +221,7 @@ check_closures (struct ib_store *s, ib_problem_fn fn, void *data)
     const char *name = ref_name (m);
     if (ib_descriptor_from_json (m, &d, &err) < 0)
       {
-        problem (fn, data, "index.json entry %s: %s", name ? name : "(untagged)", err->msg);
+        ib_problemf (fn, data, true, "index.json entry %s: %s", name ? name : "(untagged)", err->msg);
         ib_error_release (&err);
         continue;
       }
@@ -245,7 +232,7 @@ check_closures (struct ib_store *s, ib_problem_fn fn, void *data)
         cleanup_free char *text = NULL;
         size_t len;
         if (ib_store_read_blob (s, &d.digest, 1 << 20, &text, &len, &err) < 0)
-          problem (fn, data, "provenance artifact %s: %s", d.digest.s, err->msg);
+          ib_problemf (fn, data, true, "provenance artifact %s: %s", d.digest.s, err->msg);
         cJSON *am = text ? cJSON_ParseWithLength (text, len) : NULL;
         const cJSON *l;
         cJSON_ArrayForEach (l, cJSON_GetObjectItemCaseSensitive (am, "layers"))
@@ -253,7 +240,7 @@ check_closures (struct ib_store *s, ib_problem_fn fn, void *data)
           struct ib_descriptor ld;
           bool parsed = ib_descriptor_from_json (l, &ld, NULL) == 0;
           if (!parsed || !ib_store_has_blob (s, &ld.digest))
-            problem (fn, data, "provenance artifact %s: a blob is missing", d.digest.s);
+            ib_problemf (fn, data, true, "provenance artifact %s: a blob is missing", d.digest.s);
           if (parsed)
             ib_descriptor_clear (&ld);
         }
@@ -264,10 +251,10 @@ check_closures (struct ib_store *s, ib_problem_fn fn, void *data)
       }
     struct ib_image *img = NULL;
     if (ib_image_load (s, &d, NULL, &img, &err) < 0)
-      problem (fn, data, "tag %s: %s", name ? name : d.digest.s, err->msg);
+      ib_problemf (fn, data, true, "tag %s: %s", name ? name : d.digest.s, err->msg);
     for (size_t i = 0; img && i < img->n_layers; i++)
       if (!ib_store_has_blob (s, &img->layers[i].digest))
-        problem (fn, data, "tag %s: layer %s is missing from the store", name ? name : d.digest.s,
+        ib_problemf (fn, data, true, "tag %s: layer %s is missing from the store", name ? name : d.digest.s,
                  img->layers[i].digest.s);
     ib_error_release (&err);
     ib_image_free (img);

@@ -138,11 +138,9 @@ problem (struct gate *g, const char *fmt, ...)
 {
   va_list ap;
   va_start (ap, fmt);
-  char *msg = ib_xvasprintf (fmt, ap);
-  va_end (ap);
   g->st->errors++;
-  g->fn (g->data, true, msg);
-  free (msg);
+  ib_vproblemf (g->fn, g->data, true, fmt, ap);
+  va_end (ap);
 }
 
 static bool

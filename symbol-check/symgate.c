@@ -47,16 +47,14 @@ static void problem (struct ctx *c, bool is_error, const char *fmt, ...) __attri
 static void
 problem (struct ctx *c, bool is_error, const char *fmt, ...)
 {
-  va_list ap;
-  va_start (ap, fmt);
-  char *msg = ib_xvasprintf (fmt, ap);
-  va_end (ap);
   if (is_error)
     c->st->errors++;
   else
     c->st->warnings++;
-  c->fn (c->data, is_error, msg);
-  free (msg);
+  va_list ap;
+  va_start (ap, fmt);
+  ib_vproblemf (c->fn, c->data, is_error, fmt, ap);
+  va_end (ap);
 }
 
 /* "usr/…/dist-packages/vllm/x.py" -> "vllm/x.py" */

@@ -5,6 +5,7 @@
 #ifndef IB_REQUIREMENT_H
 #define IB_REQUIREMENT_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -20,5 +21,11 @@ void ib_requirement_clear (struct ib_requirement *r);
 
 /* One problem, one line; IS_ERROR false for a warning. */
 typedef void (*ib_problem_fn) (void *data, bool is_error, const char *msg);
+/* Format one problem and hand it to FN: what every gate does with what it
+ * finds. */
+void ib_problemf (ib_problem_fn fn, void *data, bool is_error, const char *fmt, ...)
+    __attribute__ ((format (printf, 4, 5)));
+void ib_vproblemf (ib_problem_fn fn, void *data, bool is_error, const char *fmt, va_list ap)
+    __attribute__ ((format (printf, 4, 0)));
 
 #endif
