@@ -400,12 +400,9 @@ ib_registry_push_blob (struct ib_registry *r, struct ib_store *s, const struct i
       /* The token must also carry pull on the source repository. */
       cleanup_free char *scope = ib_xasprintf ("repository:%s:pull", mount_from);
       ib_registry_auth_want (r, scope);
+      /* A repository name ([a-z0-9._/-]) needs no escaping in a query. */
       struct ib_http_call m = { .method = "POST", .replayable = true };
-      CURL *h = curl_easy_init ();
-      char *from = curl_easy_escape (h, mount_from, 0);
-      m.url = ib_registry_url (r, "blobs/uploads/?mount=%s&from=%s", d->digest.s, from ? from : mount_from);
-      curl_free (from);
-      curl_easy_cleanup (h);
+      m.url = ib_registry_url (r, "blobs/uploads/?mount=%s&from=%s", d->digest.s, mount_from);
       rc = ib_registry_do (r, &m, err);
       if (rc == 0 && m.status == 201)
         r->stats.blobs_mounted++;

@@ -72,8 +72,8 @@ int ib_registry_get_manifest (struct ib_registry *r, const char *reference, char
 int ib_registry_fetch_blob (struct ib_registry *r, struct ib_store *s, const struct ib_descriptor *d,
                             ib_error_t *err);
 /* Make the repository hold the store's blob D: nothing when it has it
- * (HEAD), a cross-repository mount from MOUNT_FROM (a repository on the same
- * registry) when given and the registry agrees, else an upload: monolithic up
+ * (HEAD), a cross-repository mount from MOUNT_FROM (a valid repository name
+ * on the same registry) when given and the registry agrees, else an upload: monolithic up
  * to the chunk size, chunked above it, resumed where the registry says it
  * stopped when a chunk fails. */
 int ib_registry_push_blob (struct ib_registry *r, struct ib_store *s, const struct ib_descriptor *d,

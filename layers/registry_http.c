@@ -298,7 +298,9 @@ retryable_status (long status)
 void
 ib_registry_backoff (struct ib_registry *r, unsigned attempt, double retry_after)
 {
-  double s = 0.25 * (double) (1u << (attempt < 6 ? attempt : 6));
+  /* 0.25 s after the first attempt, doubling, at most 16 s. */
+  unsigned k = attempt > 0 ? attempt - 1 : 0;
+  double s = 0.25 * (double) (1u << (k < 6 ? k : 6));
   if (retry_after > s)
     s = retry_after < 30 ? retry_after : 30;
   r->stats.retries++;
@@ -358,8 +360,9 @@ ib_registry_do (struct ib_registry *r, struct ib_http_call *c, ib_error_t *err)
           if (rc == CURLE_PEER_FAILED_VERIFICATION || rc == CURLE_SSL_CACERT_BADFILE)
             return ib_error (err, IB_EENV, "registry %s: its TLS certificate is not trusted (%s); "
                              "--tls-verify=false accepts it", r->host, curl_easy_strerror (rc));
-          return ib_error (err, IB_EENV, "registry %s: %s %s: %s (gave up after %u attempt%s)", r->host, c->method,
-                           path, curl_easy_strerror (rc), attempt, attempt == 1 ? "" : "s");
+          cleanup_free char *tries = attempt > 1 ? ib_xasprintf (" (gave up after %u attempts)", attempt) : NULL;
+          return ib_error (err, IB_EENV, "registry %s: %s %s: %s%s", r->host, c->method, path,
+                           curl_easy_strerror (rc), tries ? tries : "");
         }
       if (c->status == 401 && c->www_auth && auth_rounds++ < 3)
         {

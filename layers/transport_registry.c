@@ -21,8 +21,6 @@
 #include "registry.h"
 #include "transport.h"
 
-#define MAX_CONFIG_SIZE (32u << 20)
-
 static bool
 valid_repo (const char *repo)
 {
