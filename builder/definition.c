@@ -502,8 +502,7 @@ parse_smoke_line (struct ib_definition *d, char *l, const char *origin, ib_error
     }
   if (strcmp (w[0], "program") == 0)
     {
-      free (d->gate_text);
-  free (d->smoke_program);
+      free (d->smoke_program);
       d->smoke_program = source_path (d, w[1]);
       return 0;
     }

@@ -61,7 +61,9 @@ static const char usage[] =
     "                            compression, sizes, kernel names); a table, or\n"
     "                            with --json {\"files\":[{\"path\",\"entries\":[{\"kind\",\n"
     "                            \"sm\",\"variant\",\"compression\",\"size\",\n"
-    "                            \"uncompressed_size\",\"kernels\":[...]}]}]}\n"
+    "                            \"uncompressed_size\",\"relocatable\",\"ptx_version\",\n"
+    "                            \"kernels\":[...]}]}]}; relocatable entries (-rdc,\n"
+    "                            __nv_relfatbin) are nvlink's input, never loaded\n"
     "  --kernels REF [GLOB...]   the same for the files of an image that match the\n"
     "                            globs ('*' crosses '/'; default *.so *.so.* *.cubin\n"
     "                            *.fatbin), read from its layers\n"
@@ -102,9 +104,16 @@ print_kernel_table (const char *path, const struct ib_cuda_file *f)
       return;
     }
   printf ("%s\n", path);
+  size_t relocatable = 0;
   for (size_t i = 0; i < f->n; i++)
     {
       const struct ib_cuda_entry *e = &f->e[i];
+      /* Apart: nvlink's input, not code the CUDA runtime loads. */
+      if (e->relocatable)
+        {
+          relocatable++;
+          continue;
+        }
       char arch[32];
       ib_cuda_entry_arch (e, arch, sizeof (arch));
       printf ("  %-5s %-12s %-5s %10llu B %10llu B  %zu kernel%s", ib_cuda_kind_name (e->kind), arch, e->compression,
@@ -114,6 +123,9 @@ print_kernel_table (const char *path, const struct ib_cuda_file *f)
         printf ("%s%s", k ? ", " : ": ", e->kernels[k]);
       printf ("%s\n", e->n_kernels > 4 ? ", ..." : "");
     }
+  if (relocatable)
+    printf ("  and %zu relocatable entries in __nv_relfatbin (-rdc: linked at build time, never loaded)\n",
+            relocatable);
 }
 
 static void

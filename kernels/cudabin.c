@@ -2,16 +2,15 @@
 
 #include <elf.h>
 #include <errno.h>
-#include <lz4.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zstd.h>
 
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
+#include "payload.h"
 
 #define FATBIN_MAGIC 0xBA55ED50u
 #define EM_CUDA_ 190
@@ -30,6 +29,7 @@ struct inspector
   uint64_t file_size;
   struct ib_cuda_file *out;
   ib_error_t *err;
+  bool relocatable; /* reading __nv_relfatbin */
 };
 
 static int
@@ -77,68 +77,119 @@ is_cuda_elf (const unsigned char *p, size_t n)
          && ((const Elf64_Ehdr *) p)->e_machine == EM_CUDA_;
 }
 
-static bool
-section_ok (const Elf64_Shdr *sh, size_t n)
-{
-  return sh->sh_offset <= n && sh->sh_size <= n - sh->sh_offset;
-}
-
 /* "-arch sm_121a" in the ptxas command line that .note.nv.tkinfo keeps. */
 static char
-variant_from_notes (const unsigned char *p, size_t n, const Elf64_Shdr *sh, unsigned shnum, const char *shstr,
-                    size_t shstr_len)
+variant_from_note (const char *s, size_t len)
 {
-  for (unsigned i = 0; i < shnum; i++)
-    {
-      if (sh[i].sh_name >= shstr_len || strcmp (shstr + sh[i].sh_name, ".note.nv.tkinfo") != 0
-          || !section_ok (&sh[i], n))
-        continue;
-      const char *s = (const char *) p + sh[i].sh_offset;
-      size_t len = sh[i].sh_size;
-      for (size_t k = 0; k + 9 < len; k++)
-        if (memcmp (s + k, "-arch sm_", 9) == 0)
-          {
-            size_t e = k + 9;
-            while (e < len && s[e] >= '0' && s[e] <= '9')
-              e++;
-            return e < len && (s[e] == 'a' || s[e] == 'f') ? s[e] : 0;
-          }
-    }
+  for (size_t k = 0; k + 9 < len; k++)
+    if (memcmp (s + k, "-arch sm_", 9) == 0)
+      {
+        size_t e = k + 9;
+        while (e < len && s[e] >= '0' && s[e] <= '9')
+          e++;
+        return e < len && (s[e] == 'a' || s[e] == 'f') ? s[e] : 0;
+      }
   return 0;
 }
 
-/* Fill E (kind SASS) from a cubin image.  SM and variant are taken from the
- * cubin only when E does not have them from its fatbin entry. */
-static int
-parse_cubin (struct inspector *in, const unsigned char *p, size_t n, struct ib_cuda_entry *e)
+struct cubin_tables
 {
-  if (!is_cuda_elf (p, n))
+  Elf64_Ehdr eh;
+  Elf64_Shdr *sh;
+  struct ib_payload_range *r; /* r[i]: section i's bytes when collected */
+};
+
+static void
+cubin_tables_free (struct cubin_tables *t)
+{
+  for (unsigned i = 0; t->r && i < t->eh.e_shnum; i++)
+    free (t->r[i].buf);
+  free (t->r);
+  free (t->sh);
+}
+
+static bool
+section_in (const Elf64_Shdr *sh, uint64_t size)
+{
+  return sh->sh_type != SHT_NOBITS && sh->sh_offset <= size && sh->sh_size <= size - sh->sh_offset;
+}
+
+/* The cubin's ELF header and section headers, then (one more pass) the
+ * sections the inspector reads: names, symbol tables and their strings,
+ * notes.  Nothing else of the payload is kept. */
+static int
+cubin_read_tables (struct inspector *in, const struct ib_payload *pl, struct cubin_tables *t)
+{
+  struct ib_payload_range hr = { 0, sizeof (Elf64_Ehdr), NULL };
+  if (pl->size < sizeof (Elf64_Ehdr))
     return ib_error (in->err, IB_EKERNELS, "`%s`: a cubin entry is not a CUDA ELF image", in->what);
-  const Elf64_Ehdr *eh = (const Elf64_Ehdr *) p;
-  if (e->sm == 0)
-    e->sm = p[EI_ABIVERSION] >= 8 ? (eh->e_flags >> 8) & 0xff : eh->e_flags & 0xff;
-  if (eh->e_shentsize != sizeof (Elf64_Shdr) || eh->e_shoff > n
-      || (uint64_t) eh->e_shnum * sizeof (Elf64_Shdr) > n - eh->e_shoff)
-    return ib_error (in->err, IB_EKERNELS, "`%s`: cubin for sm_%u has no usable section headers", in->what, e->sm);
-  const Elf64_Shdr *sh = (const Elf64_Shdr *) (p + eh->e_shoff);
-  const char *shstr = NULL;
-  size_t shstr_len = 0;
-  if (eh->e_shstrndx < eh->e_shnum && section_ok (&sh[eh->e_shstrndx], n))
+  int r = ib_payload_collect (pl, &hr, 1, in->err);
+  if (r == 0)
+    memcpy (&t->eh, hr.buf, sizeof (t->eh));
+  bool elf = r == 0 && is_cuda_elf (hr.buf, sizeof (Elf64_Ehdr));
+  free (hr.buf);
+  if (r < 0)
+    return -1;
+  if (!elf)
+    return ib_error (in->err, IB_EKERNELS, "`%s`: a cubin entry is not a CUDA ELF image", in->what);
+  const Elf64_Ehdr *eh = &t->eh;
+  if (eh->e_shentsize != sizeof (Elf64_Shdr) || eh->e_shoff > pl->size
+      || (uint64_t) eh->e_shnum * sizeof (Elf64_Shdr) > pl->size - eh->e_shoff)
+    return ib_error (in->err, IB_EKERNELS, "`%s`: a cubin has no usable section headers", in->what);
+  struct ib_payload_range sr = { eh->e_shoff, (uint64_t) eh->e_shnum * sizeof (Elf64_Shdr), NULL };
+  if (ib_payload_collect (pl, &sr, 1, in->err) < 0)
     {
-      shstr = (const char *) p + sh[eh->e_shstrndx].sh_offset;
-      shstr_len = sh[eh->e_shstrndx].sh_size;
+      free (sr.buf);
+      return -1;
     }
-  if (shstr && e->variant == 0)
-    e->variant = variant_from_notes (p, n, sh, eh->e_shnum, shstr, shstr_len);
+  t->sh = (Elf64_Shdr *) sr.buf;
+  t->r = ib_xcalloc (eh->e_shnum ? eh->e_shnum : 1, sizeof (*t->r));
   for (unsigned i = 0; i < eh->e_shnum; i++)
     {
-      if (sh[i].sh_type != SHT_SYMTAB || sh[i].sh_entsize != sizeof (Elf64_Sym) || sh[i].sh_link >= eh->e_shnum
-          || !section_ok (&sh[i], n) || !section_ok (&sh[sh[i].sh_link], n))
+      const Elf64_Shdr *s = &t->sh[i];
+      bool want = i == eh->e_shstrndx || s->sh_type == SHT_SYMTAB
+                  || (s->sh_type == SHT_NOTE && s->sh_size < (1u << 20));
+      if (s->sh_type == SHT_SYMTAB && s->sh_link < eh->e_shnum && section_in (&t->sh[s->sh_link], pl->size))
+        {
+          t->r[s->sh_link].off = t->sh[s->sh_link].sh_offset;
+          t->r[s->sh_link].len = t->sh[s->sh_link].sh_size;
+        }
+      if (want && section_in (s, pl->size))
+        {
+          t->r[i].off = s->sh_offset;
+          t->r[i].len = s->sh_size;
+        }
+    }
+  return ib_payload_collect (pl, t->r, eh->e_shnum, in->err);
+}
+
+/* Fill E (kind SASS) from a cubin.  SM and variant are taken from the
+ * cubin only when E does not have them from its fatbin entry. */
+static int
+parse_cubin (struct inspector *in, const struct ib_payload *pl, struct ib_cuda_entry *e)
+{
+  __attribute__ ((cleanup (cubin_tables_free))) struct cubin_tables t = { 0 };
+  if (cubin_read_tables (in, pl, &t) < 0)
+    return -1;
+  const Elf64_Ehdr *eh = &t.eh;
+  if (e->sm == 0)
+    e->sm = eh->e_ident[EI_ABIVERSION] >= 8 ? (eh->e_flags >> 8) & 0xff : eh->e_flags & 0xff;
+  const char *shstr = eh->e_shstrndx < eh->e_shnum ? (const char *) t.r[eh->e_shstrndx].buf : NULL;
+  size_t shstr_len = shstr ? t.r[eh->e_shstrndx].len : 0;
+  for (unsigned i = 0; shstr && e->variant == 0 && i < eh->e_shnum; i++)
+    if (t.sh[i].sh_type == SHT_NOTE && t.r[i].len && t.sh[i].sh_name < shstr_len
+        && strcmp (shstr + t.sh[i].sh_name, ".note.nv.tkinfo") == 0)
+      e->variant = variant_from_note ((const char *) t.r[i].buf, t.r[i].len);
+  for (unsigned i = 0; i < eh->e_shnum; i++)
+    {
+      const Elf64_Shdr *sh = &t.sh[i];
+      if (sh->sh_type != SHT_SYMTAB || sh->sh_entsize != sizeof (Elf64_Sym) || sh->sh_link >= eh->e_shnum
+          || t.r[i].len == 0 || t.r[sh->sh_link].len == 0)
         continue;
-      const Elf64_Sym *sym = (const Elf64_Sym *) (p + sh[i].sh_offset);
-      const char *str = (const char *) p + sh[sh[i].sh_link].sh_offset;
-      size_t str_len = sh[sh[i].sh_link].sh_size;
-      for (size_t k = 0; k < sh[i].sh_size / sizeof (Elf64_Sym); k++)
+      const Elf64_Sym *sym = (const Elf64_Sym *) t.r[i].buf;
+      const char *str = (const char *) t.r[sh->sh_link].buf;
+      size_t str_len = t.r[sh->sh_link].len;
+      for (size_t k = 0; k < t.r[i].len / sizeof (Elf64_Sym); k++)
         if (ELF64_ST_TYPE (sym[k].st_info) == STT_FUNC && (sym[k].st_other & STO_CUDA_ENTRY)
             && sym[k].st_name < str_len)
           add_kernel (e, str + sym[k].st_name, strnlen (str + sym[k].st_name, str_len - sym[k].st_name));
@@ -146,73 +197,107 @@ parse_cubin (struct inspector *in, const unsigned char *p, size_t n, struct ib_c
   return 0;
 }
 
-/* ---- PTX ----------------------------------------------------------------- */
+/* ---- PTX (streamed a line at a time) ---------------------------------- */
+
+#define PTX_MAX_LINE (1u << 20)
 
 static void
-parse_ptx (const char *p, size_t n, struct ib_cuda_entry *e)
+parse_ptx_line (const char *p, size_t n, struct ib_cuda_entry *e)
 {
-  for (size_t i = 0; i + 7 < n; i++)
+  size_t i = 0;
+  while (i < n && (p[i] == ' ' || p[i] == '\t'))
+    i++;
+  if (e->ptx_major == 0 && n - i > 9 && memcmp (p + i, ".version", 8) == 0)
     {
-      if (memcmp (p + i, ".entry", 6) != 0 || (i > 0 && p[i - 1] != ' ' && p[i - 1] != '\t' && p[i - 1] != '\n')
+      char v[32] = { 0 }; /* the line is not NUL-terminated */
+      memcpy (v, p + i + 8, n - i - 8 < sizeof (v) - 1 ? n - i - 8 : sizeof (v) - 1);
+      unsigned major, minor;
+      if (sscanf (v, " %u.%u", &major, &minor) == 2)
+        {
+          e->ptx_major = major;
+          e->ptx_minor = minor;
+        }
+    }
+  for (; i + 7 < n; i++)
+    {
+      if (memcmp (p + i, ".entry", 6) != 0 || (i > 0 && p[i - 1] != ' ' && p[i - 1] != '\t')
           || (p[i + 6] != ' ' && p[i + 6] != '\t'))
         continue;
       size_t s = i + 6;
       while (s < n && (p[s] == ' ' || p[s] == '\t'))
         s++;
       size_t t = s;
-      while (t < n && p[t] != '(' && p[t] != ' ' && p[t] != '\t' && p[t] != '\n' && p[t] != '\r')
+      while (t < n && p[t] != '(' && p[t] != ' ' && p[t] != '\t' && p[t] != '\r')
         t++;
       if (t > s)
         add_kernel (e, p + s, t - s);
-      i = t;
+      return;
     }
 }
 
-/* ---- fatbin entries ------------------------------------------------------ */
+struct ptx_lines
+{
+  struct ib_cuda_entry *e;
+  char *line;
+  size_t len;
+  bool too_long; /* the current line is past PTX_MAX_LINE: skipped */
+};
 
 static int
-decompress (struct inspector *in, const unsigned char *src, size_t n, uint64_t flags, uint64_t usize,
-            struct ib_cuda_entry *e, unsigned char **out, size_t *out_len)
+ptx_piece (void *data, const unsigned char *p, size_t n, uint64_t off, ib_error_t *err)
 {
-  bool zstd = (flags & FLAG_ZSTD) || (n >= 4 && src[0] == 0x28 && src[1] == 0xb5 && src[2] == 0x2f && src[3] == 0xfd);
-  if (usize > MAX_ENTRY)
-    return ib_error (in->err, IB_EKERNELS, "`%s`: an entry claims %llu bytes uncompressed", in->what,
-                     (unsigned long long) usize);
-  unsigned char *buf = ib_xmalloc (usize ? usize : 1);
-  if (zstd)
+  (void) off;
+  (void) err;
+  struct ptx_lines *x = data;
+  for (size_t i = 0; i < n;)
     {
-      e->compression = "zstd";
-      size_t r = ZSTD_decompress (buf, usize, src, n);
-      if (ZSTD_isError (r) || r != usize)
+      const unsigned char *nl = memchr (p + i, '\n', n - i);
+      size_t end = nl ? (size_t) (nl - p) : n;
+      if (!x->too_long && x->len + (end - i) <= PTX_MAX_LINE)
         {
-          free (buf);
-          return ib_error (in->err, IB_EKERNELS, "`%s`: zstd entry for arch %u does not decompress: %s", in->what,
-                           e->sm, ZSTD_isError (r) ? ZSTD_getErrorName (r) : "wrong size");
+          memcpy (x->line + x->len, p + i, end - i);
+          x->len += end - i;
         }
-    }
-  else
-    {
-      /* The LZ4 flag, or compressed without a zstd frame: a raw LZ4 block. */
-      e->compression = "lz4";
-      int r = LZ4_decompress_safe ((const char *) src, (char *) buf, (int) n, (int) usize);
-      if (r < 0 || (uint64_t) r != usize)
+      else
+        x->too_long = true;
+      if (nl)
         {
-          free (buf);
-          return ib_error (in->err, IB_EKERNELS, "`%s`: lz4 entry for arch %u does not decompress", in->what, e->sm);
+          if (!x->too_long)
+            parse_ptx_line (x->line, x->len, x->e);
+          x->len = 0;
+          x->too_long = false;
         }
+      i = end + (nl != NULL);
     }
-  *out = buf;
-  *out_len = usize;
   return 0;
 }
 
 static int
-parse_payload (struct inspector *in, struct ib_cuda_entry *e, const unsigned char *p, size_t n)
+parse_ptx (const struct ib_payload *pl, struct ib_cuda_entry *e, ib_error_t *err)
 {
-  if (e->kind == IB_CUDA_SASS)
-    return parse_cubin (in, p, n, e);
-  if (e->kind == IB_CUDA_PTX)
-    parse_ptx ((const char *) p, n, e);
+  cleanup_free char *line = ib_xmalloc (PTX_MAX_LINE);
+  struct ptx_lines x = { e, line, 0, false };
+  if (ib_payload_stream (pl, ptx_piece, &x, err) < 0)
+    return -1;
+  if (x.len && !x.too_long)
+    parse_ptx_line (x.line, x.len, e);
+  return 0;
+}
+
+/* ---- fatbin entries ------------------------------------------------------ */
+
+/* How the entry's bytes are stored: by the flags, then by the payload's
+ * magic (zstd), else a raw LZ4 block when the sizes say compressed. */
+static int
+entry_codec (struct inspector *in, uint64_t at, size_t stored, uint64_t flags, uint32_t csize, uint64_t usize,
+             enum ib_payload_codec *codec)
+{
+  unsigned char m[4] = { 0 };
+  if (stored >= 4 && pread_all (in, m, 4, at) < 0)
+    return -1;
+  bool zstd_magic = m[0] == 0x28 && m[1] == 0xb5 && m[2] == 0x2f && m[3] == 0xfd;
+  bool compressed = (flags & (FLAG_LZ4 | FLAG_ZSTD)) || (csize && usize > csize);
+  *codec = !compressed ? IB_PAYLOAD_PLAIN : (flags & FLAG_ZSTD) || zstd_magic ? IB_PAYLOAD_ZSTD : IB_PAYLOAD_LZ4;
   return 0;
 }
 
@@ -250,23 +335,24 @@ read_entry (struct inspector *in, uint64_t off, uint64_t end, uint64_t *next)
   e->kind = kind == 2 ? IB_CUDA_SASS : kind == 1 ? IB_CUDA_PTX : IB_CUDA_LTOIR;
   e->sm = arch;
   e->variant = (flags & FLAG_ARCH_SPECIFIC) ? 'a' : (flags & FLAG_FAMILY) ? 'f' : 0;
+  e->relocatable = in->relocatable;
   e->size = psize;
   size_t stored = csize && csize <= psize ? csize : psize;
-  cleanup_free unsigned char *raw = ib_xmalloc (stored ? stored : 1);
-  if (pread_all (in, raw, stored, off + hsize) < 0)
+  struct ib_payload pl = { in->fd, in->what, off + hsize, stored, stored, IB_PAYLOAD_PLAIN };
+  if (entry_codec (in, pl.off, stored, flags, csize, usize, &pl.codec) < 0)
     return -1;
-  bool compressed = (flags & (FLAG_LZ4 | FLAG_ZSTD)) || (csize && usize > csize);
-  if (!compressed)
+  if (pl.codec != IB_PAYLOAD_PLAIN)
     {
-      e->uncompressed_size = stored;
-      return parse_payload (in, e, raw, stored);
+      if (usize > MAX_ENTRY)
+        return ib_error (in->err, IB_EKERNELS, "`%s`: an entry claims %llu bytes uncompressed", in->what,
+                         (unsigned long long) usize);
+      pl.size = usize;
+      e->compression = pl.codec == IB_PAYLOAD_ZSTD ? "zstd" : "lz4";
     }
-  cleanup_free unsigned char *plain = NULL;
-  size_t plain_len = 0;
-  if (decompress (in, raw, stored, flags, usize, e, &plain, &plain_len) < 0)
-    return -1;
-  e->uncompressed_size = plain_len;
-  return parse_payload (in, e, plain, plain_len);
+  e->uncompressed_size = pl.size;
+  if (e->kind == IB_CUDA_SASS)
+    return parse_cubin (in, &pl, e);
+  return e->kind == IB_CUDA_PTX ? parse_ptx (&pl, e, in->err) : 0;
 }
 
 /* Fatbin containers from OFF to END, one after another; padding between
@@ -331,13 +417,11 @@ read_cubin_at (struct inspector *in, uint64_t off)
   if (len > MAX_ENTRY || len > in->file_size - off)
     return ib_error (in->err, IB_EKERNELS, "`%s`: cubin at offset %llu runs past the end", in->what,
                      (unsigned long long) off);
-  cleanup_free unsigned char *buf = ib_xmalloc (len);
-  if (pread_all (in, buf, len, off) < 0)
-    return -1;
   struct ib_cuda_entry *e = add_entry (in->out);
   e->kind = IB_CUDA_SASS;
   e->size = e->uncompressed_size = len;
-  return parse_cubin (in, buf, len, e);
+  struct ib_payload pl = { in->fd, in->what, off, len, len, IB_PAYLOAD_PLAIN };
+  return parse_cubin (in, &pl, e);
 }
 
 /* Fatbins or cubins inside a data section: looked for at 8-byte aligned
@@ -414,6 +498,9 @@ inspect_host_elf (struct inspector *in, const Elf64_Ehdr *eh)
         continue;
       if (strcmp (name, ".nv_fatbin") == 0 || strcmp (name, "__nv_relfatbin") == 0)
         {
+          /* -rdc objects: relocatable cubins that nvlink links, never what
+           * the CUDA runtime loads. */
+          in->relocatable = name[0] == '_';
           if (read_containers (in, sh[i].sh_offset, sh[i].sh_offset + sh[i].sh_size) < 0)
             return -1;
           any = true;
@@ -438,7 +525,7 @@ ib_cuda_inspect (int fd, const char *what, struct ib_cuda_file **out, ib_error_t
   struct stat st;
   if (fstat (fd, &st) < 0)
     return ib_error_errno (err, errno, IB_EENV, "stat `%s`", what);
-  struct inspector in = { fd, what, (uint64_t) st.st_size, ib_xcalloc (1, sizeof (struct ib_cuda_file)), err };
+  struct inspector in = { fd, what, (uint64_t) st.st_size, ib_xcalloc (1, sizeof (struct ib_cuda_file)), err, false };
   unsigned char head[sizeof (Elf64_Ehdr)] = { 0 };
   size_t n = in.file_size < sizeof (head) ? (size_t) in.file_size : sizeof (head);
   int r = pread_all (&in, head, n, 0);
@@ -512,6 +599,13 @@ ib_cuda_file_json (const struct ib_cuda_file *f)
       cJSON_AddStringToObject (j, "compression", e->compression);
       cJSON_AddNumberToObject (j, "size", (double) e->size);
       cJSON_AddNumberToObject (j, "uncompressed_size", (double) e->uncompressed_size);
+      cJSON_AddBoolToObject (j, "relocatable", e->relocatable);
+      if (e->kind == IB_CUDA_PTX)
+        {
+          char v[24];
+          snprintf (v, sizeof (v), "%u.%u", e->ptx_major, e->ptx_minor);
+          cJSON_AddStringToObject (j, "ptx_version", v);
+        }
       cJSON *k = cJSON_AddArrayToObject (j, "kernels");
       for (size_t x = 0; x < e->n_kernels; x++)
         cJSON_AddItemToArray (k, cJSON_CreateString (e->kernels[x]));
@@ -542,6 +636,10 @@ ib_cuda_file_from_json (const cJSON *j, struct ib_cuda_file **out, ib_error_t *e
     e->compression = strcmp (c, "zstd") == 0 ? "zstd" : strcmp (c, "lz4") == 0 ? "lz4" : "none";
     e->size = (uint64_t) cJSON_GetNumberValue (cJSON_GetObjectItemCaseSensitive (x, "size"));
     e->uncompressed_size = (uint64_t) cJSON_GetNumberValue (cJSON_GetObjectItemCaseSensitive (x, "uncompressed_size"));
+    e->relocatable = cJSON_IsTrue (cJSON_GetObjectItemCaseSensitive (x, "relocatable"));
+    const cJSON *pv = cJSON_GetObjectItemCaseSensitive (x, "ptx_version");
+    if (cJSON_IsString (pv))
+      sscanf (pv->valuestring, "%u.%u", &e->ptx_major, &e->ptx_minor);
     const cJSON *kn;
     cJSON_ArrayForEach (kn, cJSON_GetObjectItemCaseSensitive (x, "kernels"))
     {

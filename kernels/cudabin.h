@@ -14,8 +14,12 @@
  *     7, 8-15 for 8); a kernel is an STT_FUNC symbol with STO_CUDA_ENTRY
  *     (0x10) in st_other; a bare cubin's a/f variant is in the ptxas
  *     command line of its .note.nv.tkinfo.
- * Memory stays bounded: a file is read a section at a time and one entry's
- * payload at a time. */
+ * Memory stays bounded: a file is read a section at a time, and an entry's
+ * payload is streamed (payload.h): a cubin's ELF header, section headers
+ * and symbol tables are all that is kept of it, a PTX text a line at a time.
+ * Entries of __nv_relfatbin (shared objects and objects built with -rdc)
+ * are relocatable device code that nvlink consumes at build time; they are
+ * listed, marked relocatable, and never count as code the runtime loads. */
 #ifndef IB_CUDABIN_H
 #define IB_CUDABIN_H
 
@@ -41,6 +45,8 @@ struct ib_cuda_entry
   const char *compression; /* "none", "lz4", "zstd" */
   uint64_t size;     /* as stored */
   uint64_t uncompressed_size;
+  bool relocatable;  /* from __nv_relfatbin (-rdc): input to nvlink, never loaded */
+  unsigned ptx_major, ptx_minor; /* PTX: its .version (0.0 when absent) */
   size_t n_kernels;
   char **kernels;    /* __global__ entry points, as the symbol table names them */
 };
@@ -65,7 +71,8 @@ void ib_cuda_entry_arch (const struct ib_cuda_entry *e, char *buf, size_t n);
  * every Z >= Y; sm_XYa only on X.Y; sm_XYf on its family, X.Z for Z >= Y. */
 bool ib_sass_runs_on (unsigned sm, char variant, unsigned major, unsigned minor);
 
-/* {"entries":[{"kind","sm","variant","compression","size","uncompressed_size","kernels":[…]}]} */
+/* {"entries":[{"kind","sm","variant","compression","size","uncompressed_size",
+ *  "relocatable","ptx_version" (PTX only),"kernels":[…]}]} */
 cJSON *ib_cuda_file_json (const struct ib_cuda_file *f);
 /* The inverse, for the per-content cache. */
 int ib_cuda_file_from_json (const cJSON *j, struct ib_cuda_file **out, ib_error_t *err);

@@ -10,7 +10,7 @@
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
 
-#define CACHE_MAGIC "imgbuild-kernels 1"
+#define CACHE_MAGIC "imgbuild-kernels 2" /* 2: relocatable, ptx_version */
 
 int
 ib_compute_capability_parse (const char *s, struct ib_compute_capability *out)
@@ -167,9 +167,9 @@ what_is_there (const char *kernel, const struct ib_fs_entry *const *files, struc
         {
           char arch[32];
           ib_cuda_entry_arch (&code[i]->e[k], arch, sizeof (arch));
-          fprintf (f, "%s%s %s in /%s", shown > 1 ? ", " : "", arch,
+          fprintf (f, "%s%s %s%s in /%s", shown > 1 ? ", " : "", arch,
                    code[i]->e[k].kind == IB_CUDA_SASS ? "SASS" : code[i]->e[k].kind == IB_CUDA_PTX ? "PTX" : "LTO-IR",
-                   files[i]->path);
+                   code[i]->e[k].relocatable ? " (relocatable, -rdc)" : "", files[i]->path);
         }
   if (shown == 0)
     fputs ("the kernel is in none of them", f);
@@ -187,7 +187,7 @@ check_kernel (struct gate *g, const struct ib_requirement *req, const char *kern
     for (size_t k = 0; code[i] && k < code[i]->n; k++)
       {
         const struct ib_cuda_entry *e = &code[i]->e[k];
-        if (e->kind == IB_CUDA_SASS && ib_sass_runs_on (e->sm, e->variant, cc->major, cc->minor)
+        if (e->kind == IB_CUDA_SASS && !e->relocatable && ib_sass_runs_on (e->sm, e->variant, cc->major, cc->minor)
             && entry_has (e, kernel))
           return;
       }

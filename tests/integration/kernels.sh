@@ -30,6 +30,11 @@ t_inspector_reports_what_nvcc_compiled() {
   "$NVCC_REAL" -c -rdc=true -Xcompiler -fPIC -gencode arch=compute_121a,code=sm_121a \
     -gencode arch=compute_121a,code=compute_121a k.cu -o rdc.o
   [ "$(entries rdc.o)" = "$(printf '%s\n' "ptx 121 a zstd $K" "sass 121 a zstd $K")" ]
+  # ... which is nvlink's input, never loaded: marked, and apart in the table.
+  "$IV" --kernels --json rdc.o | jq -e '[.files[].entries[].relocatable] == [true, true]'
+  "$IV" --kernels rdc.o | grep -q 'and 2 relocatable entries in __nv_relfatbin'
+  [ "$("$IV" --kernels rdc.o | grep -c sm_121a || true)" = 0 ]
+  "$IV" --kernels --json multi.fatbin | jq -e '[.files[].entries[] | select(.kind == "ptx") | .ptx_version] | length == 1 and .[0] != "0.0"' 
   # A shared object: .nv_fatbin (nvcc adds an sm_75 link stub without kernels).
   "$NVCC_REAL" -shared -Xcompiler -fPIC -gencode arch=compute_90,code=sm_90 k.cu -o libk.so
   entries libk.so | grep -qx "sass 90  none $K"
@@ -55,6 +60,47 @@ gate_case() { # NAME GENCODE... -> exit status of the build
   echo x >"$name/top/x"
   printf '[image]\nname = ktop-%s:1\nfrom = kbase-%s:1\n[copy]\nfile x /opt/x\n[new]\n/opt/x\n[kernels]\ntarget 12.1\nrequire /opt/k/* trtllm_dcp_alltoall\n' \
     "$name" "$name" >"$name/top/image.conf"
+}
+
+# NCCL's device code: a 130 MB linked cubin per arch, and __nv_relfatbin
+# with the relocatable cubins of every object file.  Read within 64 MiB, and
+# only the .nv_fatbin entries count as loadable.
+t_inspector_streams_nccl_within_64_mib() {
+  local nccl
+  nccl=$(ls /usr/local/cuda/lib64/libnccl.so.2 /usr/local/cuda/lib/libnccl.so.2 2>/dev/null | head -1)
+  [ -n "$nccl" ] || { log "no libnccl.so.2 in /usr/local/cuda"; return 1; }
+  /usr/bin/time -v "$IV" --kernels --json "$nccl" >nccl.json 2>time.txt
+  local kb
+  kb=$(awk '/Maximum resident set size/ {print $NF}' time.txt)
+  log "peak RSS reading $nccl: $kb KiB"
+  [ "$kb" -lt 65536 ]
+  # What the file's own section headers say: entries in both sections.
+  readelf -SW "$nccl" | grep -q ' __nv_relfatbin '
+  jq -e '[.files[].entries[] | select(.relocatable)] | length > 0' nccl.json
+  jq -e '[.files[].entries[] | select(.relocatable | not) | select(.kind == "sass")] | length > 0' nccl.json
+  # The biggest entry is larger than the whole limit: it was streamed.
+  jq -e '[.files[].entries[].uncompressed_size] | max > 67108864' nccl.json
+}
+
+rdc_case() { # NAME FILE: a base with FILE at /opt/k/, a thin image requiring the kernel
+  mkdir -p "$1/base" "$1/top"
+  cp "$2" "$1/base/"
+  printf '[image]\nname = kbase-%s:1\nfrom = scratch\n[copy]\nfile %s /opt/k/%s\n[new]\n/\n' "$1" "$2" "$2" >"$1/base/image.conf"
+  "$IB" -q "$1/base" >/dev/null
+  echo x >"$1/top/x"
+  printf '[image]\nname = ktop-%s:1\nfrom = kbase-%s:1\n[copy]\nfile x /opt/x\n[new]\n/opt/x\n[kernels]\nrequire /opt/k/* trtllm_dcp_alltoall\n' "$1" "$1" >"$1/top/image.conf"
+}
+
+t_kernel_gate_never_takes_relocatable_sass() {
+  echo "$K_SRC" >k.cu
+  "$NVCC_REAL" -c -rdc=true -Xcompiler -fPIC -gencode arch=compute_121a,code=sm_121a k.cu -o k.o
+  rdc_case obj k.o
+  expect_fail 6 'trtllm_dcp_alltoall has no SASS .*: sm_121a SASS \(relocatable, -rdc\) in /opt/k/k.o' "$IB" obj/top
+  # Linked into a shared object (nvcc device-links it), the same code is
+  # loadable and passes.
+  "$NVCC_REAL" -shared -Xcompiler -fPIC -rdc=true -gencode arch=compute_121a,code=sm_121a k.cu -o libk.so
+  rdc_case so libk.so
+  "$IB" -q so/top >/dev/null
 }
 
 t_kernel_gate_applies_binary_compatibility() {

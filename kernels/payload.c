@@ -1,0 +1,327 @@
+#include "payload.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#include "../util/cleanup.h"
+#include "../util/fsutil.h"
+
+#define IN_CHUNK (1u << 20)
+#define OUT_CHUNK (1u << 20)
+#define LZ4_HISTORY 65536u  /* the largest offset an LZ4 match can have */
+#define ZSTD_WINDOW_LOG 25  /* 32 MiB: fatbinary's frames use 2 MiB */
+#define MAX_COLLECT (48ull << 20)
+
+/* ---- the stored bytes, a chunk at a time --------------------------------- */
+
+struct in_reader
+{
+  const struct ib_payload *pl;
+  unsigned char *buf;
+  size_t len, pos;
+  uint64_t done; /* stored bytes read so far */
+};
+
+static int
+in_fill (struct in_reader *r, ib_error_t *err)
+{
+  uint64_t left = r->pl->stored - r->done;
+  size_t want = left < IN_CHUNK ? (size_t) left : IN_CHUNK;
+  size_t got = 0;
+  while (got < want)
+    {
+      ssize_t n = pread (r->pl->fd, r->buf + got, want - got, (off_t) (r->pl->off + r->done + got));
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n < 0)
+        return ib_error_errno (err, errno, IB_EENV, "read `%s`", r->pl->what);
+      if (n == 0)
+        return ib_error (err, IB_EKERNELS, "`%s`: GPU code at offset %llu is cut short", r->pl->what,
+                         (unsigned long long) r->pl->off);
+      got += (size_t) n;
+    }
+  r->done += got;
+  r->len = got;
+  r->pos = 0;
+  return 0;
+}
+
+/* The next stored byte; -1 at the end (*ERR untouched) or on error. */
+static int
+in_byte (struct in_reader *r, ib_error_t *err)
+{
+  if (r->pos == r->len)
+    {
+      if (r->done == r->pl->stored)
+        return -1;
+      if (in_fill (r, err) < 0)
+        return -2;
+    }
+  return r->buf[r->pos++];
+}
+
+/* ---- plain --------------------------------------------------------------- */
+
+static int
+stream_plain (struct in_reader *in, ib_payload_fn fn, void *data, ib_error_t *err)
+{
+  while (in->done < in->pl->stored)
+    {
+      uint64_t at = in->done;
+      if (in_fill (in, err) < 0)
+        return -1;
+      int r = fn (data, in->buf, in->len, at, err);
+      if (r != 0)
+        return r < 0 ? -1 : 0;
+    }
+  return 0;
+}
+
+/* ---- zstd ---------------------------------------------------------------- */
+
+static void
+free_dctx (ZSTD_DCtx **d)
+{
+  ZSTD_freeDCtx (*d);
+}
+
+static int
+stream_zstd (struct in_reader *in, ib_payload_fn fn, void *data, ib_error_t *err)
+{
+  const struct ib_payload *pl = in->pl;
+  __attribute__ ((cleanup (free_dctx))) ZSTD_DCtx *dc = ZSTD_createDCtx ();
+  ZSTD_DCtx_setParameter (dc, ZSTD_d_windowLogMax, ZSTD_WINDOW_LOG);
+  cleanup_free unsigned char *out = ib_xmalloc (OUT_CHUNK);
+  uint64_t produced = 0;
+  size_t last = 1;
+  for (;;)
+    {
+      if (in->pos == in->len && in->done < pl->stored && in_fill (in, err) < 0)
+        return -1;
+      ZSTD_inBuffer src = { in->buf, in->len, in->pos };
+      ZSTD_outBuffer dst = { out, OUT_CHUNK, 0 };
+      last = ZSTD_decompressStream (dc, &dst, &src);
+      in->pos = src.pos;
+      if (ZSTD_isError (last))
+        return ib_error (err, IB_EKERNELS, "`%s`: zstd entry at offset %llu does not decompress: %s", pl->what,
+                         (unsigned long long) pl->off, ZSTD_getErrorName (last));
+      if (dst.pos > pl->size - produced)
+        break;
+      int r = dst.pos ? fn (data, out, dst.pos, produced, err) : 0;
+      produced += dst.pos;
+      if (r != 0)
+        return r < 0 ? -1 : 0;
+      /* A full output buffer may leave more to flush without more input;
+       * a frame that is complete (0) or cut short ends it. */
+      bool all_in = in->pos == in->len && in->done == pl->stored;
+      if (all_in && (last == 0 || dst.pos < OUT_CHUNK))
+        break;
+    }
+  if (produced != pl->size || last != 0)
+    return ib_error (err, IB_EKERNELS, "`%s`: zstd entry at offset %llu does not give the %llu bytes its header says",
+                     pl->what, (unsigned long long) pl->off, (unsigned long long) pl->size);
+  return 0;
+}
+
+/* ---- LZ4 (a raw block, decoded with a sliding window) -------------------- */
+
+struct lz4_out
+{
+  unsigned char *w; /* LZ4_HISTORY of history, then OUT_CHUNK of new bytes */
+  size_t pos, flushed;
+  uint64_t base; /* payload offset of w[0] */
+  uint64_t total, size;
+  ib_payload_fn fn;
+  void *data;
+  bool stopped;
+};
+
+static int
+lz4_flush (struct lz4_out *o, ib_error_t *err)
+{
+  if (o->pos > o->flushed && !o->stopped)
+    {
+      int r = o->fn (o->data, o->w + o->flushed, o->pos - o->flushed, o->base + o->flushed, err);
+      if (r < 0)
+        return -1;
+      o->stopped = r > 0;
+    }
+  if (o->pos > LZ4_HISTORY)
+    {
+      memmove (o->w, o->w + o->pos - LZ4_HISTORY, LZ4_HISTORY);
+      o->base += o->pos - LZ4_HISTORY;
+      o->pos = LZ4_HISTORY;
+    }
+  o->flushed = o->pos;
+  return 0;
+}
+
+/* Room for at least one byte; false with *ERR set on error. */
+static int
+lz4_room (struct lz4_out *o, ib_error_t *err)
+{
+  if (o->pos < LZ4_HISTORY + OUT_CHUNK)
+    return 0;
+  return lz4_flush (o, err);
+}
+
+static int
+lz4_length (struct in_reader *in, size_t *len, ib_error_t *err)
+{
+  int b;
+  do
+    {
+      if ((b = in_byte (in, err)) < 0)
+        return -1;
+      *len += (size_t) b;
+    }
+  while (b == 255);
+  return 0;
+}
+
+static int
+lz4_sequence (struct in_reader *in, struct lz4_out *o, int token, ib_error_t *err)
+{
+  size_t lit = (size_t) token >> 4;
+  if (lit == 15 && lz4_length (in, &lit, err) < 0)
+    return -1;
+  for (size_t i = 0; i < lit; i++)
+    {
+      int b = in_byte (in, err);
+      if (b < 0 || lz4_room (o, err) < 0)
+        return -1;
+      o->w[o->pos++] = (unsigned char) b;
+    }
+  o->total += lit;
+  if (in->pos == in->len && in->done == in->pl->stored)
+    return 1; /* the last sequence has literals only */
+  int lo = in_byte (in, err), hi = lo < 0 ? -1 : in_byte (in, err);
+  if (hi < 0)
+    return -1;
+  size_t offset = (size_t) lo | (size_t) hi << 8, len = ((size_t) token & 15) + 4;
+  if (len == 19 && lz4_length (in, &len, err) < 0)
+    return -1;
+  if (offset == 0 || offset > o->total || o->total + len > o->size)
+    return -1;
+  for (size_t i = 0; i < len; i++)
+    {
+      if (lz4_room (o, err) < 0)
+        return -1;
+      o->w[o->pos] = o->w[o->pos - offset];
+      o->pos++;
+    }
+  o->total += len;
+  return 0;
+}
+
+static int
+stream_lz4 (struct in_reader *in, ib_payload_fn fn, void *data, ib_error_t *err)
+{
+  cleanup_free unsigned char *w = ib_xmalloc (LZ4_HISTORY + OUT_CHUNK);
+  struct lz4_out o = { w, 0, 0, 0, 0, in->pl->size, fn, data, false };
+  for (;;)
+    {
+      int token = in_byte (in, err);
+      if (token == -1)
+        break;
+      int r = token < 0 ? -1 : lz4_sequence (in, &o, token, err);
+      if (r < 0 || o.total > o.size)
+        {
+          if (err && *err)
+            return -1;
+          return ib_error (err, IB_EKERNELS, "`%s`: lz4 entry at offset %llu does not decompress", in->pl->what,
+                           (unsigned long long) in->pl->off);
+        }
+      if (r == 1)
+        break;
+      if (o.stopped)
+        return 0;
+    }
+  if (lz4_flush (&o, err) < 0)
+    return -1;
+  if (o.total != o.size && !o.stopped)
+    return ib_error (err, IB_EKERNELS, "`%s`: lz4 entry at offset %llu gives %llu bytes, its header says %llu",
+                     in->pl->what, (unsigned long long) in->pl->off, (unsigned long long) o.total,
+                     (unsigned long long) o.size);
+  return 0;
+}
+
+int
+ib_payload_stream (const struct ib_payload *pl, ib_payload_fn fn, void *data, ib_error_t *err)
+{
+  cleanup_free unsigned char *buf = ib_xmalloc (IN_CHUNK);
+  struct in_reader in = { pl, buf, 0, 0, 0 };
+  switch (pl->codec)
+    {
+    case IB_PAYLOAD_ZSTD:
+      return stream_zstd (&in, fn, data, err);
+    case IB_PAYLOAD_LZ4:
+      return stream_lz4 (&in, fn, data, err);
+    default:
+      return stream_plain (&in, fn, data, err);
+    }
+}
+
+/* ---- collecting ranges --------------------------------------------------- */
+
+struct collector
+{
+  struct ib_payload_range *r;
+  size_t n, left;
+  uint64_t *filled;
+};
+
+static int
+collect_piece (void *data, const unsigned char *p, size_t n, uint64_t off, ib_error_t *err)
+{
+  (void) err;
+  struct collector *c = data;
+  for (size_t i = 0; i < c->n; i++)
+    {
+      struct ib_payload_range *r = &c->r[i];
+      uint64_t lo = off > r->off ? off : r->off;
+      uint64_t hi = off + n < r->off + r->len ? off + n : r->off + r->len;
+      if (lo >= hi)
+        continue;
+      memcpy (r->buf + (lo - r->off), p + (lo - off), hi - lo);
+      c->filled[i] += hi - lo;
+      if (c->filled[i] == r->len)
+        c->left--;
+    }
+  return c->left == 0;
+}
+
+int
+ib_payload_collect (const struct ib_payload *pl, struct ib_payload_range *r, size_t n, ib_error_t *err)
+{
+  uint64_t total = 0;
+  size_t left = 0;
+  for (size_t i = 0; i < n; i++)
+    {
+      if (r[i].off > pl->size || r[i].len > pl->size - r[i].off)
+        return ib_error (err, IB_EKERNELS, "`%s`: cubin at offset %llu points past its own end", pl->what,
+                         (unsigned long long) pl->off);
+      total += r[i].len;
+      left += r[i].len > 0;
+    }
+  if (total > MAX_COLLECT)
+    return ib_error (err, IB_EKERNELS, "`%s`: cubin at offset %llu has %llu bytes of tables, more than %llu",
+                     pl->what, (unsigned long long) pl->off, (unsigned long long) total,
+                     (unsigned long long) MAX_COLLECT);
+  for (size_t i = 0; i < n; i++)
+    r[i].buf = ib_xmalloc (r[i].len ? r[i].len : 1);
+  cleanup_free uint64_t *filled = ib_xcalloc (n ? n : 1, sizeof (*filled));
+  struct collector c = { r, n, left, filled };
+  if (left == 0)
+    return 0;
+  if (ib_payload_stream (pl, collect_piece, &c, err) < 0)
+    return -1;
+  if (c.left)
+    return ib_error (err, IB_EKERNELS, "`%s`: GPU code at offset %llu ends before its tables", pl->what,
+                     (unsigned long long) pl->off);
+  return 0;
+}
