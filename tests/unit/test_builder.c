@@ -37,6 +37,32 @@ definition_parses_sections (struct test_ctx *t)
   ib_definition_free (d);
 }
 
+/* Regression: `program` after a gate line in [smoke] freed the recorded gate
+ * text without clearing it (a double free at ib_definition_free, exit 134). */
+void
+definition_smoke_program_after_a_gate_line (struct test_ctx *t)
+{
+  const char *dir = test_tmpdir ();
+  test_write (dir, "smoke.c", "int main (void) { return 0; }\n");
+  test_write (dir, "image.conf", "[image]\nname = x:1\nfrom = base:1\n[smoke]\nkernels /k.fatbin\nnccl /libnccl.so.2\n"
+                                 "dcp 2\nprogram smoke.c\n"
+                                 "timeout 60\n");
+  struct ib_definition *d = NULL;
+  ib_error_t err = NULL;
+  CHECK (t, ib_definition_load (dir, &d, &err) == 0);
+  if (err)
+    fprintf (stderr, "  got: %s\n", err->msg);
+  ib_error_release (&err);
+  if (d == NULL)
+    return;
+  /* The gate text (recorded in the provenance) keeps both gate lines and
+   * leaves out the machine-local program path. */
+  CHECK_STR (t, d->gate_text, "[smoke]\nkernels /k.fatbin\nnccl /libnccl.so.2\ndcp 2\ntimeout 60\n");
+  CHECK (t, d->smoke_program && strstr (d->smoke_program, "smoke.c"));
+  CHECK (t, d->smoke_dcp == 2 && d->smoke_timeout == 60);
+  ib_definition_free (d);
+}
+
 void
 definition_syntax_errors_name_the_line (struct test_ctx *t)
 {
