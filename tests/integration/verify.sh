@@ -83,11 +83,86 @@ t_changed_overlay_file_in_a_self_consistent_image_is_caught() {
   "$IV" dsv41-flash-dcp2:local # self-consistent: integrity and its own provenance pass
   expect_fail 4 'manifest.txt:[0-9]+: .*/deepseek_v4_1/engram.py in the image \(layer 1\) differs from its source .*files/engram.py' \
     "$IV" --definition "$ROOT/images/dsv41-flash-dcp2" dsv41-flash-dcp2:local
-  # A provenance that no longer matches the content: exit 4 too.
+}
+
+# store_edit TAG WHAT: rewrite one thing of a tagged image in $IMGBUILD_STORE
+# and every digest above it, so that only WHAT is wrong: "provenance" (an
+# overlay file's recorded sha256), "size" (a layer descriptor's size),
+# "diff_id" (the config's diff_id of the overlay layer), "manifest" (a byte
+# of the manifest blob itself).  Files are replaced, never written in place
+# (the store is hard links into the tests' seed store).
+store_edit() {
+  /usr/bin/python3 - "$IMGBUILD_STORE" "$1" "$2" <<'PY'
+import hashlib, json, os, sys
+store, tag, what = sys.argv[1:4]
+def path(d): return os.path.join(store, "blobs", *d.split(":"))
+def read(d): return open(path(d), "rb").read()
+def replace(p, b):
+    open(p + ".tmp", "wb").write(b)
+    os.replace(p + ".tmp", p)
+def put(b):
+    d = "sha256:" + hashlib.sha256(b).hexdigest()
+    replace(path(d), b)
+    return d, len(b)
+idx = json.load(open(f"{store}/index.json"))
+ann = lambda m, k: m.get("annotations", {}).get(k)
+ent = next(m for m in idx["manifests"] if ann(m, "org.opencontainers.image.ref.name") == tag)
+old = ent["digest"]
+man = json.loads(read(old))
+if what == "provenance":
+    art = next(m for m in idx["manifests"] if ann(m, "vnd.imgbuild.subject") == old)
+    am = json.loads(read(art["digest"]))
+    prov = json.loads(read(am["layers"][0]["digest"]))
+    f = next(f for f in prov["files"] if f["target"].endswith("/cp_utils.py"))
+    f["sha256"] = hashlib.sha256(b"not the file").hexdigest()
+    am["layers"][0]["digest"], am["layers"][0]["size"] = put(json.dumps(prov).encode())
+    art["digest"], art["size"] = put(json.dumps(am).encode())
+elif what == "size":
+    man["layers"][-2]["size"] += 1
+elif what == "diff_id":
+    cfg = json.loads(read(man["config"]["digest"]))
+    ids = cfg["rootfs"]["diff_ids"]
+    ids[-2] = ids[0]   # a real diff_id, of another layer
+    man["config"]["digest"], man["config"]["size"] = put(json.dumps(cfg).encode())
+if what in ("size", "diff_id"):
+    ent["digest"], ent["size"] = put(json.dumps(man).encode())
+    for m in idx["manifests"]:   # the provenance follows its image
+        if ann(m, "vnd.imgbuild.subject") == old:
+            m["annotations"]["vnd.imgbuild.subject"] = ent["digest"]
+if what == "manifest":
+    b = bytearray(read(old))
+    b[len(b) // 2] ^= 0x01
+    replace(path(old), bytes(b))
+replace(f"{store}/index.json", json.dumps(idx).encode())
+print(ent["digest"])
+PY
+}
+
+# A provenance that no longer matches the content: exit 4.
+t_provenance_that_no_longer_matches_the_content_is_caught() {
+  build_base
   "$IB" -q dsv41-flash-dcp2 -t clean:1 >/dev/null
-  art=$(jq -r --arg d "$(jq -r '.manifests[] | select(.annotations["org.opencontainers.image.ref.name"] == "clean:1") | .digest' "$IMGBUILD_STORE/index.json")" \
-    '.manifests[] | select(.annotations["vnd.imgbuild.subject"] == $d) | .digest' "$IMGBUILD_STORE/index.json")
-  [ -n "$art" ]
+  "$IV" clean:1 >/dev/null
+  store_edit clean:1 provenance
+  expect_fail 4 '/vllm/v1/worker/cp_utils.py has sha256 [0-9a-f]{64}, its provenance says [0-9a-f]{64}' "$IV" clean:1
+  "$IV" --json clean:1 >p.json || true
+  jq -e '.exit_code == 4 and (.gates[] | select(.name == "provenance") | .status == "fail")' p.json
+}
+
+# Each integrity check on its own: everything else about the image is right.
+t_size_diff_id_and_manifest_damage_each_exit_4() {
+  build_base
+  for t in a b c; do "$IB" -q dsv41-flash-dcp2 -t $t:1 >/dev/null; done
+  "$IV" a:1 >/dev/null
+  store_edit a:1 size >/dev/null
+  expect_fail 4 'layer blob sha256:[0-9a-f]{64}: size is [0-9]+, manifest says [0-9]+' "$IV" a:1
+  store_edit b:1 diff_id >/dev/null
+  expect_fail 4 'layer blob sha256:[0-9a-f]{64}: uncompressed digest sha256:[0-9a-f]{64}, config says diff_id' "$IV" b:1
+  m=$(store_edit c:1 manifest)
+  expect_fail 4 "${m#sha256:}" "$IV" c:1
+  # The whole-store check names each of them.
+  refute "$IV" --store 2>store.err
+  cat store.err
 }
 
 t_dropped_required_kernel_is_caught() {
@@ -124,4 +199,49 @@ t_human_report_in_a_terminal() {
   grep -q 'EXIT=0' screen2.txt
   grep -Eq 'gate integrity +pass' screen2.txt
   refute grep -q $'\x1b\[3[12]m' screen2.txt
+}
+
+# imgverify runs the definition's gates on an image built without them: a
+# symbol gate failure alone is exit 5; with a kernel gate failure too, the
+# first in the documented order (integrity, symbols, kernels, smoke) wins,
+# and the report lists both.
+t_gate_failures_in_imgverify_and_which_exit_code_wins() {
+  build_base
+  copy_images d
+  printf 'from vllm.v1.core.no_such_module import thing\n' >>d/dsv41-flash-dcp2/files/candidate_blocks.py
+  cp -r d/dsv41-flash-dcp2 d/ungated
+  sed -i '/^\[symbols\]/,/^\[prebake\]/{/^\[/!d}' d/ungated/image.conf
+  "$IB" -q d/ungated -t ungated:1 >/dev/null
+  "$IV" ungated:1 >/dev/null # its own (recorded) gates pass
+  expect_fail 5 'candidate_blocks.py:[0-9]+: from vllm.v1.core.no_such_module: module vllm.v1.core.no_such_module is not in the image' \
+    "$IV" --definition d/dsv41-flash-dcp2 ungated:1
+  # Symbols and kernels both fail: 5 wins, both are reported.
+  sed -i 's|^require /usr/local/lib/python3.12/dist-packages/flashinfer\* dcp_lse_combine$|& no_such_kernel|' d/dsv41-flash-dcp2/image.conf
+  grep -q 'dcp_lse_combine no_such_kernel' d/dsv41-flash-dcp2/image.conf
+  "$IV" --json --definition d/dsv41-flash-dcp2 ungated:1 >both.json || true
+  validate both.json
+  jq -e '.exit_code == 5 and ([.gates[] | select(.status == "fail") | .name] == ["symbols", "kernels"])' both.json
+  expect_fail 5 'no_such_module' "$IV" --definition d/dsv41-flash-dcp2 ungated:1
+  # The kernel gate alone: 6.
+  cp -r d/dsv41-flash-dcp2 d/kernels-only
+  sed -i '/^\[symbols\]/,/^\[prebake\]/{/^\[/!d}' d/kernels-only/image.conf
+  expect_fail 6 'kernel no_such_kernel has no SASS' "$IV" --definition d/kernels-only ungated:1
+  # Integrity too (a layer byte of a copy): 4 wins over both gates.
+  "$IB" -q d/ungated -t ungated:1 --output oci:lay:u:1 >/dev/null
+  layer=$(skopeo inspect --raw oci:lay:u:1 | jq -r '.layers[-2].digest' | cut -d: -f2)
+  flip_byte "lay/blobs/sha256/$layer" 50
+  IMGBUILD_STORE=$PWD/s1 expect_fail 4 "sha256:$layer" "$IV" --definition d/dsv41-flash-dcp2 oci:lay:u:1
+}
+
+# --smoke on a machine without GPUs: the smoke test cannot run, and the
+# image is not passed.
+t_imgverify_smoke_without_gpus_fails() {
+  [ ! -e /dev/nvidia0 ] || return 0 # tests/gpu/smoke.sh covers a GPU host
+  build_base
+  "$IB" -q dsv41-flash-dcp2 >/dev/null
+  expect_fail 7 'smoke: --smoke=required, but this machine has no GPU' "$IV" --smoke dsv41-flash-dcp2:local
+  "$IV" --json --smoke dsv41-flash-dcp2:local >s.json || true
+  jq -e '.status == "fail" and .exit_code == 7 and (.gates[] | select(.name == "smoke") | .status == "fail")' s.json
+  # Without --smoke, the same image passes: the failure is the smoke test's.
+  "$IV" dsv41-flash-dcp2:local >/dev/null
 }
