@@ -103,6 +103,12 @@ t_kernel_gate_never_takes_relocatable_sass() {
   "$IB" -q so/top >/dev/null
 }
 
+retarget() { # NAME TARGET...: the [kernels] target line of NAME's thin image
+  local name=$1
+  shift
+  sed -i "s/^target .*/target $*/" "$name/top/image.conf"
+}
+
 t_kernel_gate_applies_binary_compatibility() {
   gate_case ptx -gencode arch=compute_121a,code=compute_121a
   expect_fail 6 'kernel trtllm_dcp_alltoall has no SASS that runs on compute capability 12.1 without a JIT in /opt/k/\*: compute_121a PTX in /opt/k/k.fatbin' \
@@ -111,13 +117,34 @@ t_kernel_gate_applies_binary_compatibility() {
   expect_fail 6 'trtllm_dcp_alltoall has no SASS .*: sm_90 SASS in /opt/k/k.fatbin' "$IB" sm90/top
   gate_case sm120a -gencode arch=compute_120a,code=sm_120a
   expect_fail 6 'trtllm_dcp_alltoall has no SASS .*: sm_120a SASS in /opt/k/k.fatbin' "$IB" sm120a/top
-  gate_case sm122 -gencode arch=compute_120,code=sm_120 -gencode arch=compute_120,code=compute_120
-  "$IB" -q sm122/top >/dev/null # plain sm_120 runs on 12.1
+  gate_case sm120 -gencode arch=compute_120,code=sm_120 -gencode arch=compute_120,code=compute_120
+  "$IB" -q sm120/top >/dev/null # plain sm_120 runs on 12.1
   gate_case sm120f -gencode arch=compute_120f,code=sm_120f
   "$IB" -q sm120f/top >/dev/null # the 12.x family
   gate_case sm121a -gencode arch=compute_121a,code=sm_121a
   "$IB" -q sm121a/top >/dev/null
+  # Plain SASS of a higher minor than the target does not run on it: sm_121
+  # passes for 12.1 and fails for 12.0 (and for a target list holding 12.0).
+  gate_case sm121 -gencode arch=compute_121,code=sm_121
+  "$IB" -q sm121/top >/dev/null
+  retarget sm121 12.0
+  expect_fail 6 'trtllm_dcp_alltoall has no SASS that runs on compute capability 12.0 .*: sm_121 SASS in /opt/k/k.fatbin' \
+    "$IB" sm121/top -t ktop-sm121:2
+  retarget sm121 12.1 12.0
+  expect_fail 6 'compute capability 12.0 .*: sm_121 SASS' "$IB" sm121/top -t ktop-sm121:3
+  # Every target of a list is checked: sm_120 runs on both 12.0 and 12.1,
+  # sm_121a on 12.1 only.
+  retarget sm120 12.0 12.1
+  "$IB" -q sm120/top -t ktop-sm120:2 >/dev/null
+  retarget sm121a 12.1 12.0
+  expect_fail 6 'compute capability 12.0 .*: sm_121a SASS' "$IB" sm121a/top -t ktop-sm121a:2
+  refute grep -q 'compute capability 12.1' stderr.txt
+  # A family SASS of another family: sm_100f does not run on 12.1.
+  gate_case sm100f -gencode arch=compute_100f,code=sm_100f
+  expect_fail 6 'trtllm_dcp_alltoall has no SASS .*: sm_100f SASS in /opt/k/k.fatbin' "$IB" sm100f/top
+  retarget sm121a 12.1
   # Nothing was tagged for the failures.
+  for n in sm121:2 sm121:3 sm121a:2 sm100f:1; do refute skopeo inspect "oci:$IMGBUILD_STORE:ktop-$n" >/dev/null 2>&1; done
   for n in ptx sm90 sm120a; do refute skopeo inspect "oci:$IMGBUILD_STORE:ktop-$n:1" >/dev/null 2>&1; done
   # A kernel missing altogether, and a glob that matches nothing.
   sed -i 's/require \/opt\/k\/\* trtllm_dcp_alltoall/require \/opt\/k\/* no_such_kernel/' sm121a/top/image.conf
@@ -158,11 +185,12 @@ source k3.cu /opt/k/prebaked/k3.fatbin
 source k4.cu /opt/k/prebaked/k4.fatbin
 CONF
   sed -i 's/^require \/opt\/k\/\* trtllm_dcp_alltoall$/require \/opt\/k\/* trtllm_dcp_alltoall k1 k2 k3 k4/' bake/top/image.conf
-  "$IB" bake/top --json >first.json
+  cp -al "$IMGBUILD_STORE" store1 # the base alone, for the `jobs 1` build
+  # MAX_JOBS asks for 8: the definition's `jobs 2` must win, and 2 did run
+  # at once (5 sources), never more.
+  MAX_JOBS=8 "$IB" bake/top --json >first.json
   jq -e '.status == "pass" and .prebake.compiled == 5 and .prebake.jobs == 2' first.json
-  # The cap held: never more than 2 nvcc at once.
-  [ "$(cat nvcc.max)" -le 2 ]
-  [ "$(cat nvcc.max)" -ge 1 ]
+  [ "$(cat nvcc.max)" = 2 ]
   runs=$(wc -l <nvcc.log)
   [ "$runs" -ge 6 ]
   # The layer holds the fatbins and a SHA256SUMS that checks.
@@ -174,14 +202,27 @@ CONF
   [ "$(wc -l <nvcc.log)" = "$runs" ]
   jq -e '.prebake.compiled == 0 and .prebake.cached == 5 and .prebake.nvcc_runs == 0' second.json
   [ "$(jq -r .manifest first.json)" = "$(jq -r .manifest second.json)" ]
-  # A header change is seen through the remembered include list.
+  # A header change is seen through the remembered include list: the kernel
+  # uses SCALE, so k1.fatbin changes and nothing else does.
   echo '#define SCALE 3.0f' >bake/top/scale.h
   sed -i '1i #include "scale.h"' bake/top/k1.cu
+  sed -i 's/x\[i\] \*= 2.0f/x[i] *= SCALE/' bake/top/k1.cu
+  grep -q 'x\[i\] \*= SCALE' bake/top/k1.cu
   "$IB" bake/top --json -t ktop-bake:3 >third.json
   jq -e '.prebake.compiled == 1 and .prebake.cached == 4' third.json
   echo '#define SCALE 4.0f' >bake/top/scale.h
   "$IB" bake/top --json -t ktop-bake:4 >fourth.json
-  jq -e '.prebake.compiled == 1' fourth.json
+  jq -e '.prebake.compiled == 1 and .prebake.cached == 4' fourth.json
+  umoci unpack --image "$IMGBUILD_STORE:ktop-bake:3" b3 >/dev/null
+  umoci unpack --image "$IMGBUILD_STORE:ktop-bake:4" b4 >/dev/null
+  refute cmp -s b3/rootfs/opt/k/prebaked/k1.fatbin b4/rootfs/opt/k/prebaked/k1.fatbin
+  for k in k k2 k3 k4; do cmp b3/rootfs/opt/k/prebaked/$k.fatbin b4/rootfs/opt/k/prebaked/$k.fatbin; done
+  # `jobs 1`: one nvcc at a time, whatever MAX_JOBS says.
+  rm -f nvcc.max nvcc.now
+  sed -i 's/^jobs 2$/jobs 1/' bake/top/image.conf
+  IMGBUILD_STORE=$PWD/store1 MAX_JOBS=8 "$IB" bake/top --json -t ktop-bake:5 >one.json
+  jq -e '.status == "pass" and .prebake.compiled == 5 and .prebake.jobs == 1' one.json
+  [ "$(cat nvcc.max)" = 1 ]
 }
 
 t_prebake_without_nvcc_says_what_it_needs() {
