@@ -5,7 +5,7 @@
 set -eu
 build=(gcc g++ make pkg-config libarchive-dev libcjson-dev libssl-dev zlib1g-dev libzstd-dev liblz4-dev
        libcurl4-openssl-dev busybox-static python3 ca-certificates)
-test=(skopeo umoci docker.io runc docker-registry apache2-utils openssl curl tmux jq iproute2 procps python3-jsonschema)
+test=(skopeo umoci docker.io runc docker-registry apache2-utils openssl curl tmux jq iproute2 procps python3-jsonschema strace)
 want=("${build[@]}")
 [ "${1:-build}" = test ] && want+=("${test[@]}")
 missing=()

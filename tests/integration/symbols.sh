@@ -41,9 +41,19 @@ t_symbol_gate_passes_and_is_warm_the_second_time() {
   "$IB" dsv41-flash-dcp2 2>first.err >/dev/null
   grep -q 'gate symbols *pass' first.err
   grep -Eq 'symbols: 23 overlay files, [1-9][0-9]* imports' first.err
-  "$IB" -t again:1 dsv41-flash-dcp2 2>second.err >/dev/null
-  # The second time, no base file is read again: all from the cache.
+  # The second time, no base file is read again: all from the cache.  Seen
+  # from outside, not from the gate's own counter: the base's layer blob is
+  # never opened.
+  base=$(skopeo inspect --raw "oci:$IMGBUILD_STORE:dsv41-flash-b12x:local" | jq -r '.layers[0].digest' | cut -d: -f2)
+  strace -f -qq -e trace=openat,open -o opens.txt "$IB" -t again:1 dsv41-flash-dcp2 2>second.err >/dev/null
+  grep -q 'gate symbols *pass' second.err
+  grep -q "$IMGBUILD_STORE/index.json" opens.txt # the trace saw the build's opens
+  refute grep -q "blobs/sha256/$base" opens.txt
   grep -Eq 'symbols: .* 23 read, [1-9][0-9]* cached' second.err
+  # Cold (its cache gone), the same build must read the base layer.
+  rm -rf "$IMGBUILD_STORE/imgbuild/pysyms" "$IMGBUILD_STORE/imgbuild/elfsyms"
+  strace -f -qq -e trace=openat,open -o cold.txt "$IB" -t cold:1 dsv41-flash-dcp2 2>cold.err >/dev/null
+  grep -q "blobs/sha256/$base" cold.txt
 }
 
 t_removed_base_definition_fails_the_build() {
@@ -96,6 +106,20 @@ t_unresolvable_import_warns_or_fails_by_policy() {
   grep -q 'warning: vllm/model_executor/models/deepseek_v4_1/engram.py:[0-9]*: from vllm.envs import VLLM_CACHE_ROOT: VLLM_CACHE_ROOT is not resolvable statically (vllm/envs.py has a module-level __getattr__)' warn.err
   sed -i 's/^unresolved warn/unresolved error/' d/dsv41-flash-dcp2/image.conf
   expect_fail 5 'VLLM_CACHE_ROOT is not resolvable statically' "$IB" d/dsv41-flash-dcp2 -t warn:2
+}
+
+# A plain `import a.b` of a module that is not there fails as a from-import
+# does (every plain import of the overlay resolves, so nothing else tests it).
+t_plain_import_of_a_missing_module_fails() {
+  build_base
+  copy_images d
+  printf 'import vllm.nope\n' >>d/dsv41-flash-dcp2/files/candidate_blocks.py
+  expect_fail 5 'candidate_blocks.py:[0-9]+: import vllm.nope: module vllm.nope is not in the image' \
+    "$IB" d/dsv41-flash-dcp2 -t m:1
+  refute skopeo inspect "oci:$IMGBUILD_STORE:m:1" >/dev/null 2>&1
+  # `import vllm.nope as n` too.
+  sed -i 's/^import vllm.nope$/import vllm.nope as n/' d/dsv41-flash-dcp2/files/candidate_blocks.py
+  expect_fail 5 'candidate_blocks.py:[0-9]+: import vllm.nope: module vllm.nope is not in the image' "$IB" d/dsv41-flash-dcp2 -t m:1
 }
 
 t_import_of_a_missing_module_fails() {
