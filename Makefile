@@ -21,7 +21,7 @@ STAND_IN_SO := images/dsv41-flash-b12x/native/_b12x_C.abi3.so images/dsv41-flash
 NVCC ?= $(shell command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)
 SI := images/dsv41-flash-b12x
 
-.PHONY: all deps test-deps image images verify stand-in test clean install
+.PHONY: all deps test-deps image images verify stand-in test mutate clean install
 all: $(PROGS) $(BUILD)/unit-tests $(STAND_IN_SO)
 
 $(BUILD)/obj/%.o: %.c $(wildcard */*.h)
@@ -77,6 +77,12 @@ verify: all
 test: test-deps
 	$(MAKE) all
 	tests/run.sh
+
+# Deliberate bugs (tests/mutations.txt), each in a scratch copy of the tree,
+# each of which its tests must catch; long (about an hour on 2 cores), not
+# part of `make test`.  MUTATE=REGEX picks mutations by name.
+mutate: all
+	nice tests/mutate.py $(MUTATE)
 
 clean:
 	rm -rf $(BUILD) $(STAND_IN_SO)

@@ -88,9 +88,10 @@ copy_images() {
 
 # The stand-in base (with its 218 MB NCCL) is built once per run into a seed
 # store; each test gets a copy made of hard links (blobs never change in
-# place, and every write is a new file renamed over).
+# place, and every write is a new file renamed over).  $IB_TEST_SEED names a
+# seed kept across runs (make mutate builds it once, with unmutated code).
 build_base() {
-  local seed=$T_TOP/seed-store
+  local seed=${IB_TEST_SEED:-$T_TOP/seed-store}
   if [ ! -f "$seed/index.json" ]; then
     IMGBUILD_STORE=$seed "$IB" -q "$ROOT/images/dsv41-flash-b12x" >/dev/null
     # One DCP2 build warms the store's caches (the base layer's file list,
