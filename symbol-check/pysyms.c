@@ -552,6 +552,78 @@ bind_assignment (struct parser *ps, size_t a, size_t b)
     }
 }
 
+/* Assignment expressions: `NAME :=` anywhere in [A, B) binds NAME where the
+ * expression runs, comprehensions included (PEP 572: their targets bind in
+ * the enclosing scope), except in a lambda's body (its own scope; its
+ * defaults run here). */
+static void
+bind_walrus (struct parser *ps, size_t a, size_t b)
+{
+  const struct tok *t = ps->t;
+  int depth = 0, body_depth = -1; /* the depth of the lambda body being skipped */
+  int param_depth = -1;           /* the depth of the lambda whose parameters run to ':' */
+  for (size_t i = a; i < b; i++)
+    {
+      if (is_open (&t[i]))
+        {
+          depth++;
+          continue;
+        }
+      if (is_close (&t[i]) || (is (&t[i], ",") && depth == body_depth))
+        {
+          if (is_close (&t[i]))
+            depth--;
+          if (body_depth >= 0 && depth < body_depth + (is (&t[i], ",") ? 1 : 0))
+            body_depth = -1;
+          continue;
+        }
+      if (body_depth >= 0)
+        continue;
+      if (is (&t[i], "lambda") && param_depth < 0)
+        param_depth = depth;
+      else if (param_depth == depth && is (&t[i], ":"))
+        {
+          body_depth = depth;
+          param_depth = -1;
+        }
+      else if (is (&t[i], ":=") && i > a && t[i - 1].kind == T_NAME)
+        add_def (ps, &t[i - 1]);
+    }
+}
+
+/* A case pattern binds its capture names: NAME, *NAME, **NAME, `as NAME`;
+ * not `_`, dotted value patterns (a.B), class names (C(...)) or keyword
+ * names of class patterns (C(x=...)). */
+static void
+bind_pattern (struct parser *ps, size_t a, size_t b)
+{
+  const struct tok *t = ps->t;
+  for (size_t i = a; i < b; i++)
+    if (t[i].kind == T_NAME && !is_keyword (&t[i]) && !is (&t[i], "_") && !(i > a && is (&t[i - 1], "."))
+        && !(i + 1 < b && (is (&t[i + 1], ".") || is (&t[i + 1], "(") || is (&t[i + 1], "="))))
+      add_def (ps, &t[i]);
+}
+
+/* `case PATTERN [if GUARD]:` */
+static void
+bind_case (struct parser *ps, size_t a, size_t colon)
+{
+  const struct tok *t = ps->t;
+  int depth = 0;
+  size_t guard = colon;
+  for (size_t i = a; i < colon && guard == colon; i++)
+    {
+      if (is_open (&t[i]))
+        depth++;
+      else if (is_close (&t[i]))
+        depth--;
+      else if (depth == 0 && is (&t[i], "if"))
+        guard = i;
+    }
+  bind_pattern (ps, a, guard);
+  bind_walrus (ps, guard, colon);
+}
+
 static char *
 dotted_name (const struct tok *t, size_t *i, size_t b)
 {
@@ -689,7 +761,10 @@ small_statement (struct parser *ps, size_t a, size_t b, bool bind)
   else if (is (&t[a], "from"))
     parse_from (ps, a, b, bind);
   else if (bind)
-    bind_assignment (ps, a, b);
+    {
+      bind_assignment (ps, a, b);
+      bind_walrus (ps, a, b);
+    }
 }
 
 static void
@@ -789,7 +864,13 @@ logical_line (struct parser *ps, size_t a, size_t b, bool bind, enum block paren
 {
   const struct tok *t = ps->t;
   if (is (&t[a], "@"))
-    return BLOCK_SKIP; /* a decorator: nothing follows it but a def or class */
+    {
+      /* A decorator: nothing follows it but a def or class; its expression
+       * runs here. */
+      if (bind)
+        bind_walrus (ps, a + 1, b);
+      return BLOCK_SKIP;
+    }
   if (!starts_compound (t, a, b, parent))
     {
       simple_statements (ps, a, b, bind);
@@ -827,6 +908,10 @@ logical_line (struct parser *ps, size_t a, size_t b, bool bind, enum block paren
     }
   else if (bind && (is (&t[k], "with") || is (&t[k], "except")))
     bind_as_targets (ps, k + 1, colon);
+  if (bind && is (&t[k], "case") && parent == BLOCK_MATCH)
+    bind_case (ps, k + 1, colon);
+  else if (bind)
+    bind_walrus (ps, k + 1, colon); /* a header runs here, a def's defaults and a class's bases too */
   if (colon + 1 < b)
     simple_statements (ps, colon + 1, b, bind && kind != BLOCK_SKIP);
   return kind;

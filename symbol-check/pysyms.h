@@ -1,10 +1,13 @@
 /* What a Python module defines and imports, read without running Python.
  *
- * "Defines" means exactly what CPython's ast shows bound at module level:
- * def / async def / class names; assignment targets (=, augmented,
- * annotated with a value; tuple, list and starred unpacking); import a.b
- * (binds a), import a.b as c, from m import x [as y]; for, with-as and
- * except-as targets; looking into if/elif/else, try/except/else/finally,
+ * "Defines" means what CPython binds at module level (its symtable and the
+ * stores of its bytecode, tests/pyref/): def / async def / class names;
+ * assignment targets (=, augmented, annotated with a value; tuple, list and
+ * starred unpacking); assignment expressions (NAME := ...) anywhere at module
+ * level, comprehensions, defaults, decorators, bases and case guards
+ * included, lambda bodies not; case capture patterns; import a.b (binds a),
+ * import a.b as c, from m import x [as y]; for, with-as and except-as
+ * targets; looking into if/elif/else, try/except/else/finally,
  * for/while/else, with and match bodies, never into def or class bodies.
  * Imports are every import statement of the file, at any depth, with the
  * line of its first keyword; relative ones are resolved against the module's

@@ -28,12 +28,27 @@ t_python_symbols_equal_ast_on_the_tricky_corpus() {
   grep -q ' 0 differ, 0 unparsable' cmp.out
   # The reference must see what it is meant to see (guards the corpus).
   "$IV" --python-symbols "$ROOT/tests/pyref/corpus/pkg/sub/tricky.py" >out.json
-  for name in fh4 star_exc in_case3 t3 ann1 __getattr__ semicolon_b; do
+  for name in fh4 star_exc in_case3 t3 ann1 __getattr__ semicolon_b walrus comp_walrus rest v_pat; do
     jq -e --arg n "$name" '.files[0].definitions | index($n)' out.json >/dev/null
   done
-  for name in ann2 local listcomp_var inner_method walrus; do
+  for name in ann2 local listcomp_var inner_method lambda_walrus q; do
     refute jq -e --arg n "$name" '.files[0].definitions | index($n)' out.json >/dev/null
   done
+}
+
+# CPython's own answer, from running the module: its namespace afterwards
+# (every binding of the file executes) is what the extractor must report.
+t_python_symbols_equal_the_executed_namespace() {
+  f=$ROOT/tests/pyref/corpus/run/walrus_run.py
+  "$IV" --python-symbols "$f" | jq -r '.files[0].definitions[]' | sort >ours.txt
+  python3 -c 'import runpy, sys
+ns = runpy.run_path(sys.argv[1])
+print("\n".join(sorted(k for k in ns if not (k.startswith("__") and k.endswith("__")))))' "$f" >cpython.txt
+  diff ours.txt cpython.txt
+  # Not vacuous: assignment expressions in a condition, a comprehension, a
+  # default, a guard and a decorator bind; in a lambda, def or class body not.
+  for n in w_if w_comp w_nested w_default w_guard w_deco w_base; do grep -qx "$n" cpython.txt; done
+  for n in w_lambda_body w_in_function_expr w_in_class i; do refute grep -qx "$n" cpython.txt; done
 }
 
 t_symbol_gate_passes_and_is_warm_the_second_time() {

@@ -1,15 +1,28 @@
 #!/usr/bin/env python3
-"""The reference for imgverify --python-symbols, computed with CPython's own
-ast module: the same JSON for the same files.  Files that ast cannot parse
-are listed under "unparsable" (they have no reference).
+"""The reference for imgverify --python-symbols, computed by CPython itself:
+the same JSON for the same files.  Files that CPython cannot compile are
+listed under "unparsable" (they have no reference).
 
-The binding rules are those of symbol-check/pysyms.h, written here the
-plain way, over the tree CPython builds."""
+Definitions are not our rules restated: they are what CPython's compiler
+says a module binds.
+  - symtable: the module scope's symbols that are assigned or imported (every
+    branch, dead code included: the static view the gate needs);
+  - the bytecode CPython generates: the names the module's code and its
+    comprehensions store (STORE_NAME, STORE_GLOBAL), which adds what symtable
+    leaves to the comprehension (`[y := f(i) for i in r]` binds y in the
+    module, PEP 572) and tells a bare annotation (`x: int`, which symtable
+    counts as assigned but never binds x) from a binding;
+  - the docstring's __doc__ is left out: the import system gives every
+    module a __doc__, so it is never a definition of the module's own.
+Imports come from CPython's ast (every import statement, at any depth)."""
 import ast
+import dis
 import importlib.util
 import json
 import os
+import symtable
 import sys
+import types
 
 
 def module_and_package(path):
@@ -35,58 +48,32 @@ def resolve(module, level, package):
         return "." * level + (module or "")
 
 
-def add_target(t, out):
-    if isinstance(t, ast.Name):
-        out.add(t.id)
-    elif isinstance(t, (ast.Tuple, ast.List)):
-        for e in t.elts:
-            add_target(e, out)
-    elif isinstance(t, ast.Starred):
-        add_target(t.value, out)
+COMPREHENSIONS = {"<listcomp>", "<setcomp>", "<dictcomp>", "<genexpr>"}
 
 
-def definitions(body, out):
-    for n in body:
-        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            out.add(n.name)
-        elif isinstance(n, ast.Assign):
-            for t in n.targets:
-                add_target(t, out)
-        elif isinstance(n, ast.AugAssign):
-            add_target(n.target, out)
-        elif isinstance(n, ast.AnnAssign):
-            if n.value is not None:
-                add_target(n.target, out)
-        elif isinstance(n, ast.Import):
-            for a in n.names:
-                out.add(a.asname or a.name.split(".")[0])
-        elif isinstance(n, ast.ImportFrom):
-            for a in n.names:
-                if a.name != "*":
-                    out.add(a.asname or a.name)
-        elif isinstance(n, (ast.For, ast.AsyncFor)):
-            add_target(n.target, out)
-            definitions(n.body, out)
-            definitions(n.orelse, out)
-        elif isinstance(n, (ast.While, ast.If)):
-            definitions(n.body, out)
-            definitions(n.orelse, out)
-        elif isinstance(n, (ast.With, ast.AsyncWith)):
-            for item in n.items:
-                if item.optional_vars is not None:
-                    add_target(item.optional_vars, out)
-            definitions(n.body, out)
-        elif isinstance(n, (ast.Try, getattr(ast, "TryStar", ast.Try))):
-            definitions(n.body, out)
-            for h in n.handlers:
-                if h.name:
-                    out.add(h.name)
-                definitions(h.body, out)
-            definitions(n.orelse, out)
-            definitions(n.finalbody, out)
-        elif isinstance(n, ast.Match):
-            for c in n.cases:
-                definitions(c.body, out)
+def stored_names(code):
+    """Names the module's code and its comprehensions store."""
+    out = [i.argval for i in dis.get_instructions(code) if i.opname in ("STORE_NAME", "STORE_GLOBAL")]
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType) and c.co_name in COMPREHENSIONS:
+            out += stored_names(c)
+    return out
+
+
+def definitions(src, path, tree):
+    table = symtable.symtable(src, path, "exec")
+    code = compile(tree, path, "exec", dont_inherit=True)
+    stored = stored_names(code)
+    if ast.get_docstring(tree, clean=False) is not None and stored and stored[0] == "__doc__":
+        stored = stored[1:]
+    bound = set(stored)
+    for sym in table.get_symbols():
+        if not (sym.is_assigned() or sym.is_imported()):
+            continue
+        if sym.is_annotated() and sym.get_name() not in bound and not sym.is_imported():
+            continue  # `x: int` alone: annotated, never stored
+        bound.add(sym.get_name())
+    return bound
 
 
 def imports(tree, package):
@@ -110,13 +97,13 @@ def main(paths):
     for p in paths:
         try:
             with open(p, "rb") as f:
-                tree = ast.parse(f.read(), p)
+                raw = f.read()
+            tree = ast.parse(raw, p)
+            defs = definitions(importlib.util.decode_source(raw), p, tree)
         except (SyntaxError, ValueError, UnicodeDecodeError):
             unparsable.append(p)
             continue
         _, package = module_and_package(p)
-        defs = set()
-        definitions(tree.body, defs)
         files.append({"path": p, "definitions": sorted(defs), "imports": imports(tree, package)})
     json.dump({"files": files, "unparsable": unparsable}, sys.stdout)
 

@@ -90,3 +90,5 @@ del d
 print(x_obj, file=system.stderr); semicolon_a = 1; semicolon_b = 2
 [listcomp_var for listcomp_var in range(2)]
 big = 0x_ff + 1_000.5e-3 + 0o17 + 0b1 + 1j + .5
+[comp_walrus := q for q in range(2)]
+lam_w = lambda: (lambda_walrus := 1)
