@@ -9,6 +9,7 @@ IV=$ROOT/${IB_BUILD:-build}/imgverify
 SITE=/usr/local/lib/python3.12/dist-packages
 T_PASS=0
 T_FAIL=0
+T_SKIP=0
 T_TOP=$(mktemp -d /tmp/ibt.XXXXXX)
 DOCKER_SOCK=$T_TOP/d.sock
 D="docker -H unix://$DOCKER_SOCK"
@@ -39,7 +40,12 @@ run_test() {
   ) >"$dir/log" 2>&1
   rc=$?
   services_stop "$dir"
-  if [ "$rc" = 0 ]; then
+  if [ "$rc" = 77 ] && [ -s "$dir/skip.reason" ]; then
+    # Skipped (skip_test): not a pass, and said so with its reason.
+    T_SKIP=$((T_SKIP + 1))
+    echo "skip $name: $(cat "$dir/skip.reason")"
+    rm -rf "$dir"
+  elif [ "$rc" = 0 ]; then
     T_PASS=$((T_PASS + 1))
     echo "ok $name"
     # A passed test's registries, stores and archives go at once: the suite
@@ -50,6 +56,12 @@ run_test() {
     echo "FAIL $name"
     grep -v '^[[:space:]]*$' "$dir/log" | tail -25 | sed 's/^/    /'
   fi
+}
+
+# skip_test REASON: end the test as skipped (counted apart, never a pass).
+skip_test() {
+  echo "$*" >skip.reason
+  exit 77
 }
 
 # expect_fail CODE REGEX CMD...: CMD must exit with CODE and print exactly one

@@ -66,7 +66,7 @@ t_smoke_program_starts_in_the_image_and_names_what_is_missing() {
 }
 
 t_smoke_auto_skips_without_gpus_and_says_so() {
-  [ ! -e /dev/nvidia0 ] || return 0 # a GPU host runs tests/gpu/smoke.sh instead
+  [ ! -e /dev/nvidia0 ] || skip_test "this host has a GPU: tests/gpu/smoke.sh tests it"
   build_base
   "$IB" dsv41-flash-dcp2 --json >report.json 2>err.txt
   jq -e '.status == "pass" and .smoke.status == "skip"' report.json
@@ -77,7 +77,7 @@ t_smoke_auto_skips_without_gpus_and_says_so() {
 }
 
 t_smoke_required_without_gpus_refuses_to_tag() {
-  [ ! -e /dev/nvidia0 ] || return 0
+  [ ! -e /dev/nvidia0 ] || skip_test "this host has a GPU: tests/gpu/smoke.sh tests it"
   build_base
   expect_fail 7 'smoke: --smoke=required, but this machine has no GPU .*nothing is tagged' \
     "$IB" --smoke=required dsv41-flash-dcp2

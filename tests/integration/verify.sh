@@ -236,7 +236,7 @@ t_gate_failures_in_imgverify_and_which_exit_code_wins() {
 # --smoke on a machine without GPUs: the smoke test cannot run, and the
 # image is not passed.
 t_imgverify_smoke_without_gpus_fails() {
-  [ ! -e /dev/nvidia0 ] || return 0 # tests/gpu/smoke.sh covers a GPU host
+  [ ! -e /dev/nvidia0 ] || skip_test "this host has a GPU: tests/gpu/smoke.sh tests it"
   build_base
   "$IB" -q dsv41-flash-dcp2 >/dev/null
   expect_fail 7 'smoke: --smoke=required, but this machine has no GPU' "$IV" --smoke dsv41-flash-dcp2:local

@@ -15,3 +15,19 @@ t_harness_fails_a_test_at_its_first_failing_command() {
   [ "$(echo "$out" | grep -c '^FAIL')" = 4 ]
   echo "$out" | grep -qx 'ok fine'
 }
+
+# A skipped test is neither a pass nor a failure, and says why.
+t_harness_counts_a_skip_apart() {
+  out=$(cd "$ROOT" && bash -c '
+    source tests/lib.sh
+    gpu() { skip_test "no reason at all"; false; }
+    bare() { return 77; }
+    run_test gpu; run_test bare
+    echo "pass=$T_PASS fail=$T_FAIL skip=$T_SKIP"
+    finish' 2>&1)
+  echo "$out"
+  echo "$out" | grep -qx 'skip gpu: no reason at all'
+  # A bare 77 without a reason is a failure, not a quiet skip.
+  echo "$out" | grep -qx 'FAIL bare'
+  echo "$out" | grep -qx 'pass=0 fail=1 skip=1'
+}
