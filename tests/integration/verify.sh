@@ -88,7 +88,8 @@ t_changed_overlay_file_in_a_self_consistent_image_is_caught() {
 # store_edit TAG WHAT: rewrite one thing of a tagged image in $IMGBUILD_STORE
 # and every digest above it, so that only WHAT is wrong: "provenance" (an
 # overlay file's recorded sha256), "size" (a layer descriptor's size),
-# "diff_id" (the config's diff_id of the overlay layer), "manifest" (a byte
+# "config-size" (the config descriptor's size), "diff_id" (the config's
+# diff_id of the overlay layer), "manifest" (a byte
 # of the manifest blob itself).  Files are replaced, never written in place
 # (the store is hard links into the tests' seed store).
 store_edit() {
@@ -119,12 +120,14 @@ if what == "provenance":
     art["digest"], art["size"] = put(json.dumps(am).encode())
 elif what == "size":
     man["layers"][-2]["size"] += 1
+elif what == "config-size":
+    man["config"]["size"] += 1
 elif what == "diff_id":
     cfg = json.loads(read(man["config"]["digest"]))
     ids = cfg["rootfs"]["diff_ids"]
     ids[-2] = ids[0]   # a real diff_id, of another layer
     man["config"]["digest"], man["config"]["size"] = put(json.dumps(cfg).encode())
-if what in ("size", "diff_id"):
+if what in ("size", "config-size", "diff_id"):
     ent["digest"], ent["size"] = put(json.dumps(man).encode())
     for m in idx["manifests"]:   # the provenance follows its image
         if ann(m, "vnd.imgbuild.subject") == old:
@@ -152,12 +155,14 @@ t_provenance_that_no_longer_matches_the_content_is_caught() {
 # Each integrity check on its own: everything else about the image is right.
 t_size_diff_id_and_manifest_damage_each_exit_4() {
   build_base
-  for t in a b c; do "$IB" -q dsv41-flash-dcp2 -t $t:1 >/dev/null; done
+  for t in a b c d; do "$IB" -q dsv41-flash-dcp2 -t $t:1 >/dev/null; done
   "$IV" a:1 >/dev/null
   store_edit a:1 size >/dev/null
   expect_fail 4 'layer blob sha256:[0-9a-f]{64}: size is [0-9]+, manifest says [0-9]+' "$IV" a:1
   store_edit b:1 diff_id >/dev/null
   expect_fail 4 'layer blob sha256:[0-9a-f]{64}: uncompressed digest sha256:[0-9a-f]{64}, config says diff_id' "$IV" b:1
+  store_edit d:1 config-size >/dev/null
+  expect_fail 4 'blob sha256:[0-9a-f]{64}: size is [0-9]+, descriptor says [0-9]+' "$IV" d:1
   m=$(store_edit c:1 manifest)
   expect_fail 4 "${m#sha256:}" "$IV" c:1
   # The whole-store check names each of them.
