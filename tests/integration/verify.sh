@@ -240,6 +240,11 @@ t_gate_failures_in_imgverify_and_which_exit_code_wins() {
   cp -r d/dsv41-flash-dcp2 d/kernels-only
   sed -i '/^\[symbols\]/,/^\[prebake\]/{/^\[/!d}' d/kernels-only/image.conf
   expect_fail 6 'kernel no_such_kernel has no SASS' "$IV" --definition d/kernels-only ungated:1
+  # A source that differs from the image (provenance, 4) wins over both.
+  echo "# changed after the build" >>d/dsv41-flash-dcp2/files/engram.py
+  "$IV" --json --definition d/dsv41-flash-dcp2 ungated:1 >three.json || true
+  jq -e '.exit_code == 4 and ([.gates[] | select(.status == "fail") | .name] == ["provenance", "symbols", "kernels"])' three.json
+  expect_fail 4 'engram.py in the image \(layer [0-9]+\) differs from its source' "$IV" --definition d/dsv41-flash-dcp2 ungated:1
   # Integrity too (a layer byte of a copy): 4 wins over both gates.
   "$IB" -q d/ungated -t ungated:1 --output oci:lay:u:1 >/dev/null
   layer=$(skopeo inspect --raw oci:lay:u:1 | jq -r '.layers[-2].digest' | cut -d: -f2)
