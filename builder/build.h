@@ -62,6 +62,9 @@ struct ib_build
   bool keep_going;               /* run every gate even after one failed (imgverify) */
   struct ib_fsview *image_view;  /* the candidate's merged file system */
   struct ib_report *report;
+  const char *definition_name; /* how messages name def; NULL: def->file */
+  char *skip_reason;           /* set by ib_gate_skip, taken by the gate's row */
+  const char *failed_gate;     /* the gate whose error stopped the run, if one did */
 };
 
 /* The base's merged file system, from the per-layer caches. */

@@ -123,6 +123,8 @@ int
 ib_gate_definition (struct ib_build *b, ib_error_t *err)
 {
   const struct ib_definition *d = b->def;
+  if (d->n_items == 0)
+    return ib_gate_skip (b, "%s copies nothing", ib_gate_definition_name (b));
   const struct ib_fsview *base;
   if (ib_build_base_view (b, &base, err) < 0)
     return -1;

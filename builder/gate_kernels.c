@@ -11,7 +11,7 @@ ib_gate_kernels (struct ib_build *b, ib_error_t *err)
 {
   const struct ib_definition *d = b->def;
   if (d->n_kernel_required == 0)
-    return 0;
+    return ib_gate_skip (b, "no [kernels] requirement in %s", ib_gate_definition_name (b));
   const struct ib_fsview *view;
   if (ib_build_image_view (b, &view, err) < 0)
     return -1;
@@ -26,5 +26,9 @@ ib_gate_kernels (struct ib_build *b, ib_error_t *err)
     }
   ib_report_note (b->report, "kernels: %zu files, %zu kernel checks; %zu read, %zu cached", st.files,
                   st.kernels_checked, st.inspected, st.cached);
-  return ib_gate_sink_finish (&k, IB_EKERNELS, err);
+  if (ib_gate_sink_finish (&k, IB_EKERNELS, err) < 0)
+    return -1;
+  if (st.kernels_checked == 0)
+    return ib_gate_skip (b, "[kernels] of %s checked no kernel", ib_gate_definition_name (b));
+  return 0;
 }

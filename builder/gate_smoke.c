@@ -112,9 +112,8 @@ skip_or_refuse (struct ib_build *b, const char *why, ib_error_t *err)
       record (b, "fail", NULL, 0);
       return ib_error (err, IB_ESMOKE, "--smoke=required, but %s: the smoke test cannot run, nothing is tagged", why);
     }
-  ib_report_note (b->report, "smoke: skipped: %s (--smoke=auto; --smoke=required would refuse to tag)", why);
   record (b, "skip", NULL, 0);
-  return IB_GATE_SKIPPED;
+  return ib_gate_skip (b, "%s (--smoke=auto; --smoke=required would refuse to tag)", why);
 }
 
 int
@@ -123,12 +122,13 @@ ib_gate_smoke (struct ib_build *b, ib_error_t *err)
   const struct ib_definition *d = b->def;
   if (!d->has_smoke)
     return b->opt->smoke == IB_SMOKE_REQUIRED
-               ? ib_error (err, IB_ESMOKE, "--smoke=required, but the definition has no [smoke] section")
-               : IB_GATE_SKIPPED;
+               ? ib_error (err, IB_ESMOKE, "--smoke=required, but %s has no [smoke] section",
+                           ib_gate_definition_name (b))
+               : ib_gate_skip (b, "no [smoke] in %s", ib_gate_definition_name (b));
   if (b->opt->smoke == IB_SMOKE_OFF)
     {
       record (b, "off", NULL, 0);
-      return IB_GATE_SKIPPED;
+      return ib_gate_skip (b, "%s", b->keep_going ? "not asked for (--smoke runs it)" : "--smoke=off");
     }
   cleanup_free char *nccl = NULL;
   if (find_nccl (b, &nccl, err) < 0)

@@ -41,7 +41,7 @@ ib_gate_symbols (struct ib_build *b, ib_error_t *err)
 {
   const struct ib_definition *d = b->def;
   if (d->python_path == NULL && d->n_native_required == 0)
-    return 0;
+    return ib_gate_skip (b, "no [symbols] in %s", ib_gate_definition_name (b));
   const struct ib_fsview *view;
   if (ib_build_image_view (b, &view, err) < 0)
     return -1;
@@ -74,5 +74,11 @@ ib_gate_symbols (struct ib_build *b, ib_error_t *err)
                   "%zu warnings",
                   st.files_checked, st.imports_checked, st.names_checked, st.native_checked, st.scanned, st.cached,
                   st.warnings);
-  return ib_gate_sink_finish (&k, IB_ESYMBOLS, err);
+  if (ib_gate_sink_finish (&k, IB_ESYMBOLS, err) < 0)
+    return -1;
+  if (st.files_checked + st.names_checked + st.native_checked == 0)
+    return ib_gate_skip (b, "[symbols] of %s matched nothing: no overlay Python file under %s, no python or "
+                            "native requirement",
+                         ib_gate_definition_name (b), d->python_path ? d->python_path : "(no python-path)");
+  return 0;
 }

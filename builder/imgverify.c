@@ -13,6 +13,7 @@
 #include "gates.h"
 #include "provenance.h"
 #include "verify.h"
+#include "verify_image.h"
 #include "../layers/fsview.h"
 #include "../kernels/cudabin.h"
 #include "../kernels/kgate.h"
@@ -282,71 +283,14 @@ run_in_image (const char *store_path, const struct ib_remote_options *remote, co
   return code;
 }
 
-/* ---- verifying an image -------------------------------------------------- */
+/* ---- verifying an image: verify_image.c; the store: ---------------------- */
 
 struct verify_opts
 {
-  const char *store, *definition;
-  bool smoke, json;
+  const char *store;
+  bool json;
   int jobs;
-  struct ib_remote_options remote;
 };
-
-/* The overlay files and prebaked outputs that the provenance lists, against
- * the digests of the image's files. */
-static void
-check_provenance (const cJSON *doc, const struct ib_fsview *view, struct ib_gate_sink *k)
-{
-  const char *lists[] = { "files", NULL };
-  const cJSON *prebake = cJSON_GetObjectItemCaseSensitive (doc, "prebake");
-  for (int pass = 0; pass < 2; pass++)
-    {
-      const cJSON *arr = pass == 0 ? cJSON_GetObjectItemCaseSensitive (doc, lists[0])
-                                   : cJSON_GetObjectItemCaseSensitive (prebake, "outputs");
-      const cJSON *f;
-      cJSON_ArrayForEach (f, arr)
-      {
-        const cJSON *t = cJSON_GetObjectItemCaseSensitive (f, "target");
-        const cJSON *h = cJSON_GetObjectItemCaseSensitive (f, "sha256");
-        if (!cJSON_IsString (t) || !cJSON_IsString (h))
-          continue;
-        const struct ib_fs_entry *e = ib_fsview_lookup (view, t->valuestring + 1);
-        cleanup_free char *msg = NULL;
-        if (e == NULL)
-          msg = ib_xasprintf ("%s is missing from the image (its provenance lists it)", t->valuestring);
-        else if (strcmp (e->digest, h->valuestring) != 0)
-          msg = ib_xasprintf ("%s has sha256 %s, its provenance says %s (layer %zu)", t->valuestring, e->digest,
-                              h->valuestring, (size_t) e->layer);
-        if (msg)
-          ib_gate_sink_problem (k, true, msg);
-      }
-    }
-}
-
-/* The definition's sources against the image's files. */
-static void
-check_sources (const struct ib_definition *d, const struct ib_fsview *view, struct ib_gate_sink *k)
-{
-  for (size_t i = 0; i < d->n_items; i++)
-    {
-      const struct ib_copy_item *it = &d->items[i];
-      cleanup_free char *target = ib_copy_item_target (it);
-      if (it->type != IB_ENTRY_FILE || target == NULL)
-        continue;
-      ib_digest want;
-      const struct ib_fs_entry *e = ib_fsview_lookup (view, target + 1);
-      cleanup_free char *msg = NULL;
-      if (ib_sha256_file (it->source, &want, NULL, NULL) < 0)
-        continue;
-      if (e == NULL)
-        msg = ib_xasprintf ("%s: %s is missing from the image", it->origin, target);
-      else if (strcmp (e->digest, ib_digest_hex (want.s)) != 0)
-        msg = ib_xasprintf ("%s: %s in the image (layer %d) differs from its source %s", it->origin, target,
-                            e->layer, it->source);
-      if (msg)
-        ib_gate_sink_problem (k, true, msg);
-    }
-}
 
 static void
 keep_first (ib_error_t *first, ib_error_t *e)
@@ -354,110 +298,6 @@ keep_first (ib_error_t *first, ib_error_t *e)
   if (*e && *first == NULL)
     *first = steal_pointer (e);
   ib_error_release (e);
-}
-
-static int
-verify_image (const char *ref, const struct verify_opts *vo)
-{
-  ib_error_t err = NULL, first = NULL;
-  struct ib_build_options bo = { .json = vo->json, .quiet = vo->json,
-                                 .smoke = vo->smoke ? IB_SMOKE_REQUIRED : IB_SMOKE_OFF };
-  struct ib_build b = { .opt = &bo, .name = ref, .keep_going = true };
-  b.report = ib_report_new ("imgverify", "imgverify.report/v1", vo->json);
-  cJSON *doc = ib_report_json (b.report);
-  cJSON_AddStringToObject (doc, "ref", ref);
-  cleanup_free char *root = ib_store_default_path (vo->store);
-  struct ib_definition *def = NULL;
-  cJSON *prov = NULL;
-  int r = ib_store_open (root, &b.store, &err);
-  if (r == 0)
-    {
-      struct ib_transfer_report progress;
-      struct ib_remote_options remote = vo->remote;
-      ib_report_transfers (b.report, &progress);
-      remote.progress = &progress;
-      r = ib_image_pull (b.store, ref, NULL, &remote, &b.image, &err);
-    }
-  if (r == 0)
-    {
-      cJSON_AddStringToObject (doc, "manifest", b.image->manifest.digest.s);
-      struct ib_gate_sink k = { b.report, "integrity", NULL, 0 };
-      struct ib_verify_stats st;
-      double t0 = ib_now ();
-      ib_verify_image (b.store, b.image, b.report, vo->jobs, ib_gate_sink_problem, &k, &st, &err);
-      ib_error_t e = NULL;
-      ib_gate_sink_finish (&k, IB_EINTEGRITY, &e);
-      cleanup_free char *detail = ib_xasprintf ("%zu blobs, %llu bytes", st.blobs, st.bytes);
-      ib_report_gate (b.report, "integrity", e ? IB_GATE_FAIL : IB_GATE_PASS, ib_now () - t0, e ? e->msg : detail);
-      cJSON *in = cJSON_AddObjectToObject (doc, "integrity");
-      cJSON_AddNumberToObject (in, "blobs", (double) st.blobs);
-      cJSON_AddNumberToObject (in, "bytes", (double) st.bytes);
-      cJSON_AddNumberToObject (in, "bad", (double) st.bad);
-      keep_first (&first, &e);
-    }
-  if (r == 0 && first == NULL)
-    {
-      ib_error_t e = NULL;
-      if (ib_provenance_read (b.store, b.image, &prov, &e) < 0)
-        ib_error_release (&e);
-      if (vo->definition)
-        r = ib_definition_load (vo->definition, &def, &err);
-      else if (prov)
-        {
-          const cJSON *gates = cJSON_GetObjectItemCaseSensitive (cJSON_GetObjectItemCaseSensitive (prov, "definition"), "gates");
-          r = ib_definition_from_gate_text (cJSON_IsString (gates) ? gates->valuestring : "", &def, &err);
-        }
-      else
-        ib_report_note (b.report, "no provenance and no --definition: only integrity was checked");
-    }
-  if (r == 0 && first == NULL && def)
-    {
-      b.def = def;
-      const cJSON *ol = cJSON_GetObjectItemCaseSensitive (prov, "overlay_layer");
-      b.first_overlay_layer = cJSON_IsNumber (ol) ? (size_t) ol->valuedouble
-                                                  : b.image->n_layers - 1 - (def->n_prebake ? 1 : 0);
-      const struct ib_fsview *view;
-      if (ib_build_image_view (&b, &view, &err) < 0)
-        r = -1;
-      else
-        {
-          struct ib_gate_sink k = { b.report, "provenance", NULL, 0 };
-          double t0 = ib_now ();
-          if (prov)
-            check_provenance (prov, view, &k);
-          if (vo->definition)
-            check_sources (def, view, &k);
-          ib_error_t e = NULL;
-          ib_gate_sink_finish (&k, IB_EINTEGRITY, &e);
-          ib_report_gate (b.report, "provenance", e ? IB_GATE_FAIL : IB_GATE_PASS, ib_now () - t0,
-                          e ? e->msg : (prov ? "recorded files and kernels match" : "definition sources match"));
-          keep_first (&first, &e);
-          if (ib_build_run_gates (&b, IB_PHASE_IMAGE, &e) < 0)
-            keep_first (&first, &e);
-        }
-    }
-  if (r < 0)
-    keep_first (&first, &err);
-  int code = first ? (first->class ? first->class : IB_EGATE) : 0;
-  cJSON_AddStringToObject (doc, "status", code ? "fail" : "pass");
-  cJSON_AddNumberToObject (doc, "exit_code", code);
-  if (first)
-    cJSON_AddStringToObject (doc, "error", first->msg);
-  if (vo->json)
-    {
-      char *text = cJSON_Print (doc);
-      puts (text);
-      free (text);
-    }
-  if (first)
-    ib_error_report ("imgverify", &first);
-  cJSON_Delete (prov);
-  ib_definition_free (def);
-  ib_fsview_free (b.image_view);
-  ib_image_free (b.image);
-  ib_store_free (b.store);
-  ib_report_free (b.report);
-  return code;
 }
 
 static int
@@ -484,6 +324,11 @@ verify_store (const struct verify_opts *vo)
   int code = e ? e->class : 0;
   cJSON_AddStringToObject (doc, "status", code ? "fail" : "pass");
   cJSON_AddNumberToObject (doc, "exit_code", code);
+  if (e)
+    {
+      cJSON_AddStringToObject (doc, "error", e->msg);
+      ib_report_stopped (rep, "store", e->msg);
+    }
   if (vo->json)
     {
       char *text = cJSON_Print (doc);
@@ -544,6 +389,7 @@ main (int argc, char **argv)
     OPT_STORE_DIR,
     OPT_TLS_VERIFY,
     OPT_AUTHFILE,
+    OPT_REQUIRE_GATES,
   };
   static const struct option longopts[] = {
     { "python-symbols", no_argument, NULL, OPT_PY },
@@ -558,13 +404,14 @@ main (int argc, char **argv)
     { "gpus", no_argument, NULL, OPT_GPUS },
     { "tls-verify", required_argument, NULL, OPT_TLS_VERIFY },
     { "authfile", required_argument, NULL, OPT_AUTHFILE },
+    { "require-gates", required_argument, NULL, OPT_REQUIRE_GATES },
     { "help", no_argument, NULL, 'h' },
     { NULL, 0, NULL, 0 },
   };
   bool py = false, kernels = false, json = false;
   const char *store = NULL, *run = NULL;
   bool gpus = false, whole_store = false;
-  struct verify_opts vo = { 0 };
+  struct ib_verify_image_options vo = { 0 };
   int o;
   while ((o = getopt_long (argc, argv, "h", longopts, NULL)) != -1)
     switch (o)
@@ -580,6 +427,14 @@ main (int argc, char **argv)
       case OPT_RUN: run = optarg; break;
       case OPT_GPUS: gpus = true; break;
       case OPT_AUTHFILE: vo.remote.auth_file = optarg; break;
+      case OPT_REQUIRE_GATES:
+        {
+          ib_error_t err = NULL;
+          if (ib_verify_parse_gates (optarg, &err) < 0)
+            return ib_error_report ("imgverify", &err);
+          vo.require_gates = optarg;
+        }
+        break;
       case OPT_TLS_VERIFY:
         if (ib_parse_tls_verify (optarg, &vo.remote) < 0)
           {
@@ -597,9 +452,9 @@ main (int argc, char **argv)
   if (run && optind < argc)
     return run_in_image (store, &vo.remote, run, gpus, argc - optind, argv + optind);
   if (whole_store && optind == argc)
-    return verify_store (&vo);
+    return verify_store (&(struct verify_opts){ store, json, vo.jobs });
   if (!py && !kernels && !run && optind + 1 == argc)
-    return verify_image (argv[optind], &vo);
+    return ib_verify_image_ref (argv[optind], &vo);
   struct stat st;
   if (kernels && optind < argc && stat (argv[optind], &st) == 0 && !S_ISDIR (st.st_mode))
     return kernels_of_files (argc - optind, argv + optind, json);

@@ -26,6 +26,16 @@ ib_build_image_view (struct ib_build *b, const struct ib_fsview **out, ib_error_
   return 0;
 }
 
+static int
+run_gate (struct ib_build *b, const struct ib_gate *g, ib_error_t *err)
+{
+  size_t errors = ib_report_errors (b->report, g->name);
+  double t0 = ib_now ();
+  int r = g->run (b, err);
+  ib_gate_row (b, g->name, r, ib_now () - t0, errors, NULL, r < 0 ? *err : NULL);
+  return r;
+}
+
 int
 ib_build_run_gates (struct ib_build *b, int phase, ib_error_t *err)
 {
@@ -37,15 +47,14 @@ ib_build_run_gates (struct ib_build *b, int phase, ib_error_t *err)
       if (g[i].phase != (enum ib_gate_phase) phase)
         continue;
       ib_error_t e = NULL;
-      double t0 = ib_now ();
-      int r = g[i].run (b, &e);
-      ib_report_gate (b->report, g[i].name, r < 0 ? IB_GATE_FAIL : r == IB_GATE_SKIPPED ? IB_GATE_SKIP : IB_GATE_PASS,
-                      ib_now () - t0, r < 0 ? e->msg : NULL);
-      if (r < 0)
+      if (run_gate (b, &g[i], &e) < 0)
         {
           ib_error_wrap (&e, "gate %s", g[i].name);
           if (first == NULL)
-            first = e;
+            {
+              first = e;
+              b->failed_gate = g[i].name;
+            }
           else
             ib_error_release (&e);
           if (!b->keep_going)
@@ -307,7 +316,10 @@ ib_build_run (const struct ib_definition *def, const struct ib_build_options *op
     *manifest = b.image->manifest.digest;
   fill_report (&b, r);
   if (r < 0)
-    cJSON_AddStringToObject (ib_report_json (b.report), "error", (*err)->msg);
+    {
+      cJSON_AddStringToObject (ib_report_json (b.report), "error", (*err)->msg);
+      ib_report_stopped (b.report, b.failed_gate ? b.failed_gate : "build", (*err)->msg);
+    }
   if (opt->json)
     {
       char *text = cJSON_Print (ib_report_json (b.report));

@@ -1,5 +1,6 @@
 #include "provenance.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -71,7 +72,10 @@ ib_provenance_of_build (struct ib_build *b)
     cJSON_AddStringToObject (base, "digest", b->base->manifest.digest.s);
   cJSON *def = cJSON_AddObjectToObject (doc, "definition");
   ib_digest dd;
-  cJSON_AddStringToObject (def, "file", b->def->file);
+  /* The absolute path names the definition: the same file rebuilt
+   * replaces its record, another file adds one. */
+  char abs[PATH_MAX];
+  cJSON_AddStringToObject (def, "file", realpath (b->def->file, abs) ? abs : b->def->file);
   if (ib_sha256_file (b->def->file, &dd, NULL, NULL) == 0)
     cJSON_AddStringToObject (def, "digest", dd.s);
   cJSON_AddStringToObject (def, "gates", b->def->gate_text ? b->def->gate_text : "");
@@ -102,6 +106,9 @@ ib_provenance_write (struct ib_store *s, const struct ib_image *img, const cJSON
   cJSON *layers = cJSON_AddArrayToObject (m, "layers");
   cJSON_AddItemToArray (layers, ib_descriptor_to_json (&blob));
   cJSON_AddItemToObject (m, "subject", ib_descriptor_to_json (&img->manifest));
+  const char *file = ib_provenance_definition (doc);
+  if (*file)
+    cJSON_AddStringToObject (cJSON_AddObjectToObject (m, "annotations"), IB_ANNOTATION_DEFINITION, file);
   char *mtext = cJSON_PrintUnformatted (m);
   cJSON_Delete (m);
   out->media_type = ib_xstrdup (IB_MT_OCI_MANIFEST);
@@ -111,30 +118,63 @@ ib_provenance_write (struct ib_store *s, const struct ib_image *img, const cJSON
   return r;
 }
 
-int
-ib_provenance_read (struct ib_store *s, const struct ib_image *img, cJSON **doc, ib_error_t *err)
+const char *
+ib_provenance_definition (const cJSON *doc)
 {
-  struct ib_descriptor art;
-  if (ib_store_find_referrer (s, &img->manifest.digest, &art, err) < 0)
-    return -1;
+  const cJSON *f = cJSON_GetObjectItemCaseSensitive (cJSON_GetObjectItemCaseSensitive (doc, "definition"), "file");
+  return cJSON_IsString (f) ? f->valuestring : "";
+}
+
+/* The document of the provenance artifact ART about IMG. */
+static int
+read_one (struct ib_store *s, const struct ib_image *img, const struct ib_descriptor *art, cJSON **doc,
+          ib_error_t *err)
+{
   cleanup_free char *mtext = NULL, *text = NULL;
   size_t len;
-  int r = ib_store_read_blob (s, &art.digest, 1 << 20, &mtext, &len, err);
-  ib_descriptor_clear (&art);
-  if (r < 0)
-    return ib_error_wrap (err, "provenance");
+  if (ib_store_read_blob (s, &art->digest, 1 << 20, &mtext, &len, err) < 0)
+    return -1;
   cJSON *m = cJSON_ParseWithLength (mtext, len);
   const cJSON *subject = cJSON_GetObjectItemCaseSensitive (cJSON_GetObjectItemCaseSensitive (m, "subject"), "digest");
   struct ib_descriptor blob = { 0 };
-  r = cJSON_IsString (subject) && strcmp (subject->valuestring, img->manifest.digest.s) == 0
-          ? ib_descriptor_from_json (cJSON_GetArrayItem (cJSON_GetObjectItemCaseSensitive (m, "layers"), 0), &blob, err)
-          : ib_error (err, IB_EINTEGRITY, "provenance of %s names another subject", img->manifest.digest.s);
+  int r = cJSON_IsString (subject) && strcmp (subject->valuestring, img->manifest.digest.s) == 0
+              ? ib_descriptor_from_json (cJSON_GetArrayItem (cJSON_GetObjectItemCaseSensitive (m, "layers"), 0),
+                                         &blob, err)
+              : ib_error (err, IB_EINTEGRITY, "provenance %s names another subject than %s", art->digest.s,
+                          img->manifest.digest.s);
   cJSON_Delete (m);
   if (r == 0)
     r = ib_store_read_blob (s, &blob.digest, 16u << 20, &text, &len, err);
   ib_descriptor_clear (&blob);
   if (r < 0)
-    return ib_error_wrap (err, "provenance");
+    return -1;
   *doc = cJSON_ParseWithLength (text, len);
-  return *doc ? 0 : ib_error (err, IB_EINTEGRITY, "provenance of %s is not JSON", img->manifest.digest.s);
+  return *doc ? 0 : ib_error (err, IB_EINTEGRITY, "provenance %s of %s is not JSON", art->digest.s,
+                              img->manifest.digest.s);
+}
+
+int
+ib_provenance_read_all (struct ib_store *s, const struct ib_image *img, cJSON ***docs, size_t *n, ib_error_t *err)
+{
+  struct ib_descriptor *arts;
+  size_t n_arts;
+  *docs = NULL;
+  *n = 0;
+  if (ib_store_find_referrers (s, &img->manifest.digest, &arts, &n_arts, err) < 0)
+    return ib_error_wrap (err, "provenance");
+  int r = 0;
+  *docs = ib_xcalloc (n_arts + 1, sizeof (**docs));
+  for (size_t i = 0; r == 0 && i < n_arts; i++)
+    if ((r = read_one (s, img, &arts[i], &(*docs)[*n], err)) == 0)
+      (*n)++;
+  ib_descriptors_free (arts, n_arts);
+  return r < 0 ? ib_error_wrap (err, "provenance") : 0;
+}
+
+void
+ib_provenance_free (cJSON **docs, size_t n)
+{
+  for (size_t i = 0; i < n; i++)
+    cJSON_Delete (docs[i]);
+  free (docs);
 }

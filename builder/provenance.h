@@ -9,7 +9,14 @@
  * `subject` naming the image's manifest.  The store lists it in index.json
  * (untagged, annotation vnd.imgbuild.subject = the image digest); oci:
  * outputs carry it too.  The image's own manifest carries the OCI
- * annotations org.opencontainers.image.base.name and base.digest. */
+ * annotations org.opencontainers.image.base.name and base.digest.
+ *
+ * An image has one record per definition it was built from: two builds
+ * that give one digest (a definition and a Dockerfile with the same
+ * content) keep both, each with its own gate sections and results.  The
+ * definition is named by its file's absolute path, in the record and in
+ * the artifact's annotation IB_ANNOTATION_DEFINITION; a rebuild from the
+ * same file replaces its own record only. */
 #ifndef IB_PROVENANCE_H
 #define IB_PROVENANCE_H
 
@@ -22,8 +29,13 @@ cJSON *ib_provenance_of_build (struct ib_build *b);
 /* Store DOC as an artifact about IMG; *OUT is the artifact's manifest. */
 int ib_provenance_write (struct ib_store *s, const struct ib_image *img, const cJSON *doc, struct ib_descriptor *out,
                          ib_error_t *err);
-/* The provenance document recorded for IMG in the store (IB_ENOTFOUND when
- * there is none). */
-int ib_provenance_read (struct ib_store *s, const struct ib_image *img, cJSON **doc, ib_error_t *err);
+/* Every provenance document recorded for IMG in the store, in the order
+ * they were recorded (*N is 0 when there is none).  Free with
+ * ib_provenance_free. */
+int ib_provenance_read_all (struct ib_store *s, const struct ib_image *img, cJSON ***docs, size_t *n,
+                            ib_error_t *err);
+void ib_provenance_free (cJSON **docs, size_t n);
+/* The definition file a record names ("" when it names none). */
+const char *ib_provenance_definition (const cJSON *doc);
 
 #endif

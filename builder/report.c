@@ -8,6 +8,7 @@
 #include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "../util/fsutil.h"
@@ -21,6 +22,7 @@ struct ib_report
   cJSON *doc;
   cJSON *gates;
   cJSON *problems;
+  char *definition; /* what the rows and problems are about, when several are */
 };
 
 double
@@ -53,6 +55,7 @@ ib_report_free (struct ib_report *r)
   if (r == NULL)
     return;
   cJSON_Delete (r->doc);
+  free (r->definition);
   free (r->prog);
   free (r);
 }
@@ -71,18 +74,72 @@ ib_report_note (struct ib_report *r, const char *fmt, ...)
 }
 
 void
-ib_report_problem (struct ib_report *r, const char *gate, const char *fmt, ...)
+ib_report_set_definition (struct ib_report *r, const char *file)
+{
+  free (r->definition);
+  r->definition = file ? ib_xstrdup (file) : NULL;
+}
+
+static bool
+is_str (const cJSON *o, const char *key, const char *value)
+{
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive (o, key);
+  return cJSON_IsString (v) && strcmp (v->valuestring, value) == 0;
+}
+
+static cJSON *
+new_problem (struct ib_report *r, const char *gate, bool is_error, const char *msg)
+{
+  cJSON *p = cJSON_CreateObject ();
+  cJSON_AddStringToObject (p, "gate", gate);
+  cJSON_AddStringToObject (p, "severity", is_error ? "error" : "warning");
+  cJSON_AddStringToObject (p, "message", msg);
+  if (r->definition)
+    cJSON_AddStringToObject (p, "definition", r->definition);
+  return p;
+}
+
+void
+ib_report_problem (struct ib_report *r, const char *gate, bool is_error, const char *fmt, ...)
 {
   va_list ap;
   va_start (ap, fmt);
   char *msg = ib_xvasprintf (fmt, ap);
   va_end (ap);
-  fprintf (stderr, "%s: %s: %s\n", r->prog, gate, msg);
-  cJSON *p = cJSON_CreateObject ();
-  cJSON_AddStringToObject (p, "gate", gate);
-  cJSON_AddStringToObject (p, "message", msg);
-  cJSON_AddItemToArray (r->problems, p);
+  /* Not silenced by -q or --json: problems are what a person must read. */
+  fprintf (stderr, "%s: %s: %s: %s\n", r->prog, gate, is_error ? "error" : "warning", msg);
+  cJSON_AddItemToArray (r->problems, new_problem (r, gate, is_error, msg));
   free (msg);
+}
+
+size_t
+ib_report_errors (const struct ib_report *r, const char *gate)
+{
+  size_t n = 0;
+  const cJSON *p;
+  cJSON_ArrayForEach (p, r->problems)
+  n += is_str (p, "gate", gate) && is_str (p, "severity", "error");
+  return n;
+}
+
+void
+ib_report_stopped (struct ib_report *r, const char *gate, const char *msg)
+{
+  int i = 0;
+  cJSON *p, *stop = NULL;
+  cJSON_ArrayForEach (p, r->problems)
+  {
+    if (is_str (p, "gate", gate) && is_str (p, "severity", "error"))
+      {
+        stop = cJSON_DetachItemFromArray (r->problems, i);
+        break;
+      }
+    i++;
+  }
+  if (stop == NULL)
+    stop = new_problem (r, gate, true, msg);
+  cJSON_AddTrueToObject (stop, "stopped");
+  cJSON_InsertItemInArray (r->problems, 0, stop);
 }
 
 void
@@ -90,6 +147,8 @@ ib_report_gate (struct ib_report *r, const char *gate, enum ib_gate_status statu
 {
   static const char *names[] = { "pass", "fail", "skip" };
   static const char *colors[] = { "\033[32m", "\033[31m", "\033[33m" };
+  if (status == IB_GATE_SKIP && detail == NULL)
+    detail = "nothing to check";
   if (!r->quiet)
     fprintf (stderr, "%s: gate %-12s %s%-4s%s %7.3fs  %s\n", r->prog, gate, r->color ? colors[status] : "",
              names[status], r->color ? "\033[0m" : "", seconds, detail ? detail : "");
@@ -98,8 +157,20 @@ ib_report_gate (struct ib_report *r, const char *gate, enum ib_gate_status statu
   cJSON_AddStringToObject (g, "status", names[status]);
   cJSON_AddNumberToObject (g, "seconds", seconds);
   if (detail)
-    cJSON_AddStringToObject (g, "detail", detail);
+    cJSON_AddStringToObject (g, status == IB_GATE_SKIP ? "reason" : "detail", detail);
+  if (r->definition)
+    cJSON_AddStringToObject (g, "definition", r->definition);
   cJSON_AddItemToArray (r->gates, g);
+}
+
+bool
+ib_report_gate_ran (const struct ib_report *r, const char *gate)
+{
+  const cJSON *g;
+  cJSON_ArrayForEach (g, r->gates)
+  if (is_str (g, "name", gate) && !is_str (g, "status", "skip"))
+    return true;
+  return false;
 }
 
 cJSON *

@@ -5,6 +5,7 @@
 #define IB_REPORT_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include <cjson/cJSON.h>
 
@@ -22,11 +23,25 @@ struct ib_report *ib_report_new (const char *prog, const char *schema, bool quie
 void ib_report_free (struct ib_report *r);
 /* A line for people ("base dsv41-flash-b12x:local sha256:…"). */
 void ib_report_note (struct ib_report *r, const char *fmt, ...) __attribute__ ((format (printf, 2, 3)));
-/* A problem found by a gate; each is one line, reported as it is found. */
-void ib_report_problem (struct ib_report *r, const char *gate, const char *fmt, ...)
-    __attribute__ ((format (printf, 3, 4)));
+/* The definition that the gate rows and problems from now on are about
+ * (imgverify checks each recorded definition in turn); NULL for none. */
+void ib_report_set_definition (struct ib_report *r, const char *file);
+/* A problem found by a gate, an error or a warning: one line on stderr as
+ * it is found ("PROG: GATE: error: MSG"), and an entry of "problems". */
+void ib_report_problem (struct ib_report *r, const char *gate, bool is_error, const char *fmt, ...)
+    __attribute__ ((format (printf, 4, 5)));
+/* How many errors GATE has reported so far. */
+size_t ib_report_errors (const struct ib_report *r, const char *gate);
+/* The problem that stopped the run: the first error of GATE is marked
+ * "stopped" and moved to the front of "problems"; when GATE reported none
+ * (an I/O error, a step that is not a gate), MSG is added there instead. */
+void ib_report_stopped (struct ib_report *r, const char *gate, const char *msg);
+/* A gate's row.  DETAIL says what it checked or why it failed; a skipped
+ * gate's DETAIL is the reason it checked nothing (never NULL then). */
 void ib_report_gate (struct ib_report *r, const char *gate, enum ib_gate_status status, double seconds,
                      const char *detail);
+/* Whether GATE has a row that ran (pass or fail), for any definition. */
+bool ib_report_gate_ran (const struct ib_report *r, const char *gate);
 /* The machine-readable document; "image" etc. are set by the pipeline. */
 cJSON *ib_report_json (struct ib_report *r);
 double ib_now (void);

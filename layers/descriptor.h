@@ -22,6 +22,10 @@
 
 #define IB_ANNOTATION_REF_NAME "org.opencontainers.image.ref.name"
 #define IB_ANNOTATION_SUBJECT "vnd.imgbuild.subject"
+/* On a provenance artifact's manifest (and copied to its index entry): the
+ * definition the build came from.  A subject has one artifact per
+ * definition: a rebuild from the same definition replaces its own. */
+#define IB_ANNOTATION_DEFINITION "vnd.imgbuild.definition"
 #define IB_ANNOTATION_BASE_NAME "org.opencontainers.image.base.name"
 #define IB_ANNOTATION_BASE_DIGEST "org.opencontainers.image.base.digest"
 #define IB_MT_OCI_EMPTY "application/vnd.oci.empty.v1+json"

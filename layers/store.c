@@ -415,10 +415,87 @@ lock_store (const struct ib_store *s, ib_error_t *err)
 
 
 int
-ib_store_find_referrer (struct ib_store *s, const ib_digest *subject, struct ib_descriptor *out, ib_error_t *err)
+ib_store_find_referrers (struct ib_store *s, const ib_digest *subject, struct ib_descriptor **out, size_t *n,
+                         ib_error_t *err)
 {
-  cleanup_free char *what = ib_xasprintf ("no provenance for %s", subject->s);
-  return find_by_annotation (s, IB_ANNOTATION_SUBJECT, subject->s, out, what, err);
+  *out = NULL;
+  *n = 0;
+  cJSON *index;
+  if (load_index (s, &index, err) < 0)
+    return -1;
+  const cJSON *m;
+  int r = 0;
+  cJSON_ArrayForEach (m, cJSON_GetObjectItemCaseSensitive (index, "manifests"))
+  {
+    const char *v = annotation (m, IB_ANNOTATION_SUBJECT);
+    if (r < 0 || v == NULL || strcmp (v, subject->s) != 0)
+      continue;
+    *out = ib_xrealloc (*out, (*n + 1) * sizeof (**out));
+    if ((r = ib_descriptor_from_json (m, &(*out)[*n], err)) == 0)
+      (*n)++;
+  }
+  cJSON_Delete (index);
+  if (r < 0)
+    {
+      ib_descriptors_free (*out, *n);
+      *out = NULL;
+      *n = 0;
+    }
+  return r;
+}
+
+void
+ib_descriptors_free (struct ib_descriptor *list, size_t n)
+{
+  for (size_t i = 0; i < n; i++)
+    ib_descriptor_clear (&list[i]);
+  free (list);
+}
+
+char *
+ib_store_artifact_definition (const struct ib_store *s, const ib_digest *art)
+{
+  cleanup_free char *text = NULL;
+  size_t len;
+  if (!ib_store_has_blob (s, art) || ib_store_read_blob (s, art, 1 << 20, &text, &len, NULL) < 0)
+    return NULL;
+  cJSON *m = cJSON_ParseWithLength (text, len);
+  const char *v = annotation (m, IB_ANNOTATION_DEFINITION);
+  char *out = v ? ib_xstrdup (v) : NULL;
+  cJSON_Delete (m);
+  return out;
+}
+
+static bool
+same (const char *a, const char *b)
+{
+  return (a == NULL && b == NULL) || (a && b && strcmp (a, b) == 0);
+}
+
+/* List REFERRER about MANIFEST in LIST, replacing the one from the same
+ * definition (and any listing of the very same artifact). */
+static void
+list_referrer (struct ib_store *s, cJSON *list, const struct ib_descriptor *manifest,
+               const struct ib_descriptor *referrer)
+{
+  cleanup_free char *def = ib_store_artifact_definition (s, &referrer->digest);
+  for (int i = cJSON_GetArraySize (list) - 1; i >= 0; i--)
+    {
+      const cJSON *e = cJSON_GetArrayItem (list, i);
+      const char *sub = annotation (e, IB_ANNOTATION_SUBJECT);
+      const cJSON *dg = cJSON_GetObjectItemCaseSensitive (e, "digest");
+      if (sub && strcmp (sub, manifest->digest.s) == 0
+          && (same (annotation (e, IB_ANNOTATION_DEFINITION), def)
+              || (cJSON_IsString (dg) && strcmp (dg->valuestring, referrer->digest.s) == 0)))
+        cJSON_DeleteItemFromArray (list, i);
+    }
+  cJSON *r = ib_descriptor_to_json (referrer);
+  cJSON_AddStringToObject (r, "artifactType", IB_MT_PROVENANCE);
+  cJSON *ra = cJSON_AddObjectToObject (r, "annotations");
+  cJSON_AddStringToObject (ra, IB_ANNOTATION_SUBJECT, manifest->digest.s);
+  if (def)
+    cJSON_AddStringToObject (ra, IB_ANNOTATION_DEFINITION, def);
+  cJSON_AddItemToArray (list, r);
 }
 
 int
@@ -449,19 +526,7 @@ ib_store_tag (struct ib_store *s, const char *name, const struct ib_descriptor *
       cJSON_AddItemToArray (list, entry);
     }
   if (referrer)
-    {
-      for (int i = cJSON_GetArraySize (list) - 1; i >= 0; i--)
-        {
-          const char *sub = annotation (cJSON_GetArrayItem (list, i), IB_ANNOTATION_SUBJECT);
-          if (sub && strcmp (sub, manifest->digest.s) == 0)
-            cJSON_DeleteItemFromArray (list, i);
-        }
-      cJSON *r = ib_descriptor_to_json (referrer);
-      cJSON_AddStringToObject (r, "artifactType", IB_MT_PROVENANCE);
-      cJSON *ra = cJSON_AddObjectToObject (r, "annotations");
-      cJSON_AddStringToObject (ra, IB_ANNOTATION_SUBJECT, manifest->digest.s);
-      cJSON_AddItemToArray (list, r);
-    }
+    list_referrer (s, list, manifest, referrer);
   char *text = cJSON_PrintUnformatted (index);
   cJSON_Delete (index);
   cleanup_free char *path = ib_path_join (s->root, "index.json");
@@ -471,24 +536,21 @@ ib_store_tag (struct ib_store *s, const char *name, const struct ib_descriptor *
 }
 
 int
-ib_store_referrer_blobs (struct ib_store *s, const ib_digest *subject, struct ib_descriptor **out, size_t *n,
+ib_store_artifact_blobs (struct ib_store *s, const struct ib_descriptor *art, struct ib_descriptor **out, size_t *n,
                          ib_error_t *err)
 {
-  struct ib_descriptor art;
-  *out = NULL;
-  *n = 0;
-  if (ib_store_find_referrer (s, subject, &art, NULL) < 0)
-    return 0;
   cleanup_free char *text = NULL;
   size_t len;
-  int r = ib_store_read_blob (s, &art.digest, 1 << 20, &text, &len, err);
+  *out = NULL;
+  *n = 0;
+  int r = ib_store_read_blob (s, &art->digest, 1 << 20, &text, &len, err);
   cJSON *m = r == 0 ? cJSON_ParseWithLength (text, len) : NULL;
   if (r == 0 && m == NULL)
-    r = ib_error (err, IB_EINTEGRITY, "provenance %s is not JSON", art.digest.s);
+    r = ib_error (err, IB_EINTEGRITY, "provenance %s is not JSON", art->digest.s);
   struct ib_descriptor *list = ib_xcalloc (2 + (size_t) cJSON_GetArraySize (cJSON_GetObjectItemCaseSensitive (m, "layers")),
                                            sizeof (*list));
   size_t k = 0;
-  list[k++] = art;
+  ib_descriptor_copy (&list[k++], art);
   if (r == 0 && ib_descriptor_from_json (cJSON_GetObjectItemCaseSensitive (m, "config"), &list[k], err) == 0)
     k++;
   const cJSON *l;
@@ -507,18 +569,23 @@ int
 ib_store_copy_referrer (struct ib_store *src, struct ib_store *dst, const struct ib_descriptor *subject,
                         ib_error_t *err)
 {
-  struct ib_descriptor *blobs;
-  size_t n;
-  int r = ib_store_referrer_blobs (src, &subject->digest, &blobs, &n, err);
-  /* The artifact's manifest last: it names the others. */
-  for (size_t i = n; r == 0 && i-- > 1;)
-    r = ib_store_copy_blob (src, dst, &blobs[i], err);
-  if (r == 0 && n)
-    r = ib_store_copy_blob (src, dst, &blobs[0], err);
-  if (r == 0 && n)
-    r = ib_store_tag (dst, NULL, subject, &blobs[0], err);
-  for (size_t i = 0; i < n; i++)
-    ib_descriptor_clear (&blobs[i]);
-  free (blobs);
+  struct ib_descriptor *arts;
+  size_t n_arts;
+  int r = ib_store_find_referrers (src, &subject->digest, &arts, &n_arts, err);
+  for (size_t a = 0; r == 0 && a < n_arts; a++)
+    {
+      struct ib_descriptor *blobs;
+      size_t n;
+      r = ib_store_artifact_blobs (src, &arts[a], &blobs, &n, err);
+      /* The artifact's manifest last: it names the others. */
+      for (size_t i = n; r == 0 && i-- > 1;)
+        r = ib_store_copy_blob (src, dst, &blobs[i], err);
+      if (r == 0)
+        r = ib_store_copy_blob (src, dst, &blobs[0], err);
+      if (r == 0)
+        r = ib_store_tag (dst, NULL, subject, &blobs[0], err);
+      ib_descriptors_free (blobs, n);
+    }
+  ib_descriptors_free (arts, n_arts);
   return r < 0 ? ib_error_wrap (err, "provenance of %s", subject->digest.s) : 0;
 }

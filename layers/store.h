@@ -61,20 +61,27 @@ int ib_store_resolve (struct ib_store *s, const char *name, struct ib_descriptor
 /* Point NAME:TAG at MANIFEST: the last step of a build.  The manifest blob
  * must already be in the store.  REFERRER, when not NULL, is an artifact
  * about MANIFEST (provenance) listed in the same atomic index.json update,
- * untagged, with the annotation IB_ANNOTATION_SUBJECT naming MANIFEST. */
+ * untagged, with the annotation IB_ANNOTATION_SUBJECT naming MANIFEST.
+ * MANIFEST may have several: REFERRER replaces only the one with its own
+ * IB_ANNOTATION_DEFINITION (read from its manifest, when in the store). */
 int ib_store_tag (struct ib_store *s, const char *name, const struct ib_descriptor *manifest,
                   const struct ib_descriptor *referrer, ib_error_t *err);
-/* Copy the referrer of SUBJECT (its manifest and blobs) from SRC to DST and
- * list it there; nothing when SRC has none.  NAME of ib_store_tag may be
- * NULL to list a referrer only. */
+/* Copy the referrers of SUBJECT (their manifests and blobs) from SRC to DST
+ * and list them there; nothing when SRC has none.  NAME of ib_store_tag
+ * may be NULL to list a referrer only. */
 int ib_store_copy_referrer (struct ib_store *src, struct ib_store *dst, const struct ib_descriptor *subject,
                             ib_error_t *err);
-/* The referrer of SUBJECT and its blobs: OUT[0] is its manifest, then its
- * config and layers; *N is 0 when SUBJECT has none. */
-int ib_store_referrer_blobs (struct ib_store *s, const ib_digest *subject, struct ib_descriptor **out, size_t *n,
+/* Every referrer listed for SUBJECT (a manifest digest), in index order:
+ * *N is 0 when there is none.  Free with ib_descriptors_free. */
+int ib_store_find_referrers (struct ib_store *s, const ib_digest *subject, struct ib_descriptor **out, size_t *n,
                              ib_error_t *err);
-/* The referrer listed for SUBJECT (a manifest digest), if any: 0 and *OUT,
- * or IB_ENOTFOUND. */
-int ib_store_find_referrer (struct ib_store *s, const ib_digest *subject, struct ib_descriptor *out, ib_error_t *err);
+/* An artifact's blobs: OUT[0] is a copy of ART (its manifest), then its
+ * config and layers. */
+int ib_store_artifact_blobs (struct ib_store *s, const struct ib_descriptor *art, struct ib_descriptor **out,
+                             size_t *n, ib_error_t *err);
+void ib_descriptors_free (struct ib_descriptor *list, size_t n);
+/* IB_ANNOTATION_DEFINITION of the artifact manifest ART in the store, or
+ * NULL (none, or not in the store). */
+char *ib_store_artifact_definition (const struct ib_store *s, const ib_digest *art);
 
 #endif

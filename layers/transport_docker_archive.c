@@ -295,34 +295,39 @@ has_blob_member (const struct archive_members *a, const ib_digest *d)
 }
 
 /* An OCI index in the archive naming one image whose manifest is in it:
- * that very manifest (its digest kept), and its provenance, if listed. */
+ * that very manifest (its digest kept), and its provenance records, those
+ * listed. */
 static int
 manifest_from_index (struct ib_store *s, const struct archive_members *a, struct ib_descriptor *out,
                      ib_error_t *err)
 {
   const struct member *ij = members_find (a, "index.json", 0);
   cJSON *index = ij && ij->text ? cJSON_Parse (ij->text) : NULL;
-  const cJSON *m, *image = NULL, *prov = NULL;
+  const cJSON *m, *image = NULL;
   int images = 0;
   cJSON_ArrayForEach (m, cJSON_GetObjectItemCaseSensitive (index, "manifests"))
   {
     const cJSON *ann = cJSON_GetObjectItemCaseSensitive (m, "annotations");
-    if (cJSON_GetObjectItemCaseSensitive (ann, IB_ANNOTATION_SUBJECT))
-      prov = m;
-    else
+    if (!cJSON_GetObjectItemCaseSensitive (ann, IB_ANNOTATION_SUBJECT))
       {
         image = m;
         images++;
       }
   }
   int r = 1; /* not usable: the caller reads manifest.json */
-  struct ib_descriptor d = { 0 }, p = { 0 };
+  struct ib_descriptor d = { 0 };
   if (images == 1 && ib_descriptor_from_json (image, &d, NULL) == 0 && has_blob_member (a, &d.digest))
     {
       r = 0;
-      if (prov && ib_descriptor_from_json (prov, &p, NULL) == 0 && has_blob_member (a, &p.digest))
-        r = ib_store_tag (s, NULL, &d, &p, err);
-      ib_descriptor_clear (&p);
+      cJSON_ArrayForEach (m, cJSON_GetObjectItemCaseSensitive (index, "manifests"))
+      {
+        const cJSON *ann = cJSON_GetObjectItemCaseSensitive (m, "annotations");
+        struct ib_descriptor p = { 0 };
+        if (r == 0 && cJSON_GetObjectItemCaseSensitive (ann, IB_ANNOTATION_SUBJECT)
+            && ib_descriptor_from_json (m, &p, NULL) == 0 && has_blob_member (a, &p.digest))
+          r = ib_store_tag (s, NULL, &d, &p, err);
+        ib_descriptor_clear (&p);
+      }
       if (r == 0)
         {
           *out = d;
@@ -473,7 +478,7 @@ docker_manifest_json (const struct ib_image *img, const char *name)
 }
 
 static char *
-oci_index_json (const struct ib_image *img, const char *name, const struct ib_descriptor *referrer)
+oci_index_json (const struct ib_image *img, const char *name, const struct ib_descriptor *referrers, size_t n)
 {
   cJSON *index = cJSON_CreateObject ();
   cJSON_AddNumberToObject (index, "schemaVersion", 2);
@@ -483,9 +488,9 @@ oci_index_json (const struct ib_image *img, const char *name, const struct ib_de
   cJSON *ann = cJSON_AddObjectToObject (d, "annotations");
   cJSON_AddStringToObject (ann, IB_ANNOTATION_REF_NAME, name);
   cJSON_AddItemToArray (list, d);
-  if (referrer)
+  for (size_t i = 0; i < n; i++)
     {
-      cJSON *r = ib_descriptor_to_json (referrer);
+      cJSON *r = ib_descriptor_to_json (&referrers[i]);
       cJSON_AddStringToObject (r, "artifactType", IB_MT_PROVENANCE);
       cJSON *ra = cJSON_AddObjectToObject (r, "annotations");
       cJSON_AddStringToObject (ra, IB_ANNOTATION_SUBJECT, img->manifest.digest.s);
@@ -507,19 +512,24 @@ static int
 write_members (struct archive *a, struct ib_store *s, const struct ib_image *img, const char *name,
                size_t skip_layers, ib_error_t *err)
 {
-  /* The provenance travels in the OCI half of the archive. */
-  struct ib_descriptor *prov = NULL;
-  size_t n_prov = 0;
-  if (ib_store_referrer_blobs (s, &img->manifest.digest, &prov, &n_prov, err) < 0)
+  /* The provenance records travel in the OCI half of the archive. */
+  struct ib_descriptor *arts = NULL;
+  size_t n_arts = 0;
+  if (ib_store_find_referrers (s, &img->manifest.digest, &arts, &n_arts, err) < 0)
     return -1;
   cleanup_free char *manifest = docker_manifest_json (img, name);
-  cleanup_free char *index = oci_index_json (img, name, n_prov ? &prov[0] : NULL);
+  cleanup_free char *index = oci_index_json (img, name, arts, n_arts);
   int r = put_member (a, "blobs", AE_IFDIR, 0, err) < 0 || put_member (a, "blobs/sha256", AE_IFDIR, 0, err) < 0 ? -1 : 0;
-  for (size_t i = 0; r == 0 && i < n_prov; i++)
-    r = put_blob (a, s, &prov[i], err);
-  for (size_t i = 0; i < n_prov; i++)
-    ib_descriptor_clear (&prov[i]);
-  free (prov);
+  for (size_t k = 0; r == 0 && k < n_arts; k++)
+    {
+      struct ib_descriptor *prov = NULL;
+      size_t n_prov = 0;
+      r = ib_store_artifact_blobs (s, &arts[k], &prov, &n_prov, err);
+      for (size_t i = 0; r == 0 && i < n_prov; i++)
+        r = put_blob (a, s, &prov[i], err);
+      ib_descriptors_free (prov, n_prov);
+    }
+  ib_descriptors_free (arts, n_arts);
   if (r < 0)
     return -1;
   if (put_blob (a, s, &img->config, err) < 0)

@@ -175,7 +175,7 @@ fetch_artifact_blobs (struct ib_registry *reg, struct ib_store *s, const struct 
   return rc;
 }
 
-/* The provenance of MANIFEST, found through the referrers tag. */
+/* The provenance records of MANIFEST, found through the referrers tag. */
 static int
 pull_referrer (struct ib_registry *reg, struct ib_store *s, const struct ib_descriptor *manifest, ib_error_t *err)
 {
@@ -217,7 +217,8 @@ pull_referrer (struct ib_registry *reg, struct ib_store *s, const struct ib_desc
     if (rc == 0)
       rc = ib_store_tag (s, NULL, manifest, &ref, err);
     ib_descriptor_clear (&ref);
-    break;
+    if (rc < 0)
+      break;
   }
   cJSON_Delete (j);
   return rc < 0 ? ib_error_wrap (err, "provenance") : 0;
@@ -313,11 +314,13 @@ put_manifest_blob (struct ib_registry *reg, struct ib_store *s, const struct ib_
 }
 
 /* The referrers tag `sha256-HEX` of IMG: an index of the artifacts about
- * it.  Others may have listed theirs (signatures, SBOMs): they are kept. */
+ * it.  Others may have listed theirs (signatures, SBOMs): they are kept;
+ * an earlier record of the same definition is replaced. */
 static int
-put_referrers_index (struct ib_registry *reg, const struct ib_image *img, const struct ib_descriptor *artifact,
-                     ib_error_t *err)
+put_referrers_index (struct ib_registry *reg, struct ib_store *s, const struct ib_image *img,
+                     const struct ib_descriptor *artifact, ib_error_t *err)
 {
+  cleanup_free char *def = ib_store_artifact_definition (s, &artifact->digest);
   cleanup_free char *tag = ib_xasprintf ("sha256-%s", ib_digest_hex (img->manifest.digest.s));
   cleanup_free char *old = NULL, *media = NULL;
   size_t len;
@@ -343,37 +346,48 @@ put_referrers_index (struct ib_registry *reg, const struct ib_image *img, const 
     }
   for (int i = cJSON_GetArraySize (list) - 1; i >= 0; i--)
     {
-      const cJSON *dg = cJSON_GetObjectItemCaseSensitive (cJSON_GetArrayItem (list, i), "digest");
-      if (cJSON_IsString (dg) && strcmp (dg->valuestring, artifact->digest.s) == 0)
+      const cJSON *e = cJSON_GetArrayItem (list, i);
+      const cJSON *dg = cJSON_GetObjectItemCaseSensitive (e, "digest");
+      const cJSON *at = cJSON_GetObjectItemCaseSensitive (e, "artifactType");
+      const cJSON *ed = cJSON_GetObjectItemCaseSensitive (cJSON_GetObjectItemCaseSensitive (e, "annotations"),
+                                                          IB_ANNOTATION_DEFINITION);
+      bool same_def = def && cJSON_IsString (at) && strcmp (at->valuestring, IB_MT_PROVENANCE) == 0
+                      && cJSON_IsString (ed) && strcmp (ed->valuestring, def) == 0;
+      if ((cJSON_IsString (dg) && strcmp (dg->valuestring, artifact->digest.s) == 0) || same_def)
         cJSON_DeleteItemFromArray (list, i);
     }
   cJSON *entry = ib_descriptor_to_json (artifact);
   cJSON_AddStringToObject (entry, "artifactType", IB_MT_PROVENANCE);
+  if (def)
+    cJSON_AddStringToObject (cJSON_AddObjectToObject (entry, "annotations"), IB_ANNOTATION_DEFINITION, def);
   cJSON_AddItemToArray (list, entry);
   cleanup_free char *text = cJSON_PrintUnformatted (index);
   cJSON_Delete (index);
   return ib_registry_put_manifest (reg, tag, IB_MT_OCI_INDEX, text, strlen (text), err);
 }
 
-/* The provenance artifact, and the referrers tag that lists it. */
+/* The provenance artifacts, and the referrers tag that lists them. */
 static int
 push_referrer (struct ib_registry *reg, struct ib_store *s, const struct ib_image *img, const char *host,
                const char *location, ib_error_t *err)
 {
-  struct ib_descriptor *blobs = NULL;
-  size_t n = 0;
-  if (ib_store_referrer_blobs (s, &img->manifest.digest, &blobs, &n, err) < 0)
-    return -1;
-  int rc = 0;
-  for (size_t i = 1; rc == 0 && i < n; i++)
-    rc = push_one (reg, s, &blobs[i], host, location, err);
-  if (rc == 0 && n > 0)
-    rc = put_manifest_blob (reg, s, &blobs[0], NULL, err);
-  if (rc == 0 && n > 0)
-    rc = put_referrers_index (reg, img, &blobs[0], err);
-  for (size_t i = 0; i < n; i++)
-    ib_descriptor_clear (&blobs[i]);
-  free (blobs);
+  struct ib_descriptor *arts = NULL;
+  size_t n_arts = 0;
+  int rc = ib_store_find_referrers (s, &img->manifest.digest, &arts, &n_arts, err);
+  for (size_t k = 0; rc == 0 && k < n_arts; k++)
+    {
+      struct ib_descriptor *blobs = NULL;
+      size_t n = 0;
+      rc = ib_store_artifact_blobs (s, &arts[k], &blobs, &n, err);
+      for (size_t i = 1; rc == 0 && i < n; i++)
+        rc = push_one (reg, s, &blobs[i], host, location, err);
+      if (rc == 0)
+        rc = put_manifest_blob (reg, s, &blobs[0], NULL, err);
+      if (rc == 0)
+        rc = put_referrers_index (reg, s, img, &blobs[0], err);
+      ib_descriptors_free (blobs, n);
+    }
+  ib_descriptors_free (arts, n_arts);
   return rc < 0 ? ib_error_wrap (err, "provenance") : 0;
 }
 

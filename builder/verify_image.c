@@ -1,0 +1,465 @@
+#include "verify_image.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../layers/transport.h"
+#include "../util/cleanup.h"
+#include "../util/fsutil.h"
+#include "build.h"
+#include "gates.h"
+#include "provenance.h"
+#include "verify.h"
+
+/* What --require-gates may name, with the class of the failure when one of
+ * them did not run. */
+static const struct
+{
+  const char *name;
+  int class;
+} gate_names[] = {
+  { "integrity", IB_EINTEGRITY }, { "provenance", IB_EINTEGRITY }, { "symbols", IB_ESYMBOLS },
+  { "kernels", IB_EKERNELS },     { "smoke", IB_ESMOKE },
+};
+#define N_GATES (sizeof (gate_names) / sizeof (gate_names[0]))
+
+/* The failure that decides the exit code, and the gate it came from. */
+struct verdict
+{
+  ib_error_t first;
+  const char *gate; /* "verify" when it is no gate's */
+};
+
+/* README: "when several checks fail, the code is that of the first in the
+ * order integrity, symbols, kernels, smoke"; a failure that kept the checks
+ * from running at all (I/O, a reference that does not resolve) before them. */
+static int
+rank (int class)
+{
+  switch (class)
+    {
+    case IB_EINTEGRITY: return 1;
+    case IB_ESYMBOLS: return 2;
+    case IB_EKERNELS: return 3;
+    case IB_ESMOKE: return 4;
+    default: return 0;
+    }
+}
+
+static void
+keep (struct verdict *v, ib_error_t *e, const char *gate)
+{
+  if (*e == NULL)
+    return;
+  if (v->first == NULL || rank ((*e)->class) < rank (v->first->class))
+    {
+      ib_error_release (&v->first);
+      v->first = steal_pointer (e);
+      v->gate = gate;
+    }
+  ib_error_release (e);
+}
+
+static int
+parse_gates (const char *list, bool want[N_GATES], ib_error_t *err)
+{
+  memset (want, 0, N_GATES * sizeof (*want));
+  if (strcmp (list, "none") == 0)
+    return 0;
+  cleanup_free char *copy = ib_xstrdup (list);
+  char *save = NULL;
+  for (char *t = strtok_r (copy, ",", &save); t; t = strtok_r (NULL, ",", &save))
+    {
+      size_t i = 0;
+      while (i < N_GATES && strcmp (gate_names[i].name, t) != 0)
+        i++;
+      if (i == N_GATES)
+        return ib_error (err, IB_EUSAGE,
+                         "--require-gates: `%s` is not a gate (integrity, provenance, symbols, kernels, smoke; "
+                         "or none)",
+                         t);
+      want[i] = true;
+    }
+  return 0;
+}
+
+int
+ib_verify_parse_gates (const char *list, ib_error_t *err)
+{
+  bool want[N_GATES];
+  return parse_gates (list, want, err);
+}
+
+/* The default for an image built by imgbuild: the symbol and kernel gates
+ * that ran in a recorded build (a recorded pass of a definition that has
+ * the gate's section; older records said "pass" for gates with nothing to
+ * check).  Not the smoke test, which needs GPUs: --smoke asks for it. */
+static void
+recorded_gates (cJSON **records, size_t n, bool want[N_GATES])
+{
+  memset (want, 0, N_GATES * sizeof (*want));
+  for (size_t i = 0; i < n; i++)
+    {
+      const cJSON *text = cJSON_GetObjectItemCaseSensitive (cJSON_GetObjectItemCaseSensitive (records[i], "definition"),
+                                                            "gates");
+      const cJSON *g;
+      cJSON_ArrayForEach (g, cJSON_GetObjectItemCaseSensitive (records[i], "gates"))
+      {
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive (g, "name");
+        const cJSON *status = cJSON_GetObjectItemCaseSensitive (g, "status");
+        if (!cJSON_IsString (name) || !cJSON_IsString (status) || strcmp (status->valuestring, "pass") != 0
+            || !cJSON_IsString (text))
+          continue;
+        for (size_t k = 2; k <= 3; k++) /* symbols, kernels */
+          {
+            cleanup_free char *section = ib_xasprintf ("[%s]", gate_names[k].name);
+            want[k] |= strcmp (name->valuestring, gate_names[k].name) == 0 && strstr (text->valuestring, section);
+          }
+      }
+    }
+}
+
+/* One definition to check: its gate sections, the record it came from. */
+struct checked
+{
+  struct ib_definition *def;
+  const cJSON *record; /* NULL: none recorded for this definition */
+  char *file;          /* rows and problems name it so */
+  char *name;          /* messages name it so */
+};
+
+static void
+checked_free (struct checked *cs, size_t n)
+{
+  for (size_t i = 0; i < n; i++)
+    {
+      ib_definition_free (cs[i].def);
+      free (cs[i].file);
+      free (cs[i].name);
+    }
+  free (cs);
+}
+
+/* --definition: that one, with its record if the image has one; else each
+ * recorded definition. */
+static int
+definitions_to_check (const struct ib_verify_image_options *o, cJSON **records, size_t n_records,
+                      struct checked **out, size_t *n, ib_error_t *err)
+{
+  *out = ib_xcalloc (n_records + 1, sizeof (**out));
+  *n = 0;
+  if (o->definition)
+    {
+      struct checked *c = &(*out)[0];
+      if (ib_definition_load (o->definition, &c->def, err) < 0)
+        return -1;
+      *n = 1;
+      char abs[PATH_MAX];
+      c->file = ib_xstrdup (realpath (c->def->file, abs) ? abs : c->def->file);
+      c->name = ib_xstrdup (c->file);
+      for (size_t i = 0; i < n_records && c->record == NULL; i++)
+        if (strcmp (ib_provenance_definition (records[i]), c->file) == 0)
+          c->record = records[i];
+      return 0;
+    }
+  for (size_t i = 0; i < n_records; i++)
+    {
+      struct checked *c = &(*out)[i];
+      const char *file = ib_provenance_definition (records[i]);
+      const cJSON *text = cJSON_GetObjectItemCaseSensitive (cJSON_GetObjectItemCaseSensitive (records[i], "definition"),
+                                                            "gates");
+      c->record = records[i];
+      c->file = ib_xstrdup (*file ? file : "(a record without a definition file)");
+      c->name = ib_xasprintf ("the recorded definition %s", c->file);
+      (*n)++;
+      if (ib_definition_from_gate_text (cJSON_IsString (text) ? text->valuestring : "", &c->def, err) < 0)
+        return ib_error_wrap (err, "%s", c->name);
+    }
+  return 0;
+}
+
+/* The overlay files and prebaked outputs that a record lists, against the
+ * digests of the image's files; returns how many it compared. */
+static size_t
+check_record (const cJSON *doc, const struct ib_fsview *view, struct ib_gate_sink *k)
+{
+  const cJSON *lists[2] = { cJSON_GetObjectItemCaseSensitive (doc, "files"),
+                            cJSON_GetObjectItemCaseSensitive (cJSON_GetObjectItemCaseSensitive (doc, "prebake"),
+                                                              "outputs") };
+  size_t n = 0;
+  for (int l = 0; l < 2; l++)
+    {
+      const cJSON *f;
+      cJSON_ArrayForEach (f, lists[l])
+      {
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive (f, "target");
+        const cJSON *h = cJSON_GetObjectItemCaseSensitive (f, "sha256");
+        if (!cJSON_IsString (t) || !cJSON_IsString (h) || t->valuestring[0] != '/')
+          continue;
+        n++;
+        const struct ib_fs_entry *e = ib_fsview_lookup (view, t->valuestring + 1);
+        if (e == NULL)
+          ib_problemf (ib_gate_sink_problem, k, true, "%s is missing from the image (its provenance lists it)",
+                       t->valuestring);
+        else if (strcmp (e->digest, h->valuestring) != 0)
+          ib_problemf (ib_gate_sink_problem, k, true, "%s has sha256 %s, its provenance says %s (layer %zu)",
+                       t->valuestring, e->digest, h->valuestring, (size_t) e->layer);
+      }
+    }
+  return n;
+}
+
+/* The definition's sources against the image's files. */
+static size_t
+check_sources (const struct ib_definition *d, const struct ib_fsview *view, struct ib_gate_sink *k)
+{
+  size_t n = 0;
+  for (size_t i = 0; i < d->n_items; i++)
+    {
+      const struct ib_copy_item *it = &d->items[i];
+      cleanup_free char *target = ib_copy_item_target (it);
+      ib_digest want;
+      if (it->type != IB_ENTRY_FILE || target == NULL || ib_sha256_file (it->source, &want, NULL, NULL) < 0)
+        continue;
+      n++;
+      const struct ib_fs_entry *e = ib_fsview_lookup (view, target + 1);
+      if (e == NULL)
+        ib_problemf (ib_gate_sink_problem, k, true, "%s: %s is missing from the image", it->origin, target);
+      else if (strcmp (e->digest, ib_digest_hex (want.s)) != 0)
+        ib_problemf (ib_gate_sink_problem, k, true, "%s: %s in the image (layer %d) differs from its source %s",
+                     it->origin, target, e->layer, it->source);
+    }
+  return n;
+}
+
+static void
+check_integrity (struct ib_build *b, const struct ib_verify_image_options *o, struct verdict *v)
+{
+  struct ib_gate_sink k = { b->report, "integrity", NULL, 0 };
+  struct ib_verify_stats st = { 0 };
+  ib_error_t e = NULL;
+  size_t errors = ib_report_errors (b->report, "integrity");
+  double t0 = ib_now ();
+  int r = ib_verify_image (b->store, b->image, b->report, o->jobs, ib_gate_sink_problem, &k, &st, &e);
+  if (ib_gate_sink_finish (&k, IB_EINTEGRITY, r < 0 ? NULL : &e) < 0)
+    r = -1;
+  cleanup_free char *detail = ib_xasprintf ("%zu blobs, %llu bytes", st.blobs, st.bytes);
+  ib_gate_row (b, "integrity", r, ib_now () - t0, errors, detail, e);
+  cJSON *in = cJSON_AddObjectToObject (ib_report_json (b->report), "integrity");
+  cJSON_AddNumberToObject (in, "blobs", (double) st.blobs);
+  cJSON_AddNumberToObject (in, "bytes", (double) st.bytes);
+  cJSON_AddNumberToObject (in, "bad", (double) st.bad);
+  keep (v, &e, "integrity");
+}
+
+/* The provenance gate of one definition: its record's files, and with
+ * --definition its sources, against the image. */
+static void
+check_provenance (struct ib_build *b, const struct checked *c, bool sources, struct verdict *v)
+{
+  struct ib_gate_sink k = { b->report, "provenance", NULL, 0 };
+  size_t errors = ib_report_errors (b->report, "provenance");
+  ib_error_t e = NULL;
+  double t0 = ib_now ();
+  const struct ib_fsview *view;
+  size_t n = 0;
+  int r = ib_build_image_view (b, &view, &e);
+  if (r == 0)
+    {
+      n += c->record ? check_record (c->record, view, &k) : 0;
+      n += sources ? check_sources (c->def, view, &k) : 0;
+      r = ib_gate_sink_finish (&k, IB_EINTEGRITY, &e);
+    }
+  if (r == 0 && n == 0)
+    r = c->record ? ib_gate_skip (b, "the record of %s lists no file", c->file)
+                  : ib_gate_skip (b, "no provenance recorded for %s, and it copies no file", c->file);
+  const char *detail = c->record && sources ? "recorded files and kernels match; definition sources match"
+                       : c->record          ? "recorded files and kernels match"
+                                            : "definition sources match";
+  ib_gate_row (b, "provenance", r, ib_now () - t0, errors, detail, e);
+  keep (v, &e, "provenance");
+}
+
+static void
+check_definition (struct ib_build *b, const struct ib_verify_image_options *o, const struct checked *c,
+                  size_t i, size_t n, struct verdict *v)
+{
+  ib_report_set_definition (b->report, c->file);
+  ib_report_note (b->report, "definition %zu of %zu: %s (%s)", i + 1, n, c->file,
+                  c->record ? "recorded" : "not recorded for this image: given by --definition");
+  check_provenance (b, c, o->definition != NULL, v);
+  b->def = c->def;
+  b->definition_name = c->name;
+  const cJSON *ol = cJSON_GetObjectItemCaseSensitive (c->record, "overlay_layer");
+  size_t own = 1 + (c->def->n_prebake ? 1 : 0);
+  b->first_overlay_layer = cJSON_IsNumber (ol)             ? (size_t) ol->valuedouble
+                           : b->image->n_layers > own ? b->image->n_layers - own
+                                                      : 0;
+  b->failed_gate = NULL;
+  ib_error_t e = NULL;
+  if (ib_build_run_gates (b, IB_PHASE_IMAGE, &e) < 0)
+    keep (v, &e, b->failed_gate ? b->failed_gate : "verify");
+  b->def = NULL;
+  b->definition_name = NULL;
+}
+
+/* No record and no --definition: nothing but integrity can be checked,
+ * and the table says so. */
+static void
+skip_unchecked (struct ib_build *b)
+{
+  const char *why = "no provenance recorded for this image, and no --definition";
+  size_t n;
+  const struct ib_gate *g = ib_gates (&n);
+  ib_report_gate (b->report, "provenance", IB_GATE_SKIP, 0, why);
+  for (size_t i = 0; i < n; i++)
+    if (g[i].phase == IB_PHASE_IMAGE)
+      ib_report_gate (b->report, g[i].name, IB_GATE_SKIP, 0, why);
+}
+
+/* Each gate in WANT must have run (pass or fail) for at least one of the
+ * definitions checked. */
+static void
+check_required (struct ib_build *b, const bool want[N_GATES], bool by_default, struct verdict *v)
+{
+  cJSON *doc = ib_report_json (b->report);
+  cJSON *list = cJSON_AddArrayToObject (doc, "required_gates");
+  ib_report_set_definition (b->report, NULL);
+  for (size_t i = 0; i < N_GATES; i++)
+    {
+      if (!want[i])
+        continue;
+      cJSON_AddItemToArray (list, cJSON_CreateString (gate_names[i].name));
+      if (ib_report_gate_ran (b->report, gate_names[i].name))
+        continue;
+      /* Why it did not run: the reasons of its skipped rows. */
+      cleanup_free char *why = ib_xstrdup ("");
+      const cJSON *g;
+      cJSON_ArrayForEach (g, cJSON_GetObjectItemCaseSensitive (doc, "gates"))
+      {
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive (g, "name");
+        const cJSON *reason = cJSON_GetObjectItemCaseSensitive (g, "reason");
+        if (cJSON_IsString (name) && strcmp (name->valuestring, gate_names[i].name) == 0 && cJSON_IsString (reason))
+          {
+            char *more = ib_xasprintf ("%s%s%s", why, *why ? "; " : "", reason->valuestring);
+            free (why);
+            why = more;
+          }
+      }
+      ib_error_t e = NULL;
+      ib_error (&e, gate_names[i].class, "gate %s did not run, and %s: %s", gate_names[i].name,
+                by_default ? "a recorded build of this image ran it (--require-gates lowers the bar)"
+                           : "--require-gates names it",
+                *why ? why : "no definition was checked");
+      ib_report_problem (b->report, gate_names[i].name, true, "%s", e->msg);
+      keep (v, &e, gate_names[i].name);
+    }
+}
+
+static void
+list_definitions (struct ib_build *b, const struct checked *cs, size_t n)
+{
+  cJSON *list = cJSON_AddArrayToObject (ib_report_json (b->report), "definitions");
+  for (size_t i = 0; i < n; i++)
+    {
+      cJSON *d = cJSON_CreateObject ();
+      cJSON_AddStringToObject (d, "file", cs[i].file);
+      cJSON_AddBoolToObject (d, "recorded", cs[i].record != NULL);
+      const cJSON *image = cJSON_GetObjectItemCaseSensitive (cs[i].record, "image");
+      if (cJSON_IsString (image))
+        cJSON_AddStringToObject (d, "image", image->valuestring);
+      cJSON_AddItemToArray (list, d);
+    }
+}
+
+static int
+finish (struct ib_build *b, const struct ib_verify_image_options *o, struct verdict *v)
+{
+  cJSON *doc = ib_report_json (b->report);
+  int code = v->first ? (v->first->class ? v->first->class : IB_EGATE) : 0;
+  cJSON_AddStringToObject (doc, "status", code ? "fail" : "pass");
+  cJSON_AddNumberToObject (doc, "exit_code", code);
+  if (v->first)
+    {
+      ib_report_set_definition (b->report, NULL);
+      cJSON_AddStringToObject (doc, "error", v->first->msg);
+      ib_report_stopped (b->report, v->gate, v->first->msg);
+    }
+  if (o->json)
+    {
+      char *text = cJSON_Print (doc);
+      puts (text);
+      free (text);
+    }
+  if (v->first)
+    ib_error_report ("imgverify", &v->first);
+  return code;
+}
+
+static int
+pull (struct ib_build *b, const struct ib_verify_image_options *o, const char *ref, ib_error_t *err)
+{
+  cleanup_free char *root = ib_store_default_path (o->store);
+  if (ib_store_open (root, &b->store, err) < 0)
+    return -1;
+  struct ib_transfer_report progress;
+  struct ib_remote_options remote = o->remote;
+  ib_report_transfers (b->report, &progress);
+  remote.progress = &progress;
+  if (ib_image_pull (b->store, ref, NULL, &remote, &b->image, err) < 0)
+    return -1;
+  cJSON_AddStringToObject (ib_report_json (b->report), "manifest", b->image->manifest.digest.s);
+  return 0;
+}
+
+int
+ib_verify_image_ref (const char *ref, const struct ib_verify_image_options *o)
+{
+  ib_error_t err = NULL;
+  bool want[N_GATES];
+  if (o->require_gates && parse_gates (o->require_gates, want, &err) < 0)
+    return ib_error_report ("imgverify", &err);
+  struct ib_build_options bo = { .json = o->json, .quiet = o->json, .smoke = o->smoke ? IB_SMOKE_REQUIRED : IB_SMOKE_OFF };
+  struct ib_build b = { .opt = &bo, .name = ref, .keep_going = true };
+  b.report = ib_report_new ("imgverify", "imgverify.report/v1", o->json);
+  cJSON_AddStringToObject (ib_report_json (b.report), "ref", ref);
+  struct verdict v = { 0 };
+  cJSON **records = NULL;
+  size_t n_records = 0, n_cs = 0;
+  struct checked *cs = NULL;
+  int r = pull (&b, o, ref, &err);
+  if (r == 0)
+    check_integrity (&b, o, &v);
+  bool gates = r == 0 && v.first == NULL;
+  if (gates && ib_provenance_read_all (b.store, b.image, &records, &n_records, &err) < 0)
+    {
+      ib_report_problem (b.report, "provenance", true, "%s", err->msg);
+      keep (&v, &err, "provenance");
+      gates = false;
+    }
+  if (gates && definitions_to_check (o, records, n_records, &cs, &n_cs, &err) < 0)
+    r = -1;
+  if (gates && r == 0)
+    {
+      for (size_t i = 0; i < n_cs; i++)
+        check_definition (&b, o, &cs[i], i, n_cs, &v);
+      if (n_cs == 0)
+        skip_unchecked (&b);
+      list_definitions (&b, cs, n_cs);
+      if (o->require_gates == NULL)
+        recorded_gates (records, n_records, want);
+      check_required (&b, want, o->require_gates == NULL, &v);
+    }
+  if (r < 0)
+    keep (&v, &err, "verify");
+  int code = finish (&b, o, &v);
+  checked_free (cs, n_cs);
+  ib_provenance_free (records, n_records);
+  ib_fsview_free (b.image_view);
+  ib_image_free (b.image);
+  ib_store_free (b.store);
+  ib_report_free (b.report);
+  return code;
+}
