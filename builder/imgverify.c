@@ -34,16 +34,22 @@ static const char usage[] =
     "\n"
     "Verify an existing image: every blob's digest and size, every layer's\n"
     "diff_id, the manifest/config chain and media types (layers in parallel,\n"
-    "streaming); then its provenance against its content (the overlay files'\n"
-    "and prebaked kernels' digests), and the gates of its definition (symbols,\n"
-    "kernels; the GPU smoke test with --smoke).  The definition is the one\n"
-    "recorded in the image's provenance, or --definition DIR.\n"
+    "streaming); then, for each definition it was built from (each provenance\n"
+    "record, or only --definition DIR), the recorded files against its content\n"
+    "(overlay files' and prebaked kernels' digests) and the definition's gates\n"
+    "(symbols, kernels; the GPU smoke test with --smoke).  A gate with nothing\n"
+    "to check is a skip with its reason, never a pass.\n"
     "REF: NAME:TAG (the store), oci:DIR[:NAME:TAG], docker-archive:FILE,\n"
     "  docker-daemon:NAME:TAG, docker://HOST[:PORT]/REPO[:TAG|@DIGEST] (pulled\n"
     "  into the store first, each blob checked as it streams).\n"
     "\n"
     "  --definition DIR          check against this definition (its sources'\n"
     "                            digests, its gates)\n"
+    "  --require-gates LIST      gates that must run for at least one definition\n"
+    "                            (integrity,provenance,symbols,kernels,smoke, or\n"
+    "                            none); one that was skipped fails with its\n"
+    "                            gate's exit code.  Default: the symbol and\n"
+    "                            kernel gates that ran in a recorded build\n"
     "  --smoke                   also run the smoke test on this machine's GPUs\n"
     "                            (fails where there are none)\n"
     "  --jobs N                  threads for the integrity check (default: cores)\n"
@@ -95,7 +101,8 @@ static const char usage[] =
     "     Docker Engine unreachable, credentials refused, retries exhausted\n"
     "  9  the reference does not resolve\n"
     "When several checks fail, the code is that of the first in this order:\n"
-    "integrity, symbols, kernels, smoke.\n";
+    "integrity, symbols, kernels, smoke (a required gate that did not run\n"
+    "counts as its gate's failure).\n";
 
 static void
 print_kernel_table (const char *path, const struct ib_cuda_file *f)

@@ -315,6 +315,7 @@ ib_build_run (const struct ib_definition *def, const struct ib_build_options *op
   if (r == 0)
     *manifest = b.image->manifest.digest;
   fill_report (&b, r);
+  cJSON_AddNumberToObject (ib_report_json (b.report), "exit_code", r < 0 ? ((*err)->class ? (*err)->class : IB_EGATE) : 0);
   if (r < 0)
     {
       cJSON_AddStringToObject (ib_report_json (b.report), "error", (*err)->msg);

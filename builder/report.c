@@ -106,8 +106,10 @@ ib_report_problem (struct ib_report *r, const char *gate, bool is_error, const c
   va_start (ap, fmt);
   char *msg = ib_xvasprintf (fmt, ap);
   va_end (ap);
-  /* Not silenced by -q or --json: problems are what a person must read. */
-  fprintf (stderr, "%s: %s: %s: %s\n", r->prog, gate, is_error ? "error" : "warning", msg);
+  /* Not silenced by -q or --json: problems are what a person must read.
+   * Errors carry no "error:" tag: the one "error:" line is the last,
+   * naming the problem that stopped the run. */
+  fprintf (stderr, "%s: %s: %s%s\n", r->prog, gate, is_error ? "" : "warning: ", msg);
   cJSON_AddItemToArray (r->problems, new_problem (r, gate, is_error, msg));
   free (msg);
 }

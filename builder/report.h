@@ -27,7 +27,8 @@ void ib_report_note (struct ib_report *r, const char *fmt, ...) __attribute__ ((
  * (imgverify checks each recorded definition in turn); NULL for none. */
 void ib_report_set_definition (struct ib_report *r, const char *file);
 /* A problem found by a gate, an error or a warning: one line on stderr as
- * it is found ("PROG: GATE: error: MSG"), and an entry of "problems". */
+ * it is found ("PROG: GATE: MSG", "PROG: GATE: warning: MSG"), and an
+ * entry of "problems". */
 void ib_report_problem (struct ib_report *r, const char *gate, bool is_error, const char *fmt, ...)
     __attribute__ ((format (printf, 4, 5)));
 /* How many errors GATE has reported so far. */

@@ -551,7 +551,9 @@ ib_store_artifact_blobs (struct ib_store *s, const struct ib_descriptor *art, st
                                            sizeof (*list));
   size_t k = 0;
   ib_descriptor_copy (&list[k++], art);
-  if (r == 0 && ib_descriptor_from_json (cJSON_GetObjectItemCaseSensitive (m, "config"), &list[k], err) == 0)
+  /* An artifact may have no config. */
+  const cJSON *config = cJSON_GetObjectItemCaseSensitive (m, "config");
+  if (r == 0 && config && ib_descriptor_from_json (config, &list[k], NULL) == 0)
     k++;
   const cJSON *l;
   cJSON_ArrayForEach (l, cJSON_GetObjectItemCaseSensitive (m, "layers"))

@@ -129,14 +129,16 @@ in_terminal() { # SOCK SCREEN CMD
   tmux -S "$sock" kill-server || true
 }
 
-# The imgverify JSON report schema.
+# The JSON report schemas, one per program.
 SCHEMA=$ROOT/docs/imgverify-report.schema.json
+BUILD_SCHEMA=$ROOT/docs/imgbuild-report.schema.json
 
-validate() { # JSON-FILE: against the report schema
-  /usr/bin/python3 - "$SCHEMA" "$1" <<'PY'
+validate() { # JSON-FILE: against its report schema (imgverify's or imgbuild's, by its "schema")
+  /usr/bin/python3 - "$SCHEMA" "$BUILD_SCHEMA" "$1" <<'PY'
 import json, sys
 import jsonschema
-schema, doc = (json.load(open(p)) for p in sys.argv[1:])
+verify, build, doc = (json.load(open(p)) for p in sys.argv[1:])
+schema = build if doc.get("schema") == "imgbuild.report/v1" else verify
 jsonschema.validate(doc, schema)
 PY
 }

@@ -161,6 +161,74 @@ store_tag_replaces_atomically (struct test_ctx *t)
   ib_store_free (s);
 }
 
+/* An artifact manifest about SUBJECT from DEFINITION (NULL: none). */
+static struct ib_descriptor
+artifact (struct test_ctx *t, struct ib_store *s, const struct ib_descriptor *subject, const char *definition,
+          const char *salt)
+{
+  ib_error_t err = NULL;
+  cleanup_free char *ann = definition ? ib_xasprintf (",\"annotations\":{\"" IB_ANNOTATION_DEFINITION "\":\"%s\"}",
+                                                      definition)
+                                      : ib_xstrdup ("");
+  cleanup_free char *text = ib_xasprintf ("{\"schemaVersion\":2,\"salt\":\"%s\",\"subject\":{\"digest\":\"%s\"}%s}",
+                                          salt, subject->digest.s, ann);
+  struct ib_descriptor d = { .media_type = IB_MT_OCI_MANIFEST, .size = strlen (text) };
+  CHECK (t, ib_store_put_blob (s, text, strlen (text), &d.digest, &err) == 0);
+  return d;
+}
+
+static size_t
+count_referrers (struct test_ctx *t, struct ib_store *s, const struct ib_descriptor *subject, const ib_digest *want)
+{
+  ib_error_t err = NULL;
+  struct ib_descriptor *list;
+  size_t n, found = 0;
+  CHECK (t, ib_store_find_referrers (s, &subject->digest, &list, &n, &err) == 0);
+  for (size_t i = 0; want && i < n; i++)
+    found += strcmp (list[i].digest.s, want->s) == 0;
+  ib_descriptors_free (list, n);
+  return want ? found : n;
+}
+
+/* One provenance record per definition: another definition adds one, the
+ * same definition replaces its own only. */
+void
+store_keeps_a_referrer_per_definition (struct test_ctx *t)
+{
+  ib_error_t err = NULL;
+  struct ib_store *s;
+  cleanup_free char *root = ib_path_join (test_tmpdir (), "store");
+  CHECK (t, ib_store_open (root, &s, &err) == 0);
+  struct ib_descriptor img = { .media_type = IB_MT_OCI_MANIFEST, .size = 7 };
+  CHECK (t, ib_store_put_blob (s, "{\"i\":1}", 7, &img.digest, &err) == 0);
+  struct ib_descriptor a1 = artifact (t, s, &img, "/x/image.conf", "1");
+  struct ib_descriptor b1 = artifact (t, s, &img, "/y/Dockerfile", "1");
+  struct ib_descriptor a2 = artifact (t, s, &img, "/x/image.conf", "2");
+  CHECK (t, ib_store_tag (s, "x:1", &img, &a1, &err) == 0);
+  CHECK (t, count_referrers (t, s, &img, NULL) == 1);
+  CHECK (t, ib_store_tag (s, "x:1", &img, &b1, &err) == 0);
+  CHECK (t, count_referrers (t, s, &img, NULL) == 2);
+  CHECK (t, ib_store_tag (s, NULL, &img, &a2, &err) == 0);
+  CHECK (t, count_referrers (t, s, &img, NULL) == 2);
+  CHECK (t, count_referrers (t, s, &img, &a2.digest) == 1);
+  CHECK (t, count_referrers (t, s, &img, &b1.digest) == 1);
+  CHECK (t, count_referrers (t, s, &img, &a1.digest) == 0);
+  cleanup_free char *def = ib_store_artifact_definition (s, &b1.digest);
+  CHECK (t, def && strcmp (def, "/y/Dockerfile") == 0);
+  /* Listing the same artifact twice keeps one entry. */
+  CHECK (t, ib_store_tag (s, NULL, &img, &b1, &err) == 0);
+  CHECK (t, count_referrers (t, s, &img, NULL) == 2);
+  /* Into another layout: both travel. */
+  struct ib_store *dst;
+  cleanup_free char *root2 = ib_path_join (test_tmpdir (), "store2");
+  CHECK (t, ib_store_open (root2, &dst, &err) == 0);
+  CHECK (t, ib_store_copy_blob (s, dst, &img, &err) == 0);
+  CHECK (t, ib_store_copy_referrer (s, dst, &img, &err) == 0);
+  CHECK (t, count_referrers (t, dst, &img, NULL) == 2);
+  ib_store_free (dst);
+  ib_store_free (s);
+}
+
 static void
 make_entries (const char *dir, struct ib_layer_entry *e)
 {

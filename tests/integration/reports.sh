@@ -1,0 +1,338 @@
+# Reports (issue "A report never says pass for a check that did not run, and
+# lists every problem it stopped on"): per gate, a failing build's JSON holds
+# the failing problem in `problems`, first and marked; per gate, an empty
+# section is a skip with its reason, never a pass; one provenance record per
+# build, so a Dockerfile build of the same digest does not erase the
+# definition's gates; --require-gates and its default.
+
+R_VLLM=/usr/local/lib/python3.12/dist-packages/vllm
+
+add_to_section() { # IMAGE.CONF SECTION LINE: LINE at the end of [SECTION]
+  python3 - "$1" "$2" "$3" <<'PY'
+import sys
+p, sec, line = sys.argv[1:]
+s = open(p).read()
+a = s.index("[%s]" % sec)
+b = s.find("\n[", a)
+b = len(s) if b < 0 else b
+open(p, "w").write(s[:b].rstrip("\n") + "\n" + line + "\n" + s[b:])
+PY
+}
+
+# A failed build's report: valid, failed with CODE, and its first problem
+# is GATE's error, marked as the one that stopped the build and equal to
+# the `error` line's end.
+failed_report_is_complete() { # REPORT.json CODE GATE
+  validate "$1"
+  jq -e --argjson c "$2" --arg g "$3" '
+    .status == "fail" and .exit_code == $c
+    and .problems[0].gate == $g and .problems[0].severity == "error" and .problems[0].stopped == true
+    and ([.problems[] | select(.stopped)] | length) == 1
+    and (.problems[0].message as $m | .error | contains($m))' "$1"
+}
+
+t_failing_definition_gate_lists_every_problem() {
+  build_base
+  copy_images d
+  # Two errors: a target the base lacks, and a source that does not exist.
+  add_to_section d/dsv41-flash-dcp2/image.conf copy "file files/engram.py $R_VLLM/not_in_base.py"
+  add_to_section d/dsv41-flash-dcp2/image.conf copy "file files/no_such_source.py $R_VLLM/envs.py"
+  rc=0
+  "$IB" --json d/dsv41-flash-dcp2 >r.json 2>err.txt || rc=$?
+  [ "$rc" = 3 ]
+  failed_report_is_complete r.json 3 definition
+  jq -e '[.problems[] | select(.gate == "definition" and .severity == "error")] | length == 2' r.json
+  jq -e '[.problems[].message] | any(contains("not_in_base.py` does not exist in the base"))
+         and any(contains("no_such_source.py"))' r.json
+  # Both on stderr too, and one error line.
+  grep -q 'not_in_base.py` does not exist in the base' err.txt
+  grep -q 'no_such_source.py' err.txt
+  [ "$(grep -c 'error:' err.txt)" = 1 ]
+  jq -e '.gates[] | select(.name == "definition") | .status == "fail"' r.json
+}
+
+t_failing_symbol_gate_lists_every_problem() {
+  build_base
+  copy_images d
+  add_to_section d/dsv41-flash-dcp2/image.conf symbols "python vllm/v1/core/kv_cache_utils.py no_such_name_one"
+  add_to_section d/dsv41-flash-dcp2/image.conf symbols "python vllm/distributed/parallel_state.py no_such_name_two"
+  rc=0
+  "$IB" --json d/dsv41-flash-dcp2 -t s:1 >r.json 2>err.txt || rc=$?
+  [ "$rc" = 5 ]
+  failed_report_is_complete r.json 5 symbols
+  # Every error, not only the first (which used to be only in `error`).
+  jq -e '[.problems[] | select(.gate == "symbols" and .severity == "error") | .message]
+         | (length == 2) and any(contains("no_such_name_one")) and any(contains("no_such_name_two"))' r.json
+  grep -q 'no_such_name_one' err.txt
+  grep -q 'no_such_name_two' err.txt
+  refute skopeo inspect "oci:$IMGBUILD_STORE:s:1" >/dev/null 2>&1
+}
+
+t_failing_kernel_gate_lists_every_problem() {
+  build_base
+  copy_images d
+  add_to_section d/dsv41-flash-dcp2/image.conf kernels \
+    "require /usr/local/lib/python3.12/dist-packages/nvidia/nccl/lib/libnccl.so* no_such_kernel_xyz"
+  rc=0
+  "$IB" --json d/dsv41-flash-dcp2 -t k:1 >r.json 2>err.txt || rc=$?
+  [ "$rc" = 6 ]
+  failed_report_is_complete r.json 6 kernels
+  jq -e '.problems[0].message | contains("no_such_kernel_xyz")' r.json
+  grep -q 'no_such_kernel_xyz' err.txt
+}
+
+t_failing_smoke_gate_lists_its_problem() {
+  build_base
+  copy_images d
+  # The smoke gate reports no problems of its own: its error becomes one.
+  sed -i 's|^nccl .*|nccl /usr/lib/nothere/libnccl.so.2|' d/dsv41-flash-dcp2/image.conf
+  rc=0
+  "$IB" --json d/dsv41-flash-dcp2 -t m:1 >r.json 2>err.txt || rc=$?
+  [ "$rc" = 7 ]
+  failed_report_is_complete r.json 7 smoke
+  jq -e '.problems[0].message | contains("/usr/lib/nothere/libnccl.so.2 is not in it")' r.json
+}
+
+t_failure_outside_the_gates_is_a_problem_too() {
+  copy_images d
+  sed -i 's|^from = .*|from = oci:nothere:x|' d/dsv41-flash-dcp2/image.conf
+  rc=0
+  "$IB" --json d/dsv41-flash-dcp2 >r.json 2>/dev/null || rc=$?
+  [ "$rc" != 0 ]
+  failed_report_is_complete r.json "$rc" build
+}
+
+# A small image over scratch: one text file, and the sections given.
+tiny_def() { # DIR [SECTION-TEXT]
+  mkdir -p "$1"
+  echo hello >"$1/hello.txt"
+  printf '[image]\nname = tiny:1\nfrom = scratch\nplatform = linux/amd64\n[copy]\nfile hello.txt /etc/hello.txt\n[new]\n/\n%s\n' \
+    "${2:-}" >"$1/image.conf"
+}
+
+# Build DIR and verify it: GATE is a skip whose reason matches RE, in both
+# reports, and no row of GATE says pass.
+skipped_in_both() { # DIR GATE RE
+  "$IB" --json "$1" >b.json
+  validate b.json
+  jq -e --arg g "$2" --arg re "$3" '[.gates[] | select(.name == $g)] | length >= 1 and all(.status == "skip" and (.reason | test($re)))' b.json
+  # The table (not with --json) says the same.
+  "$IB" "$1" >/dev/null 2>b.err
+  grep -Eq "gate $2 +skip .*$3" b.err
+  refute grep -Eq "gate $2 +pass" b.err
+  [ "$(jq -r .exit_code b.json)" = 0 ]
+  "$IV" --json tiny:1 >v.json
+  validate v.json
+  "$IV" tiny:1 2>v.err
+  if [ "$2" != definition ]; then
+    # The rows of this definition's record (an earlier build of the same
+    # content keeps its own).
+    jq -e --arg g "$2" --arg re "$3" --arg dpath "$(realpath "$1/image.conf")" \
+      '[.gates[] | select(.name == $g and .definition == $dpath)] | length == 1 and all(.status == "skip" and (.reason | test($re)))' v.json
+    grep -Eq "gate $2 +skip" v.err
+    refute grep -Eq "gate $2 +pass" v.err
+  fi
+}
+
+t_no_symbols_section_is_a_skip_never_a_pass() {
+  tiny_def t
+  skipped_in_both ./t symbols 'no \[symbols\] in .*image.conf'
+  # A [symbols] section that matches nothing of the image checks nothing.
+  tiny_def u "$(printf '[symbols]\npython-path /usr/lib/python3/dist-packages')"
+  skipped_in_both ./u symbols 'matched nothing: no overlay Python file under /usr/lib/python3/dist-packages'
+}
+
+t_no_kernels_requirement_is_a_skip_never_a_pass() {
+  tiny_def t
+  skipped_in_both ./t kernels 'no \[kernels\] requirement in .*image.conf'
+  # A target alone requires nothing.
+  tiny_def u "$(printf '[kernels]\ntarget 12.1')"
+  skipped_in_both ./u kernels 'no \[kernels\] requirement in'
+}
+
+t_definition_copying_nothing_is_a_skip_never_a_pass() {
+  mkdir t
+  printf '[image]\nname = tiny:1\nfrom = scratch\nplatform = linux/amd64\n[env]\nA = 1\n' >t/image.conf
+  skipped_in_both ./t definition 'copies nothing'
+}
+
+t_no_smoke_section_is_a_skip_never_a_pass() {
+  build_base
+  tiny_def t
+  skipped_in_both ./t smoke 'no \[smoke\] in .*image.conf'
+  # imgverify without --smoke says that it was not asked for.
+  "$IB" -q dsv41-flash-dcp2 >/dev/null
+  "$IV" --json dsv41-flash-dcp2:local >v2.json
+  validate v2.json
+  jq -e '.gates[] | select(.name == "smoke") | .status == "skip" and (.reason | contains("--smoke"))' v2.json
+}
+
+t_verify_without_provenance_skips_with_the_reason() {
+  tiny_def t
+  "$IB" -q ./t --output oci:layout:tiny:1 >/dev/null
+  # skopeo copies the image, not the provenance beside it.
+  skopeo copy -q oci:layout:tiny:1 oci:bare:tiny:1
+  IMGBUILD_STORE=$PWD/s2 "$IV" --json oci:bare:tiny:1 >v.json
+  validate v.json
+  jq -e '.status == "pass" and ([.gates[] | select(.name != "integrity") | .status] | all(. == "skip"))
+         and ([.gates[] | select(.name == "symbols")][0].reason | contains("no provenance recorded"))' v.json
+  IMGBUILD_STORE=$PWD/s2 expect_fail 5 'gate symbols did not run, and --require-gates names it: no provenance recorded' \
+    "$IV" --require-gates symbols oci:bare:tiny:1
+  expect_fail 2 '`symbol` is not a gate' "$IV" --require-gates symbol tiny:1
+}
+
+# The DCP2 definition without [prebake] (a Dockerfile cannot prebake), and
+# a Dockerfile with the same COPY lines in ctx/: one digest.
+dcp2_definition_and_dockerfile() {
+  copy_images d
+  python3 - d/dsv41-flash-dcp2/image.conf <<'PY'
+import re, sys
+p = sys.argv[1]
+s = open(p).read()
+s = re.sub(r"\n\[prebake\].*?(?=\n\[|\Z)", "\n", s, flags=re.S)
+s = re.sub(r"\nrequire .*(dcp_lse_combine|prebaked).*", "", s)
+s = re.sub(r"\n\[smoke\].*?(?=\n\[|\Z)", "\n", s, flags=re.S)
+open(p, "w").write(s)
+PY
+  mkdir ctx
+  cp "$ROOT"/images/dsv41-flash-dcp2/files/*.py ctx/
+  {
+    echo "FROM dsv41-flash-b12x:local"
+    echo "# imgbuild:new $R_VLLM/model_executor/models/deepseek_v4_1/"
+    echo "# imgbuild:new $R_VLLM/v1/core/candidate_blocks.py"
+    grep -v '^#' "$ROOT/images/dsv41-flash-dcp2/manifest.txt" | while read -r flat target; do
+      [ -n "$flat" ] && echo "COPY $flat $R_VLLM/$target"
+    done
+    echo 'ENV DSV41_DCP_STAGE=3 DSV41_DCP_COMBINE=ag_rs DSV41_DCP_PREFILL_GATHER=0 DSV41_ENGRAM_MMAP=0 DSV41_ENGRAM_PREFETCH=0'
+    echo 'LABEL org.opencontainers.image.title=dsv41-flash-dcp2 org.opencontainers.image.description="DeepSeek V4.1 Flash with decode context parallelism (DCP2 a2a overlay)"'
+  } >ctx/Dockerfile
+}
+
+records_of() { # MANIFEST-DIGEST: its provenance artifacts in the store, "digest definition" per line
+  jq -r --arg d "$1" '.manifests[] | select(.annotations["vnd.imgbuild.subject"] == $d)
+                      | "\(.digest) \(.annotations["vnd.imgbuild.definition"])"' "$IMGBUILD_STORE/index.json"
+}
+
+t_dockerfile_after_definition_keeps_both_records() {
+  build_base
+  dcp2_definition_and_dockerfile
+  dpath=$(realpath d/dsv41-flash-dcp2/image.conf)
+  dock=$(realpath ctx/Dockerfile)
+  "$IB" -q d/dsv41-flash-dcp2 >def.out
+  "$IB" -q -f ctx/Dockerfile -t dsv41-flash-dcp2:local >df.out
+  cmp def.out df.out
+  digest=$(cut -d' ' -f2 def.out)
+  records_of "$digest" >records.txt
+  [ "$(wc -l <records.txt)" = 2 ]
+  grep -q " $dpath\$" records.txt
+  grep -q " $dock\$" records.txt
+  # imgverify runs the definition's symbol and kernel requirements, and
+  # says which definition each row is about.
+  "$IV" --json dsv41-flash-dcp2:local >v.json
+  validate v.json
+  jq -e --arg dpath "$dpath" --arg dock "$dock" '
+    .status == "pass"
+    and ([.definitions[].file] | sort) == ([$dpath, $dock] | sort)
+    and ([.gates[] | select(.definition == $dpath and (.name == "symbols" or .name == "kernels")) | .status] == ["pass", "pass"])
+    and ([.gates[] | select(.definition == $dock and (.name == "symbols" or .name == "kernels")) | .status] == ["skip", "skip"])
+    and ([.gates[] | select(.definition == $dock and .name == "symbols")][0].reason == "no [symbols] in the recorded definition \($dock)")
+    and .required_gates == ["symbols", "kernels"]' v.json
+  "$IV" dsv41-flash-dcp2:local 2>v.err
+  grep -q "definition [12] of 2: $dpath (recorded)" v.err
+  grep -q "gate symbols *skip .*no \[symbols\] in the recorded definition $dock" v.err
+  # A rebuild of the definition replaces its own record only.
+  df_art=$(grep " $dock\$" records.txt | cut -d' ' -f1)
+  "$IB" -q d/dsv41-flash-dcp2 -t again:1 >/dev/null
+  records_of "$digest" >records2.txt
+  [ "$(wc -l <records2.txt)" = 2 ]
+  grep -q "^$df_art $dock\$" records2.txt
+  # Both records travel with the image (oci: and docker-archive:).
+  "$IB" -q d/dsv41-flash-dcp2 --output oci:layout:x:1 --output docker-archive:x.tar >/dev/null
+  IMGBUILD_STORE=$PWD/s-oci "$IV" --json oci:layout:x:1 >oci.json
+  jq -e '.status == "pass" and (.definitions | length == 2)' oci.json
+  IMGBUILD_STORE=$PWD/s-tar "$IV" --json docker-archive:x.tar >tar.json
+  jq -e '.status == "pass" and (.definitions | length == 2)' tar.json
+}
+
+# Replace, in the store, the recorded [symbols] of DEFINITION's record
+# about DIGEST with one requiring a name the image lacks: a test image
+# whose recorded requirement is broken.
+break_recorded_symbols() { # DIGEST DEFINITION
+  python3 - "$IMGBUILD_STORE" "$1" "$2" <<'PY'
+import hashlib, json, os, sys
+store, subject, definition = sys.argv[1:]
+def blob(d): return os.path.join(store, "blobs/sha256", d.split(":")[1])
+def put(b):
+    d = "sha256:" + hashlib.sha256(b).hexdigest()
+    open(blob(d), "wb").write(b)
+    return d, len(b)
+index = json.load(open(os.path.join(store, "index.json")))
+for e in index["manifests"]:
+    a = e.get("annotations", {})
+    if a.get("vnd.imgbuild.subject") == subject and a.get("vnd.imgbuild.definition") == definition:
+        m = json.load(open(blob(e["digest"])))
+        rec = json.load(open(blob(m["layers"][0]["digest"])))
+        g = rec["definition"]["gates"]
+        a = g.index("[symbols]")
+        b = g.find("\n[", a)
+        b = len(g) if b < 0 else b
+        rec["definition"]["gates"] = g[:b] + "\npython vllm/v1/core/kv_cache_utils.py recorded_but_missing" + g[b:]
+        m["layers"][0]["digest"], m["layers"][0]["size"] = put(json.dumps(rec).encode())
+        e["digest"], e["size"] = put(json.dumps(m).encode())
+        break
+else:
+    sys.exit("no record of %s" % definition)
+json.dump(index, open(os.path.join(store, "index.json"), "w"))
+PY
+}
+
+t_recorded_requirement_broken_fails_verify() {
+  build_base
+  dcp2_definition_and_dockerfile
+  dpath=$(realpath d/dsv41-flash-dcp2/image.conf)
+  "$IB" -q d/dsv41-flash-dcp2 >def.out
+  "$IB" -q -f ctx/Dockerfile -t dsv41-flash-dcp2:local >/dev/null
+  break_recorded_symbols "$(cut -d' ' -f2 def.out)" "$dpath"
+  "$IV" --json dsv41-flash-dcp2:local >v.json 2>v.err || true
+  validate v.json
+  jq -e --arg dpath "$dpath" '.exit_code == 5
+    and .problems[0].stopped and .problems[0].definition == $dpath
+    and (.problems[0].message | contains("recorded_but_missing"))' v.json
+  expect_fail 5 'recorded_but_missing' "$IV" dsv41-flash-dcp2:local
+  # --definition names the one to check; its file on disk is intact.
+  "$IV" --json --definition d/dsv41-flash-dcp2 dsv41-flash-dcp2:local >one.json
+  jq -e --arg dpath "$dpath" '.status == "pass" and .definitions == [{"file": $dpath, "recorded": true, "image": "dsv41-flash-dcp2:local"}]' one.json
+}
+
+t_require_gates_and_its_default() {
+  build_base
+  dcp2_definition_and_dockerfile
+  # A store where only the Dockerfile built the image: nothing required by
+  # default (its build ran no symbol or kernel gate), skipped rows say why.
+  "$IB" -q -f ctx/Dockerfile -t dsv41-flash-dcp2:local >/dev/null
+  "$IV" --json dsv41-flash-dcp2:local >v.json
+  validate v.json
+  jq -e '.status == "pass" and .required_gates == []
+    and ([.gates[] | select(.name == "symbols" or .name == "kernels") | .status] == ["skip", "skip"])' v.json
+  "$IV" --json --require-gates symbols,kernels dsv41-flash-dcp2:local >req.json || true
+  validate req.json
+  jq -e '.exit_code == 5 and .required_gates == ["symbols", "kernels"]
+    and .problems[0].gate == "symbols" and .problems[0].stopped
+    and ([.problems[] | select(.severity == "error") | .gate] | sort) == ["kernels", "symbols"]' req.json
+  expect_fail 5 'gate symbols did not run, and --require-gates names it: no \[symbols\] in the recorded definition .*/ctx/Dockerfile' \
+    "$IV" --require-gates symbols,kernels dsv41-flash-dcp2:local
+  # Once the definition built it too, its gates are required by default:
+  # a --definition without them fails to run them.
+  "$IB" -q d/dsv41-flash-dcp2 >/dev/null
+  cp -r d/dsv41-flash-dcp2 d/bare
+  python3 - d/bare/image.conf <<'PY'
+import re, sys
+p = sys.argv[1]
+s = open(p).read()
+s = re.sub(r"\n\[(symbols|kernels)\].*?(?=\n\[|\Z)", "\n", s, flags=re.S)
+open(p, "w").write(s)
+PY
+  expect_fail 5 'gate symbols did not run, and a recorded build of this image ran it' \
+    "$IV" --definition d/bare dsv41-flash-dcp2:local
+  "$IV" --require-gates none --definition d/bare dsv41-flash-dcp2:local
+}
