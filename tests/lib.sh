@@ -98,6 +98,38 @@ copy_images() {
   ln -sfn "$ROOT/kernels" "$(dirname "$1")/kernels"
 }
 
+# d/: the DCP2 definition without [prebake] (a Dockerfile cannot say what
+# to prebake) and so without the kernels and smoke test that need it; ctx/:
+# a Dockerfile with the same content.  Both give one digest (the gates
+# change no content).
+dcp2_definition_and_dockerfile() {
+  copy_images d
+  python3 - d/dsv41-flash-dcp2/image.conf <<'PY'
+import re, sys
+p = sys.argv[1]
+s = open(p).read()
+s = re.sub(r"\n\[(prebake|smoke)\].*?(?=\n\[|\Z)", "\n", s, flags=re.S)
+s = re.sub(r"\nrequire .*(dcp_lse_combine|prebaked).*", "", s)
+open(p, "w").write(s)
+PY
+  local def=$ROOT/images/dsv41-flash-dcp2 vllm=$SITE/vllm
+  mkdir ctx
+  cp "$def"/files/*.py ctx/
+  {
+    echo "ARG BASE=dsv41-flash-b12x:local"
+    echo "FROM \$BASE"
+    echo "# imgbuild:new $vllm/model_executor/models/deepseek_v4_1/"
+    echo "# imgbuild:new $vllm/v1/core/candidate_blocks.py"
+    grep -v '^#' "$def/manifest.txt" | while read -r flat target; do
+      [ -n "$flat" ] && echo "COPY $flat $vllm/$target"
+    done
+    echo 'ENV DSV41_DCP_STAGE=3 DSV41_DCP_COMBINE=ag_rs \'
+    echo '    DSV41_DCP_PREFILL_GATHER=0 DSV41_ENGRAM_MMAP=0 DSV41_ENGRAM_PREFETCH=0'
+    echo 'LABEL org.opencontainers.image.title=dsv41-flash-dcp2 \'
+    echo '      org.opencontainers.image.description="DeepSeek V4.1 Flash with decode context parallelism (DCP2 a2a overlay)"'
+  } >ctx/Dockerfile
+}
+
 # The stand-in base (with its 218 MB NCCL) is built once per run into a seed
 # store; each test gets a copy made of hard links (blobs never change in
 # place, and every write is a new file renamed over).  $IB_TEST_SEED names a

@@ -181,33 +181,6 @@ t_verify_without_provenance_skips_with_the_reason() {
   expect_fail 2 '`symbol` is not a gate' "$IV" --require-gates symbol tiny:1
 }
 
-# The DCP2 definition without [prebake] (a Dockerfile cannot prebake), and
-# a Dockerfile with the same COPY lines in ctx/: one digest.
-dcp2_definition_and_dockerfile() {
-  copy_images d
-  python3 - d/dsv41-flash-dcp2/image.conf <<'PY'
-import re, sys
-p = sys.argv[1]
-s = open(p).read()
-s = re.sub(r"\n\[prebake\].*?(?=\n\[|\Z)", "\n", s, flags=re.S)
-s = re.sub(r"\nrequire .*(dcp_lse_combine|prebaked).*", "", s)
-s = re.sub(r"\n\[smoke\].*?(?=\n\[|\Z)", "\n", s, flags=re.S)
-open(p, "w").write(s)
-PY
-  mkdir ctx
-  cp "$ROOT"/images/dsv41-flash-dcp2/files/*.py ctx/
-  {
-    echo "FROM dsv41-flash-b12x:local"
-    echo "# imgbuild:new $R_VLLM/model_executor/models/deepseek_v4_1/"
-    echo "# imgbuild:new $R_VLLM/v1/core/candidate_blocks.py"
-    grep -v '^#' "$ROOT/images/dsv41-flash-dcp2/manifest.txt" | while read -r flat target; do
-      [ -n "$flat" ] && echo "COPY $flat $R_VLLM/$target"
-    done
-    echo 'ENV DSV41_DCP_STAGE=3 DSV41_DCP_COMBINE=ag_rs DSV41_DCP_PREFILL_GATHER=0 DSV41_ENGRAM_MMAP=0 DSV41_ENGRAM_PREFETCH=0'
-    echo 'LABEL org.opencontainers.image.title=dsv41-flash-dcp2 org.opencontainers.image.description="DeepSeek V4.1 Flash with decode context parallelism (DCP2 a2a overlay)"'
-  } >ctx/Dockerfile
-}
-
 records_of() { # MANIFEST-DIGEST: its provenance artifacts in the store, "digest definition" per line
   jq -r --arg d "$1" '.manifests[] | select(.annotations["vnd.imgbuild.subject"] == $d)
                       | "\(.digest) \(.annotations["vnd.imgbuild.definition"])"' "$IMGBUILD_STORE/index.json"
@@ -335,4 +308,29 @@ PY
   expect_fail 5 'gate symbols did not run, and a recorded build of this image ran it' \
     "$IV" --definition d/bare dsv41-flash-dcp2:local
   "$IV" --require-gates none --definition d/bare dsv41-flash-dcp2:local
+}
+
+t_every_record_travels_through_a_registry() {
+  registry_start open
+  # Two definitions, one content: one digest, two records.
+  tiny_def t
+  tiny_def u "$(printf '[kernels]\ntarget 12.1')"
+  "$IB" -q ./t >/dev/null
+  "$IB" -q ./u --push "docker://$REG/tiny:1" >u.out
+  digest=$(cut -d' ' -f2 u.out)
+  [ "$(jq --arg d "$digest" '[.manifests[] | select(.annotations["vnd.imgbuild.subject"] == $d)] | length' \
+    "$IMGBUILD_STORE/index.json")" = 2 ]
+  # The referrers tag lists both, each with its definition.
+  curl -sf "http://$REG/v2/tiny/manifests/sha256-${digest#sha256:}" \
+    -H 'Accept: application/vnd.oci.image.index.v1+json' >referrers.json
+  jq -e --arg t "$(realpath t/image.conf)" --arg u "$(realpath u/image.conf)" \
+    '[.manifests[].annotations["vnd.imgbuild.definition"]] | sort == ([$t, $u] | sort)' referrers.json
+  # A rebuild of one pushes its new record in place of its old one.
+  "$IB" -q ./u --push "docker://$REG/tiny:1" >/dev/null
+  curl -sf "http://$REG/v2/tiny/manifests/sha256-${digest#sha256:}" \
+    -H 'Accept: application/vnd.oci.image.index.v1+json' | jq -e '.manifests | length == 2'
+  IMGBUILD_STORE=$PWD/fresh "$IV" --json "docker://$REG/tiny:1" >v.json
+  validate v.json
+  jq -e --arg t "$(realpath t/image.conf)" --arg u "$(realpath u/image.conf)" \
+    '.status == "pass" and ([.definitions[].file] | sort) == ([$t, $u] | sort)' v.json
 }
