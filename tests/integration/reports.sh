@@ -227,13 +227,12 @@ t_dockerfile_after_definition_keeps_both_records() {
   jq -e '.status == "pass" and (.definitions | length == 2)' tar.json
 }
 
-# Replace, in the store, the recorded [symbols] of DEFINITION's record
-# about DIGEST with one requiring a name the image lacks: a test image
-# whose recorded requirement is broken.
-break_recorded_symbols() { # DIGEST DEFINITION
-  python3 - "$IMGBUILD_STORE" "$1" "$2" <<'PY'
+# Add, in the store, LINE to [SECTION] of DEFINITION's record about
+# DIGEST: a test image whose recorded requirement is broken.
+break_record() { # DIGEST DEFINITION SECTION LINE
+  python3 - "$IMGBUILD_STORE" "$@" <<'PY'
 import hashlib, json, os, sys
-store, subject, definition = sys.argv[1:]
+store, subject, definition, section, line = sys.argv[1:]
 def blob(d): return os.path.join(store, "blobs/sha256", d.split(":")[1])
 def put(b):
     d = "sha256:" + hashlib.sha256(b).hexdigest()
@@ -246,10 +245,10 @@ for e in index["manifests"]:
         m = json.load(open(blob(e["digest"])))
         rec = json.load(open(blob(m["layers"][0]["digest"])))
         g = rec["definition"]["gates"]
-        a = g.index("[symbols]")
+        a = g.index("[%s]" % section)
         b = g.find("\n[", a)
         b = len(g) if b < 0 else b
-        rec["definition"]["gates"] = g[:b] + "\npython vllm/v1/core/kv_cache_utils.py recorded_but_missing" + g[b:]
+        rec["definition"]["gates"] = g[:b] + "\n" + line + g[b:]
         m["layers"][0]["digest"], m["layers"][0]["size"] = put(json.dumps(rec).encode())
         e["digest"], e["size"] = put(json.dumps(m).encode())
         break
@@ -265,13 +264,19 @@ t_recorded_requirement_broken_fails_verify() {
   dpath=$(realpath d/dsv41-flash-dcp2/image.conf)
   "$IB" -q d/dsv41-flash-dcp2 >def.out
   "$IB" -q -f ctx/Dockerfile -t dsv41-flash-dcp2:local >/dev/null
-  break_recorded_symbols "$(cut -d' ' -f2 def.out)" "$dpath"
+  cp "$IMGBUILD_STORE/index.json" index.good
+  break_record "$(cut -d' ' -f2 def.out)" "$dpath" symbols "python vllm/v1/core/kv_cache_utils.py recorded_but_missing"
   "$IV" --json dsv41-flash-dcp2:local >v.json 2>v.err || true
   validate v.json
   jq -e --arg dpath "$dpath" '.exit_code == 5
     and .problems[0].stopped and .problems[0].definition == $dpath
     and (.problems[0].message | contains("recorded_but_missing"))' v.json
   expect_fail 5 'recorded_but_missing' "$IV" dsv41-flash-dcp2:local
+  # A broken kernel requirement, the same way.
+  cp index.good "$IMGBUILD_STORE/index.json"
+  break_record "$(cut -d' ' -f2 def.out)" "$dpath" kernels "require $SITE/nvidia/nccl/lib/libnccl.so* recorded_kernel_missing"
+  expect_fail 6 'recorded_kernel_missing' "$IV" dsv41-flash-dcp2:local
+  cp index.good "$IMGBUILD_STORE/index.json"
   # --definition names the one to check; its file on disk is intact.
   "$IV" --json --definition d/dsv41-flash-dcp2 dsv41-flash-dcp2:local >one.json
   jq -e --arg dpath "$dpath" '.status == "pass" and .definitions == [{"file": $dpath, "recorded": true, "image": "dsv41-flash-dcp2:local"}]' one.json
