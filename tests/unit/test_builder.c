@@ -125,3 +125,28 @@ dockerfile_subset (struct test_ctx *t)
   CHECK (t, ib_definition_from_dockerfile (df, NULL, NULL, 0, &d, &err) < 0 && strstr (err->msg, "Dockerfile:2: RUN"));
   ib_error_release (&err);
 }
+
+/* A [smoke] `program` line once freed the recorded gate text, and the next
+ * gate line wrote into freed memory (found by tests/fuzz/fuzz_definition). */
+void
+definition_smoke_program_keeps_gate_text (struct test_ctx *t)
+{
+  test_write (test_tmpdir (), "image.conf",
+              "[image]\nname = x:1\nfrom = b:1\n[symbols]\ncheck-package vllm\n[smoke]\nprogram smoke\n"
+              "kernels /k.fatbin\nargs --a 1\n");
+  struct ib_definition *d = NULL, *again = NULL;
+  ib_error_t err = NULL;
+  CHECK (t, ib_definition_load (test_tmpdir (), &d, &err) == 0);
+  if (d == NULL)
+    {
+      ib_error_release (&err);
+      return;
+    }
+  CHECK (t, d->gate_text && strstr (d->gate_text, "check-package vllm") && strstr (d->gate_text, "kernels /k.fatbin"));
+  CHECK (t, d->gate_text && !strstr (d->gate_text, "program"));
+  CHECK (t, ib_definition_from_gate_text (d->gate_text, &again, &err) == 0);
+  CHECK (t, again && again->n_check_packages == 1 && again->n_smoke_args == 2);
+  ib_definition_free (again);
+  ib_definition_free (d);
+  ib_error_release (&err);
+}
