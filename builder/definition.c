@@ -870,6 +870,8 @@ docker_copy (struct ib_definition *d, char *args, const char *origin, ib_error_t
   if (n - first < 2)
     return ib_error (err, IB_EDEFINITION, "%s: COPY needs a source and a destination", origin);
   const char *dst = w[n - 1];
+  if (*dst == '\0')
+    return ib_error (err, IB_EDEFINITION, "%s: COPY destination is empty", origin);
   bool into_dir = dst[strlen (dst) - 1] == '/' || n - first > 2;
   for (int i = first; i < n - 1; i++)
     {

@@ -150,3 +150,18 @@ definition_smoke_program_keeps_gate_text (struct test_ctx *t)
   ib_definition_free (d);
   ib_error_release (&err);
 }
+
+/* `COPY a ""` read the byte before an empty destination (found by
+ * tests/fuzz/fuzz_dockerfile); it is a definition error. */
+void
+dockerfile_refuses_empty_copy_destination (struct test_ctx *t)
+{
+  const char *dir = test_tmpdir ();
+  test_write (dir, "a.py", "a\n");
+  const char *df = test_write (dir, "Dockerfile", "FROM b:1\nCOPY a.py \"\"\n");
+  struct ib_definition *d = NULL;
+  ib_error_t err = NULL;
+  CHECK (t, ib_definition_from_dockerfile (df, NULL, NULL, 0, &d, &err) < 0);
+  CHECK (t, err && err->class == IB_EDEFINITION && strstr (err->msg, "Dockerfile:2: COPY destination is empty"));
+  ib_error_release (&err);
+}
