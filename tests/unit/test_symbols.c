@@ -1,6 +1,7 @@
 /* symbol-check/: the Python scanner on syntax the stdlib comparison cannot
  * cover (Python 3.12 f-strings, errors), and ELF dynamic symbols of a shared
  * object built here. */
+#include <elf.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -111,4 +112,20 @@ elf_dynsyms_of_a_built_object (struct test_ctx *t)
   CHECK (t, ib_elf_dynsyms (fd, c, &s, &err) < 0 && strstr (err->msg, "not an ELF"));
   close (fd);
   ib_error_release (&err);
+}
+
+/* A module that defines nothing: sorting its (absent) definitions handed
+ * qsort a null pointer (found by tests/fuzz/fuzz_pysyms). */
+void
+pysyms_module_without_definitions (struct test_ctx *t)
+{
+  struct ib_py_module *m = NULL;
+  ib_error_t err = NULL;
+  CHECK (t, ib_py_scan ("if x:\n    pass\n", 16, NULL, &m, &err) == 0);
+  CHECK (t, m && m->n_defs == 0 && m->n_imports == 0);
+  ib_py_module_free (m);
+  m = NULL;
+  CHECK (t, ib_py_scan ("", 0, NULL, &m, &err) == 0);
+  CHECK (t, m && m->n_defs == 0);
+  ib_py_module_free (m);
 }
