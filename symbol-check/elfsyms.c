@@ -65,6 +65,41 @@ cmp_str (const void *a, const void *b)
   return strcmp (*(char *const *) a, *(char *const *) b);
 }
 
+/* The defined symbols of .dynsym (section DYNSYM of the NSH in SH) into S. */
+static int
+read_dynsyms (int fd, const char *what, const Elf64_Shdr *sh, unsigned nsh, int dynsym, int versym, int verdef,
+              struct ib_elf_symbols *s, ib_error_t *err)
+{
+  if (sh[dynsym].sh_link >= nsh || sh[dynsym].sh_entsize != sizeof (Elf64_Sym))
+    return ib_error (err, IB_EINTEGRITY, "`%s`: malformed .dynsym", what);
+  cleanup_free char *syms = NULL, *strtab = NULL, *vs = NULL, *vd = NULL, *vdstr = NULL;
+  const Elf64_Shdr *st = &sh[sh[dynsym].sh_link];
+  if (read_section (fd, &sh[dynsym], what, &syms, err) < 0 || read_section (fd, st, what, &strtab, err) < 0)
+    return -1;
+  if (versym >= 0 && read_section (fd, &sh[versym], what, &vs, err) < 0)
+    return -1;
+  if (verdef >= 0 && sh[verdef].sh_link < nsh
+      && (read_section (fd, &sh[verdef], what, &vd, err) < 0
+          || read_section (fd, &sh[sh[verdef].sh_link], what, &vdstr, err) < 0))
+    return -1;
+  size_t n = sh[dynsym].sh_size / sizeof (Elf64_Sym);
+  s->names = ib_xcalloc (n ? n : 1, sizeof (*s->names));
+  for (size_t i = 1; i < n; i++)
+    {
+      const Elf64_Sym *sym = (const Elf64_Sym *) syms + i;
+      if (sym->st_shndx == SHN_UNDEF || sym->st_name >= st->sh_size || strtab[sym->st_name] == '\0')
+        continue;
+      const char *name = strtab + sym->st_name;
+      unsigned v = vs && (i + 1) * 2 <= sh[versym].sh_size ? ((const uint16_t *) vs)[i] : 0;
+      const char *ver = (v & 0x7fff) > 1 && vd ? version_name (vd, sh[verdef].sh_size, vdstr,
+                                                               sh[sh[verdef].sh_link].sh_size, v & 0x7fff)
+                                                : NULL;
+      s->names[s->n++] = ver ? ib_xasprintf ("%s%s%s", name, (v & 0x8000) ? "@" : "@@", ver) : ib_xstrdup (name);
+    }
+  qsort (s->names, s->n, sizeof (*s->names), cmp_str);
+  return 0;
+}
+
 int
 ib_elf_dynsyms (int fd, const char *what, struct ib_elf_symbols **out, ib_error_t *err)
 {
@@ -92,36 +127,14 @@ ib_elf_dynsyms (int fd, const char *what, struct ib_elf_symbols **out, ib_error_
     }
   struct ib_elf_symbols *s = ib_xcalloc (1, sizeof (*s));
   s->machine = eh.e_machine;
-  *out = s;
-  if (dynsym < 0)
-    return 0; /* a static object exports nothing dynamically */
-  if (sh[dynsym].sh_link >= eh.e_shnum || sh[dynsym].sh_entsize != sizeof (Elf64_Sym))
-    return ib_error (err, IB_EINTEGRITY, "`%s`: malformed .dynsym", what);
-  cleanup_free char *syms = NULL, *strtab = NULL, *vs = NULL, *vd = NULL, *vdstr = NULL;
-  const Elf64_Shdr *st = &sh[sh[dynsym].sh_link];
-  if (read_section (fd, &sh[dynsym], what, &syms, err) < 0 || read_section (fd, st, what, &strtab, err) < 0)
-    return -1;
-  if (versym >= 0 && read_section (fd, &sh[versym], what, &vs, err) < 0)
-    return -1;
-  if (verdef >= 0 && sh[verdef].sh_link < eh.e_shnum
-      && (read_section (fd, &sh[verdef], what, &vd, err) < 0
-          || read_section (fd, &sh[sh[verdef].sh_link], what, &vdstr, err) < 0))
-    return -1;
-  size_t n = sh[dynsym].sh_size / sizeof (Elf64_Sym);
-  s->names = ib_xcalloc (n ? n : 1, sizeof (*s->names));
-  for (size_t i = 1; i < n; i++)
+  /* No .dynsym: a static object exports nothing dynamically.  On an error
+   * nothing is handed out (the caller has nothing to free). */
+  if (dynsym >= 0 && read_dynsyms (fd, what, sh, eh.e_shnum, dynsym, versym, verdef, s, err) < 0)
     {
-      const Elf64_Sym *sym = (const Elf64_Sym *) syms + i;
-      if (sym->st_shndx == SHN_UNDEF || sym->st_name >= st->sh_size || strtab[sym->st_name] == '\0')
-        continue;
-      const char *name = strtab + sym->st_name;
-      unsigned v = vs && (i + 1) * 2 <= sh[versym].sh_size ? ((const uint16_t *) vs)[i] : 0;
-      const char *ver = (v & 0x7fff) > 1 && vd ? version_name (vd, sh[verdef].sh_size, vdstr,
-                                                               sh[sh[verdef].sh_link].sh_size, v & 0x7fff)
-                                                : NULL;
-      s->names[s->n++] = ver ? ib_xasprintf ("%s%s%s", name, (v & 0x8000) ? "@" : "@@", ver) : ib_xstrdup (name);
+      ib_elf_symbols_free (s);
+      return -1;
     }
-  qsort (s->names, s->n, sizeof (*s->names), cmp_str);
+  *out = s;
   return 0;
 }
 

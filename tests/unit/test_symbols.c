@@ -129,3 +129,34 @@ pysyms_module_without_definitions (struct test_ctx *t)
   CHECK (t, m && m->n_defs == 0);
   ib_py_module_free (m);
 }
+
+/* A malformed .dynsym is an error that hands out nothing (it leaked the
+ * half-made list; found by tests/fuzz/fuzz_elfsyms). */
+void
+elf_dynsyms_malformed_dynsym (struct test_ctx *t)
+{
+  const char *dir = test_tmpdir ();
+  test_write (dir, "lib.c", "int visible_fn (void) { return 1; }\n");
+  cleanup_free char *cmd = ib_xasprintf ("cd %s && cc -shared -fPIC lib.c -o lib.so", dir);
+  CHECK (t, system (cmd) == 0);
+  cleanup_free char *so = ib_path_join (dir, "lib.so");
+  int fd = open (so, O_RDWR);
+  Elf64_Ehdr eh;
+  CHECK (t, pread (fd, &eh, sizeof (eh), 0) == sizeof (eh));
+  for (unsigned i = 0; i < eh.e_shnum; i++)
+    {
+      Elf64_Shdr sh;
+      off_t at = (off_t) (eh.e_shoff + i * sizeof (sh));
+      CHECK (t, pread (fd, &sh, sizeof (sh), at) == sizeof (sh));
+      if (sh.sh_type != SHT_DYNSYM)
+        continue;
+      sh.sh_entsize = 7;
+      CHECK (t, pwrite (fd, &sh, sizeof (sh), at) == sizeof (sh));
+    }
+  struct ib_elf_symbols *s = NULL;
+  ib_error_t err = NULL;
+  CHECK (t, ib_elf_dynsyms (fd, so, &s, &err) < 0 && strstr (err->msg, "malformed .dynsym"));
+  CHECK (t, s == NULL);
+  close (fd);
+  ib_error_release (&err);
+}
