@@ -70,11 +70,21 @@ add_kernel (struct ib_cuda_entry *e, const char *name, size_t len)
 
 /* ---- cubins (in memory: one entry's payload) ----------------------------- */
 
+/* An ELF header inside a chunk or a byte array is copied out, never read
+ * through a cast pointer (a misaligned access is undefined behaviour). */
+static Elf64_Ehdr
+ehdr_at (const unsigned char *p)
+{
+  Elf64_Ehdr eh;
+  memcpy (&eh, p, sizeof (eh));
+  return eh;
+}
+
 static bool
 is_cuda_elf (const unsigned char *p, size_t n)
 {
   return n >= sizeof (Elf64_Ehdr) && memcmp (p, ELFMAG, SELFMAG) == 0 && p[EI_CLASS] == ELFCLASS64
-         && ((const Elf64_Ehdr *) p)->e_machine == EM_CUDA_;
+         && ehdr_at (p).e_machine == EM_CUDA_;
 }
 
 /* "-arch sm_121a" in the ptxas command line that .note.nv.tkinfo keeps. */
@@ -456,7 +466,8 @@ scan_section (struct inspector *in, uint64_t off, uint64_t size)
             }
           else if (k + sizeof (Elf64_Ehdr) <= n && is_cuda_elf (buf + k, n - k))
             {
-              uint64_t len = cubin_extent ((const Elf64_Ehdr *) (buf + k));
+              Elf64_Ehdr eh = ehdr_at (buf + k);
+              uint64_t len = cubin_extent (&eh);
               if (len <= size - at - k)
                 {
                   if (read_cubin_at (in, off + at + k) < 0)
@@ -535,8 +546,10 @@ ib_cuda_inspect (int fd, const char *what, struct ib_cuda_file **out, ib_error_t
     r = read_containers (&in, 0, in.file_size) < 0 ? -1 : 0;
   else if (r == 0 && n == sizeof (head) && memcmp (head, ELFMAG, SELFMAG) == 0 && head[EI_CLASS] == ELFCLASS64
            && head[EI_DATA] == ELFDATA2LSB)
-    r = ((const Elf64_Ehdr *) head)->e_machine == EM_CUDA_ ? read_cubin_at (&in, 0)
-                                                           : inspect_host_elf (&in, (const Elf64_Ehdr *) head);
+    {
+      Elf64_Ehdr eh = ehdr_at (head);
+      r = eh.e_machine == EM_CUDA_ ? read_cubin_at (&in, 0) : inspect_host_elf (&in, &eh);
+    }
   if (r < 0)
     {
       ib_cuda_file_free (in.out);
