@@ -1,15 +1,23 @@
 # imgbuild — see README.md.  `make image` and `make test` do all the set-up.
 CC ?= gcc
 PREFIX ?= /usr/local
-BUILD ?= build
+# SANITIZE=1: ASan+UBSan (build-asan/, and `make test SANITIZE=1` runs the
+# suite on it); SANITIZE=fuzz: clang with libFuzzer (build-fuzz/, `make
+# fuzzers`).  Each mode has its own folder, so they never mix objects.
+SANITIZE ?=
+BUILD ?= $(if $(filter 1,$(SANITIZE)),build-asan,$(if $(filter fuzz,$(SANITIZE)),build-fuzz,build))
 PKGS := libarchive libcjson libcrypto zlib libzstd liblz4 libcurl
 CFLAGS ?= -O2 -g
 CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fno-common
 CPPFLAGS += -DIB_IMAGES_DIR='"$(CURDIR)/images"'
 LDLIBS += $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -larchive -lcjson -lcrypto -lz -lzstd -llz4 -lcurl) -lm -lpthread
-SANITIZE ?=
 ifeq ($(SANITIZE),1)
 CFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer
+LDFLAGS += -fsanitize=address,undefined
+endif
+ifeq ($(SANITIZE),fuzz)
+CC := clang
+CFLAGS += -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 LDFLAGS += -fsanitize=address,undefined
 endif
 
@@ -21,7 +29,7 @@ STAND_IN_SO := images/dsv41-flash-b12x/native/_b12x_C.abi3.so images/dsv41-flash
 NVCC ?= $(shell command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)
 SI := images/dsv41-flash-b12x
 
-.PHONY: all deps test-deps image images verify stand-in test mutate clean install
+.PHONY: all deps test-deps image images verify stand-in test mutate fuzzers fuzz clean install
 all: $(PROGS) $(BUILD)/unit-tests $(STAND_IN_SO)
 
 $(BUILD)/obj/%.o: %.c $(wildcard */*.h)
@@ -74,9 +82,35 @@ images: deps
 verify: all
 	scripts/build-images.sh verify
 
+# The suite on the tools of this mode: with SANITIZE=1 every program the
+# tests start runs under ASan+UBSan, and any report fails its test.
+# TEST_SUITES (a regex of suite names, default all) picks what runs.
+TEST_SUITES ?= .
 test: test-deps
 	$(MAKE) all
-	tests/run.sh
+	$(if $(SANITIZE),,$(MAKE) SANITIZE=fuzz fuzzers)
+	IB_BUILD=$(BUILD) IB_FUZZ_BUILD=build-fuzz UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	  ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 tests/run.sh '$(TEST_SUITES)'
+
+# libFuzzer harnesses, one per parser (tests/fuzz/); `make fuzz` runs each
+# for FUZZ_SECONDS from its seed corpus (tests/fuzz/corpus/NAME, never
+# written: new inputs go to build-fuzz/corpus/NAME).
+FUZZ_SECONDS ?= 180
+FUZZERS := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(wildcard tests/fuzz/fuzz_*.c))
+# The definition parsers may name any path: confine.c keeps them in the
+# harness's scratch folder.
+FUZZ_CONFINE := -Wl,--wrap=open -Wl,--wrap=opendir tests/fuzz/confine.c
+$(BUILD)/fuzz/fuzz_definition $(BUILD)/fuzz/fuzz_dockerfile: FUZZ_EXTRA = $(FUZZ_CONFINE)
+$(BUILD)/fuzz/%: tests/fuzz/%.c tests/fuzz/fuzz.c tests/fuzz/confine.c tests/fuzz/fuzz.h $(BUILD)/libimgbuild.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -fsanitize=fuzzer $< tests/fuzz/fuzz.c $(FUZZ_EXTRA) $(BUILD)/libimgbuild.a $(LDLIBS) -o $@
+fuzzers:
+	@test "$(SANITIZE)" = fuzz || { echo "make fuzzers: use make SANITIZE=fuzz fuzzers (or make fuzz)" >&2; exit 2; }
+	@scripts/install-deps.sh fuzz
+	$(MAKE) $(FUZZERS)
+fuzz:
+	$(MAKE) SANITIZE=fuzz fuzzers
+	tests/fuzz/run.sh $(FUZZ_SECONDS)
 
 # Deliberate bugs (tests/mutations.txt), each in a scratch copy of the tree,
 # each of which its tests must catch; long (about an hour on 2 cores), not
@@ -85,7 +119,7 @@ mutate: all
 	nice tests/mutate.py $(MUTATE)
 
 clean:
-	rm -rf $(BUILD) $(STAND_IN_SO)
+	rm -rf $(BUILD) build-asan build-fuzz $(STAND_IN_SO)
 
 # imgbuild and imgverify in bin/ (their --help is the complete reference),
 # the smoke program in libexec/imgbuild/, the definitions in share/.

@@ -160,23 +160,18 @@ ib_registry_auth_header (const struct ib_registry *r)
   return NULL;
 }
 
-struct challenge
-{
-  char scheme[16];
-  char *realm, *service, *scope;
-};
-
-static void
-challenge_clear (struct challenge *c)
+void
+ib_www_authenticate_clear (struct ib_www_authenticate *c)
 {
   free (c->realm);
   free (c->service);
   free (c->scope);
+  memset (c, 0, sizeof (*c));
 }
 
 /* `Bearer realm="https://auth",service="registry",scope="repository:a:pull"` */
-static void
-parse_challenge (const char *h, struct challenge *c)
+void
+ib_www_authenticate_parse (const char *h, struct ib_www_authenticate *c)
 {
   memset (c, 0, sizeof (*c));
   size_t n = strcspn (h, " ");
@@ -221,6 +216,20 @@ parse_challenge (const char *h, struct challenge *c)
     }
 }
 
+char *
+ib_token_response_parse (const char *body, size_t len)
+{
+  cJSON *j = body ? cJSON_ParseWithLength (body, len) : NULL;
+  const cJSON *t = cJSON_GetObjectItemCaseSensitive (j, "token");
+  if (!cJSON_IsString (t))
+    t = cJSON_GetObjectItemCaseSensitive (j, "access_token");
+  char *token = NULL;
+  if (cJSON_IsString (t) && t->valuestring[0] != '\0' && !strpbrk (t->valuestring, "\r\n "))
+    token = ib_xstrdup (t->valuestring);
+  cJSON_Delete (j);
+  return token;
+}
+
 static char *
 escape (CURL *h, const char *s)
 {
@@ -244,7 +253,7 @@ credentials_refused (struct ib_registry *r, const char *how, ib_error_t *err)
 
 /* GET REALM?service=..&scope=.. → {"token": ...} or {"access_token": ...}. */
 static int
-fetch_token (struct ib_registry *r, const struct challenge *ch, ib_error_t *err)
+fetch_token (struct ib_registry *r, const struct ib_www_authenticate *ch, ib_error_t *err)
 {
   if (ch->realm == NULL || (strncmp (ch->realm, "https://", 8) && strncmp (ch->realm, "http://", 7)))
     return ib_error (err, IB_EENV, "registry %s: its Bearer challenge names no http(s) realm", r->host);
@@ -280,17 +289,10 @@ fetch_token (struct ib_registry *r, const struct challenge *ch, ib_error_t *err)
     rc = credentials_refused (r, " at its token service", err);
   else if (rc == 0 && call.status != 200)
     rc = ib_error (err, IB_EENV, "registry %s: its token service answered HTTP %ld", r->host, call.status);
-  cJSON *j = rc == 0 ? cJSON_Parse (call.buf ? call.buf : "") : NULL;
-  const cJSON *t = cJSON_GetObjectItemCaseSensitive (j, "token");
-  if (!cJSON_IsString (t))
-    t = cJSON_GetObjectItemCaseSensitive (j, "access_token");
-  if (rc == 0 && (!cJSON_IsString (t) || t->valuestring[0] == '\0' || strpbrk (t->valuestring, "\r\n ")))
+  if (rc == 0 && (r->auth.bearer = ib_token_response_parse (call.buf, call.len)) == NULL)
     rc = ib_error (err, IB_EENV, "registry %s: its token service sent no token", r->host);
-  if (rc == 0)
-    r->auth.bearer = ib_xstrdup (t->valuestring);
   if (call.buf)
     OPENSSL_cleanse (call.buf, call.len);
-  cJSON_Delete (j);
   ib_http_call_clear (&call);
   return rc;
 }
@@ -298,8 +300,8 @@ fetch_token (struct ib_registry *r, const struct challenge *ch, ib_error_t *err)
 int
 ib_registry_auth_challenge (struct ib_registry *r, const char *header, bool again, bool *retry, ib_error_t *err)
 {
-  struct challenge ch;
-  parse_challenge (header, &ch);
+  struct ib_www_authenticate ch;
+  ib_www_authenticate_parse (header, &ch);
   int rc = 0;
   *retry = false;
   if (strcasecmp (ch.scheme, "Basic") == 0)
@@ -330,6 +332,6 @@ ib_registry_auth_challenge (struct ib_registry *r, const char *header, bool agai
   else
     rc = ib_error (err, IB_EENV, "registry %s asks for `%s` authentication, which imgbuild does not speak", r->host,
                    ch.scheme);
-  challenge_clear (&ch);
+  ib_www_authenticate_clear (&ch);
   return rc;
 }

@@ -98,6 +98,18 @@ void ib_registry_auth_want (struct ib_registry *r, const char *scope);
  * only have expired). */
 int ib_registry_auth_challenge (struct ib_registry *r, const char *www_authenticate, bool again, bool *retry,
                                 ib_error_t *err);
+/* A WWW-Authenticate challenge: its scheme and the parameters that matter. */
+struct ib_www_authenticate
+{
+  char scheme[16];
+  char *realm, *service, *scope; /* NULL when absent */
+};
+void ib_www_authenticate_parse (const char *header, struct ib_www_authenticate *c);
+void ib_www_authenticate_clear (struct ib_www_authenticate *c);
+/* The token of a token service's answer ({"token"} or {"access_token"}),
+ * or NULL when it holds none usable (empty, or with blanks or newlines that
+ * would break the header). */
+char *ib_token_response_parse (const char *body, size_t len);
 /* The Authorization header line for the next request, or NULL. */
 char *ib_registry_auth_header (const struct ib_registry *r);
 
