@@ -587,8 +587,13 @@ record_gate_line (struct ib_definition *d, const char *section, const char *line
     return;
   cleanup_free char *head = ib_xasprintf ("[%s]\n", section);
   const char *old = d->gate_text ? d->gate_text : "";
-  /* A section header when the section changes. */
-  const char *last = strrchr (old, '[');
+  /* A section header when the section changes.  The last header is the
+   * last line that starts with '[' (a gate line may hold a '[', but never
+   * first: such a line is a header). */
+  const char *last = NULL;
+  for (const char *p = old; *p; p = strchr (p, '\n') ? strchr (p, '\n') + 1 : p + strlen (p))
+    if (*p == '[')
+      last = p;
   bool same = last && strncmp (last, head, strlen (head)) == 0;
   char *next = ib_xasprintf ("%s%s%s\n", old, same ? "" : head, line);
   free (d->gate_text);

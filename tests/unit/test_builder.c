@@ -165,3 +165,24 @@ dockerfile_refuses_empty_copy_destination (struct test_ctx *t)
   CHECK (t, err && err->class == IB_EDEFINITION && strstr (err->msg, "Dockerfile:2: COPY destination is empty"));
   ib_error_release (&err);
 }
+
+/* A gate line ending in "[smoke]" made the next [smoke] line be recorded
+ * under the section before it, and the recorded definition did not load
+ * again (found by the gate-text property of tests/fuzz/fuzz_definition). */
+void
+definition_gate_text_sections_survive_brackets (struct test_ctx *t)
+{
+  test_write (test_tmpdir (), "image.conf",
+              "[image]\nname = x:1\nfrom = b:1\n[kernels]\nrequire /a k[smoke]\n[smoke]\nkernels /k\n");
+  struct ib_definition *d = NULL, *again = NULL;
+  ib_error_t err = NULL;
+  CHECK (t, ib_definition_load (test_tmpdir (), &d, &err) == 0);
+  CHECK (t, d && d->gate_text && strstr (d->gate_text, "k[smoke]\n[smoke]\nkernels /k"));
+  CHECK (t, d && ib_definition_from_gate_text (d->gate_text, &again, &err) == 0);
+  CHECK (t, again && again->n_kernel_required == 1 && again->smoke_kernels && strcmp (again->smoke_kernels, "/k") == 0);
+  if (err)
+    fprintf (stderr, "  got: %s\n", err->msg);
+  ib_error_release (&err);
+  ib_definition_free (again);
+  ib_definition_free (d);
+}
