@@ -26,10 +26,12 @@ for n in "${names[@]}"; do
   fi
   mkdir -p "$W/corpus/$n" "$W/artifacts/$n" "$W/logs"
   log=$W/logs/$n.log
-  "$bin" -max_total_time="$secs" -timeout=25 -rss_limit_mb=2048 -print_final_stats=1 \
+  "$bin" -max_total_time="$secs" -timeout="${IB_FUZZ_TIMEOUT:-120}" -report_slow_units=60 -rss_limit_mb=2048 -print_final_stats=1 \
     -artifact_prefix="$W/artifacts/$n/" "$W/corpus/$n" "tests/fuzz/corpus/$n" >"$log" 2>&1
   rc=$?
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+  # Stopped without its final stats: the last status line's count.
+  [ -n "$execs" ] || execs=$(grep -oE '^#[0-9]+' "$log" | tail -1 | tr -d '#')
   echo "$(date -u +%FT%TZ) $n $secs ${execs:-0} $rc" >>"$W/executions"
   if [ "$rc" = 0 ]; then
     echo "fuzz $n: ${execs:-0} executions in ${secs}s, no crash"
