@@ -89,8 +89,8 @@ TEST_SUITES ?= .
 test: test-deps
 	$(MAKE) all
 	$(if $(SANITIZE),,$(MAKE) SANITIZE=fuzz fuzzers)
-	IB_BUILD=$(BUILD) IB_FUZZ_BUILD=build-fuzz UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-	  ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 tests/run.sh '$(TEST_SUITES)'
+	IB_BUILD=$(BUILD) IB_FUZZ_BUILD=build-fuzz IB_SANITIZE=$(filter 1,$(SANITIZE)) \
+	  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 tests/run.sh '$(TEST_SUITES)'
 
 # libFuzzer harnesses, one per parser (tests/fuzz/); `make fuzz` runs each
 # for FUZZ_SECONDS from its seed corpus (tests/fuzz/corpus/NAME, never

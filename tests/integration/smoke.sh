@@ -57,7 +57,7 @@ t_smoke_program_starts_in_the_image_and_names_what_is_missing() {
   build_base
   "$IB" -q dsv41-flash-dcp2 >/dev/null
   rc=0
-  "$IV" --run dsv41-flash-dcp2:local -- "$ROOT/build/dcp2_smoke" --kernels "$SITE/vllm/prebaked/dcp2/dcp2_kernels.fatbin" \
+  "$IV" --run dsv41-flash-dcp2:local -- "$ROOT/${IB_BUILD:-build}/dcp2_smoke" --kernels "$SITE/vllm/prebaked/dcp2/dcp2_kernels.fatbin" \
     --nccl "$SITE/nvidia/nccl/lib/libnccl.so.2" >out.txt 2>&1 || rc=$?
   cat out.txt
   [ "$rc" = 2 ]
