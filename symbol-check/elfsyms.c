@@ -44,17 +44,21 @@ static const char *
 version_name (const char *verdef, size_t vlen, const char *strtab, size_t slen, unsigned idx)
 {
   size_t off = 0;
+  /* The entries sit where vd_next says, aligned or not: copied out, never
+   * read through a cast pointer. */
   for (int guard = 0; verdef && off + sizeof (Elf64_Verdef) <= vlen && guard < 4096; guard++)
     {
-      const Elf64_Verdef *vd = (const Elf64_Verdef *) (verdef + off);
-      if (vd->vd_ndx == idx && vd->vd_aux && off + vd->vd_aux + sizeof (Elf64_Verdaux) <= vlen)
+      Elf64_Verdef vd;
+      memcpy (&vd, verdef + off, sizeof (vd));
+      if (vd.vd_ndx == idx && vd.vd_aux && off + vd.vd_aux + sizeof (Elf64_Verdaux) <= vlen)
         {
-          const Elf64_Verdaux *aux = (const Elf64_Verdaux *) (verdef + off + vd->vd_aux);
-          return aux->vda_name < slen ? strtab + aux->vda_name : NULL;
+          Elf64_Verdaux aux;
+          memcpy (&aux, verdef + off + vd.vd_aux, sizeof (aux));
+          return aux.vda_name < slen ? strtab + aux.vda_name : NULL;
         }
-      if (vd->vd_next == 0)
+      if (vd.vd_next == 0)
         break;
-      off += vd->vd_next;
+      off += vd.vd_next;
     }
   return NULL;
 }
