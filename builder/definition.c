@@ -553,6 +553,8 @@ parse_conf_line (struct ib_definition *d, const char *section, char *l, const ch
     return parse_prebake_line (d, l, origin, err);
   if (strcmp (section, "smoke") == 0)
     return parse_smoke_line (d, l, origin, err);
+  if (strcmp (section, "triage") == 0)
+    return 0; /* imgverify --triage reads it (triage.c); builds ignore it */
   if (strcmp (section, "new") == 0)
     {
       if (l[0] != '/')

@@ -13,6 +13,7 @@
 
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
+#include "drift.h"
 #include "gates.h"
 
 /* Every problem of this gate is an error. */
@@ -39,8 +40,8 @@ has_dotdot (const char *p)
   return false;
 }
 
-static bool
-declared_new (const struct ib_definition *d, const char *target)
+bool
+ib_definition_declares_new (const struct ib_definition *d, const char *target)
 {
   for (size_t i = 0; i < d->n_new; i++)
     {
@@ -104,7 +105,7 @@ check_item (struct ib_gate_sink *p, const struct ib_copy_item *it)
 static void
 check_in_base (struct ib_gate_sink *p, const struct ib_definition *d, const struct ib_fsview *base, const struct target *t)
 {
-  if (t->item->type == IB_ENTRY_DIR || declared_new (d, t->path))
+  if (t->item->type == IB_ENTRY_DIR || ib_definition_declares_new (d, t->path))
     return;
   const struct ib_fs_entry *e = ib_fsview_lookup (base, t->path + 1);
   if (e == NULL)
@@ -147,5 +148,16 @@ ib_gate_definition (struct ib_build *b, ib_error_t *err)
   for (size_t i = 0; i < n; i++)
     free (ts[i].path);
   free (ts);
+  /* Drift: the base files the targets replace against manifest.lock. */
+  size_t pins = 0;
+  double t0 = ib_now ();
+  if (ib_lock_check (b, ib_gate_sink_problem, &p, &pins, err) < 0)
+    {
+      ib_gate_sink_finish (&p, IB_EDEFINITION, NULL);
+      return -1;
+    }
+  if (pins)
+    ib_report_note (b->report, "drift: %zu pins of " IB_LOCK_FILE " checked against the base (%.2fs)", pins,
+                    ib_now () - t0);
   return ib_gate_sink_finish (&p, IB_EDEFINITION, err);
 }

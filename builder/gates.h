@@ -56,6 +56,9 @@ void ib_gate_sink_problem (void *sink, bool is_error, const char *msg);
 /* 0 when no error was reported, else the gate's error of CLASS. */
 int ib_gate_sink_finish (struct ib_gate_sink *k, int class, ib_error_t *err);
 
+/* TARGET ("/usr/…") is covered by the definition's [new] section. */
+bool ib_definition_declares_new (const struct ib_definition *d, const char *target);
+
 int ib_gate_definition (struct ib_build *b, ib_error_t *err);
 int ib_gate_symbols (struct ib_build *b, ib_error_t *err);
 int ib_gate_kernels (struct ib_build *b, ib_error_t *err);

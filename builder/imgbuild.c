@@ -9,6 +9,7 @@
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
 #include "build.h"
+#include "drift.h"
 
 #ifndef IB_IMAGES_DIR
 #define IB_IMAGES_DIR "/usr/local/share/imgbuild/images"
@@ -57,6 +58,12 @@ static const char usage[] =
     "      --load              after tagging, load the image into the Docker Engine\n"
     "                          ($DOCKER_HOST or /var/run/docker.sock), sending only\n"
     "                          the layers it does not have\n"
+    "      --lock              build nothing: write NAME's manifest.lock, the drift\n"
+    "                          pins of the base files its targets replace (sha256\n"
+    "                          and definitions of each) against its base (or\n"
+    "                          --from); the definition gate then fails when the\n"
+    "                          base's files differ from their pins.  Prints the\n"
+    "                          lock's path\n"
     "      --json              print the build report as JSON on stdout (schema\n"
     "                          imgbuild.report/v1, docs/imgbuild-report.schema.json):\n"
     "                          each gate's pass, fail or skip (with its reason),\n"
@@ -81,7 +88,8 @@ static const char usage[] =
     "  0  built, every gate passed, tagged\n"
     "  1  a gate failed\n"
     "  2  usage\n"
-    "  3  the definition gate failed (bad target, missing source, ...)\n"
+    "  3  the definition gate failed (bad target, missing source, a base file\n"
+    "     that drifted from its pin in manifest.lock, ...)\n"
     "  4  integrity: a digest or size does not match, content is malformed\n"
     "  5  symbol gate    6  kernel gate    7  smoke test\n"
     "  8  environment: I/O error, missing tool, registry or Docker Engine\n"
@@ -97,6 +105,7 @@ struct cli
   char **build_args;
   size_t n_build_args;
   bool load;
+  bool lock;
 };
 
 static void
@@ -122,6 +131,7 @@ parse_args (int argc, char **argv, struct cli *c)
     OPT_PUSH,
     OPT_TLS_VERIFY,
     OPT_AUTHFILE,
+    OPT_LOCK,
   };
   static const struct option longopts[] = {
     { "file", required_argument, NULL, 'f' },         { "tag", required_argument, NULL, 't' },
@@ -131,6 +141,7 @@ parse_args (int argc, char **argv, struct cli *c)
     { "smoke", required_argument, NULL, OPT_SMOKE },
     { "load", no_argument, NULL, OPT_LOAD },           { "push", required_argument, NULL, OPT_PUSH },
     { "tls-verify", required_argument, NULL, OPT_TLS_VERIFY }, { "authfile", required_argument, NULL, OPT_AUTHFILE },
+    { "lock", no_argument, NULL, OPT_LOCK },
     { "quiet", no_argument, NULL, 'q' },              { "help", no_argument, NULL, 'h' },
     { "version", no_argument, NULL, 'V' },            { NULL, 0, NULL, 0 },
   };
@@ -147,6 +158,7 @@ parse_args (int argc, char **argv, struct cli *c)
       case OPT_BUILD_ARG: push_arg (&c->build_args, &c->n_build_args, optarg); break;
       case OPT_JSON: c->opt.json = true; break;
       case OPT_LOAD: c->load = true; break;
+      case OPT_LOCK: c->lock = true; break;
       case OPT_PUSH:
         if (strncmp (optarg, "docker://", 9) != 0)
           {
@@ -253,6 +265,22 @@ main (int argc, char **argv)
     {
       cleanup_free char *dir = find_definition (c.target);
       r = ib_definition_load (dir, &def, &err);
+    }
+  if (r == 0 && c.lock)
+    {
+      size_t pinned = 0;
+      r = ib_lock_run (def, &c.opt, &pinned, &err);
+      if (r == 0)
+        {
+          cleanup_free char *path = ib_lock_path (def);
+          if (!c.opt.quiet)
+            fprintf (stderr, "imgbuild: %zu targets pinned against %s\n", pinned, c.opt.from ? c.opt.from : def->from);
+          printf ("%s\n", path);
+        }
+      ib_definition_free (def);
+      free (c.outputs);
+      free (c.build_args);
+      return r < 0 ? ib_error_report ("imgbuild", &err) : 0;
     }
   ib_digest manifest;
   cleanup_free char *load = NULL;

@@ -11,6 +11,8 @@
 #include "build.h"
 #include "bundle.h"
 #include "gates.h"
+#include "imgdiff.h"
+#include "triage.h"
 #include "provenance.h"
 #include "verify.h"
 #include "verify_image.h"
@@ -31,6 +33,9 @@ static const char usage[] =
     "       imgverify --kernels PATH... | --kernels REF [GLOB...]\n"
     "       imgverify --python-symbols FILE...\n"
     "       imgverify --run REF [--gpus] -- PROGRAM [ARG...]\n"
+    "       imgverify --diff A B\n"
+    "       imgverify --triage DEFINITION --against REF [--their-base REF2]\n"
+    "                 [--require-superset]\n"
     "\n"
     "Verify an existing image: every blob's digest and size, every layer's\n"
     "diff_id, the manifest/config chain and media types (layers in parallel,\n"
@@ -78,7 +83,26 @@ static const char usage[] =
     "                            run PROGRAM (a file of this machine, bound in\n"
     "                            read-only) inside image REF with runc, the GPUs\n"
     "                            injected with --gpus; exits with its status\n"
-
+    "  --diff A B                what changed from A to B (references, or a\n"
+    "                            definition folder: its overlay over its base,\n"
+    "                            as it would be built): files added, removed,\n"
+    "                            changed (layer, sha256), and per file the Python\n"
+    "                            definitions, dynamic symbols and kernels per SM\n"
+    "                            added, removed or changed; a table on stdout, or\n"
+    "                            --json (schema imgverify.diff/v1)\n"
+    "  --triage DEFINITION --against REF [--their-base REF2]\n"
+    "                            the port's triage: per file the definition\n"
+    "                            writes, one bucket: identical (the overlay's file\n"
+    "                            is REF's), clean (their base's == REF's), merge\n"
+    "                            (they differ), new-theirs (REF has it, their\n"
+    "                            base not), new-both, new-ours; without\n"
+    "                            --their-base: identical, differs, new.  The\n"
+    "                            definition's [triage] `require NAME@FILE` lines\n"
+    "                            must hold in the overlay's files.  A table on\n"
+    "                            stdout, or --json (imgverify.triage/v1)\n"
+    "  --require-superset        with --triage: every definition, dynamic symbol\n"
+    "                            and kernel of REF's version of a file must be in\n"
+    "                            the overlay's version\n"
     "  --tls-verify=false        accept a registry's untrusted TLS certificate,\n"
     "                            or plain HTTP (loopback registries may always\n"
     "                            speak plain HTTP)\n"
@@ -93,9 +117,12 @@ static const char usage[] =
     "Exit codes:\n"
     "  0  everything checked passed\n"
     "  2  usage\n"
+    "  3  --triage: the definition is malformed\n"
     "  4  integrity: a blob, diff_id, manifest, config or overlay file does not\n"
     "     match (the message names it)\n"
-    "  5  symbol gate    6  kernel gate\n"
+    "  5  symbol gate; --triage: a definition missing from the overlay\n"
+    "     (--require-superset) or a `require NAME@FILE` that does not hold\n"
+    "  6  kernel gate\n"
     "  7  smoke test (also --smoke on a machine without a GPU)\n"
     "  8  environment: I/O, missing tool, a registry or\n"
     "     Docker Engine unreachable, credentials refused, retries exhausted\n"
@@ -397,6 +424,11 @@ main (int argc, char **argv)
     OPT_TLS_VERIFY,
     OPT_AUTHFILE,
     OPT_REQUIRE_GATES,
+    OPT_DIFF,
+    OPT_TRIAGE,
+    OPT_AGAINST,
+    OPT_THEIR_BASE,
+    OPT_SUPERSET,
   };
   static const struct option longopts[] = {
     { "python-symbols", no_argument, NULL, OPT_PY },
@@ -412,6 +444,11 @@ main (int argc, char **argv)
     { "tls-verify", required_argument, NULL, OPT_TLS_VERIFY },
     { "authfile", required_argument, NULL, OPT_AUTHFILE },
     { "require-gates", required_argument, NULL, OPT_REQUIRE_GATES },
+    { "diff", no_argument, NULL, OPT_DIFF },
+    { "triage", required_argument, NULL, OPT_TRIAGE },
+    { "against", required_argument, NULL, OPT_AGAINST },
+    { "their-base", required_argument, NULL, OPT_THEIR_BASE },
+    { "require-superset", no_argument, NULL, OPT_SUPERSET },
     { "help", no_argument, NULL, 'h' },
     { NULL, 0, NULL, 0 },
   };
@@ -419,6 +456,8 @@ main (int argc, char **argv)
   const char *store = NULL, *run = NULL;
   bool gpus = false, whole_store = false;
   struct ib_verify_image_options vo = { 0 };
+  struct ib_triage_options to = { 0 };
+  bool diff = false;
   int o;
   while ((o = getopt_long (argc, argv, "h", longopts, NULL)) != -1)
     switch (o)
@@ -433,6 +472,11 @@ main (int argc, char **argv)
       case OPT_JOBS: vo.jobs = atoi (optarg); break;
       case OPT_RUN: run = optarg; break;
       case OPT_GPUS: gpus = true; break;
+      case OPT_DIFF: diff = true; break;
+      case OPT_TRIAGE: to.definition = optarg; break;
+      case OPT_AGAINST: to.against = optarg; break;
+      case OPT_THEIR_BASE: to.their_base = optarg; break;
+      case OPT_SUPERSET: to.require_superset = true; break;
       case OPT_AUTHFILE: vo.remote.auth_file = optarg; break;
       case OPT_REQUIRE_GATES:
         {
@@ -458,6 +502,23 @@ main (int argc, char **argv)
   vo.json = json;
   if (run && optind < argc)
     return run_in_image (store, &vo.remote, run, gpus, argc - optind, argv + optind);
+  if (diff && optind + 2 == argc)
+    {
+      struct ib_diff_options dop = { .store = store, .remote = vo.remote, .json = json };
+      return ib_image_diff_run (argv[optind], argv[optind + 1], &dop);
+    }
+  if (to.definition && to.against && optind == argc)
+    {
+      to.store = store;
+      to.json = json;
+      to.remote = vo.remote;
+      return ib_triage_run (&to);
+    }
+  if (diff || to.definition || to.against || to.their_base || to.require_superset)
+    {
+      fputs (usage, stderr);
+      return IB_EUSAGE;
+    }
   if (whole_store && optind == argc)
     return verify_store (&(struct verify_opts){ store, json, vo.jobs });
   if (!py && !kernels && !run && optind + 1 == argc)

@@ -1028,79 +1028,57 @@ ib_py_defines (const struct ib_py_module *m, const char *name)
   return bsearch (&name, m->defs, m->n_defs, sizeof (*m->defs), cmp_str) != NULL;
 }
 
-static cJSON *
-str_or_null (const char *s)
+/* ---- module-level statements --------------------------------------------- */
+
+static uint64_t
+fnv1a (uint64_t h, const void *p, size_t n)
 {
-  return s ? cJSON_CreateString (s) : cJSON_CreateNull ();
+  const unsigned char *b = p;
+  for (size_t i = 0; i < n; i++)
+    h = (h ^ b[i]) * 0x100000001b3ull;
+  return h;
 }
 
-cJSON *
-ib_py_module_json (const char *path, const struct ib_py_module *m)
-{
-  cJSON *f = cJSON_CreateObject ();
-  cJSON_AddStringToObject (f, "path", path);
-  cJSON *defs = cJSON_AddArrayToObject (f, "definitions");
-  for (size_t i = 0; i < m->n_defs; i++)
-    cJSON_AddItemToArray (defs, cJSON_CreateString (m->defs[i]));
-  cJSON *imports = cJSON_AddArrayToObject (f, "imports");
-  for (size_t i = 0; i < m->n_imports; i++)
-    {
-      const struct ib_py_import *im = &m->imports[i];
-      cJSON *j = cJSON_CreateObject ();
-      cJSON_AddNumberToObject (j, "line", im->line);
-      cJSON_AddItemToObject (j, "module", str_or_null (im->module));
-      cJSON_AddNumberToObject (j, "level", im->level);
-      cJSON *names = cJSON_AddArrayToObject (j, "names");
-      for (size_t k = 0; k < im->n_names; k++)
-        {
-          cJSON *n = cJSON_CreateObject ();
-          cJSON_AddStringToObject (n, "name", im->names[k].name);
-          cJSON_AddItemToObject (n, "asname", str_or_null (im->names[k].asname));
-          cJSON_AddItemToArray (names, n);
-        }
-      if (!im->is_from)
-        cJSON_AddItemToObject (j, "asname", str_or_null (im->asname));
-      cJSON_AddItemToArray (imports, j);
-    }
-  return f;
-}
-
-static bool
-has_init (const char *dir)
-{
-  cleanup_free char *p = ib_path_join (dir, "__init__.py");
-  return access (p, F_OK) == 0;
-}
-
+/* A statement starts at each logical line at depth 0, except the line after
+ * a decorator, which belongs to the decorated def or class. */
 int
-ib_py_module_name_of_path (const char *path, char **module, char **package, ib_error_t *err)
+ib_py_statements (const char *src, size_t len, struct ib_py_statement **out, size_t *n, ib_error_t *err)
 {
-  char real[PATH_MAX];
-  if (realpath (path, real) == NULL)
-    return ib_error_errno (err, errno, IB_EUSAGE, "`%s`", path);
-  cleanup_free char *dir = ib_xstrdup (real);
-  char *slash = strrchr (dir, '/');
-  *slash = '\0';
-  const char *file = slash + 1;
-  size_t fl = strlen (file);
-  cleanup_free char *name = fl > 3 && strcmp (file + fl - 3, ".py") == 0 ? strndup (file, fl - 3) : ib_xstrdup (file);
-  bool is_init = strcmp (name, "__init__") == 0;
-  cleanup_free char *dotted = is_init ? ib_xstrdup ("") : ib_xstrdup (name);
-  while (*dir && has_init (dir))
+  struct lexer lx = { .src = src, .end = src + len, .p = src, .err = err };
+  *out = NULL;
+  *n = 0;
+  if (tokenize (&lx) < 0)
     {
-      slash = strrchr (dir, '/');
-      char *next = *dotted ? ib_xasprintf ("%s.%s", slash + 1, dotted) : ib_xstrdup (slash + 1);
-      free (dotted);
-      dotted = next;
-      *slash = '\0';
+      free (lx.toks);
+      return -1;
     }
-  *module = ib_xstrdup (dotted);
-  if (is_init)
-    *package = ib_xstrdup (dotted);
-  else
+  size_t cap = 0;
+  int depth = 0;
+  bool at_line = true, after_decorator = false;
+  struct ib_py_statement *cur = NULL;
+  for (size_t i = 0; lx.toks[i].kind != T_END; i++)
     {
-      char *dot = strrchr (dotted, '.');
-      *package = dot ? strndup (dotted, (size_t) (dot - dotted)) : ib_xstrdup ("");
+      const struct tok *t = &lx.toks[i];
+      depth += t->kind == T_INDENT ? 1 : t->kind == T_DEDENT ? -1 : 0;
+      if (at_line && depth == 0 && t->kind != T_NEWLINE && t->kind != T_INDENT && t->kind != T_DEDENT)
+        {
+          if (!after_decorator)
+            {
+              if (*n == cap)
+                *out = ib_xrealloc (*out, (cap = cap ? cap * 2 : 64) * sizeof (**out));
+              cur = &(*out)[(*n)++];
+              *cur = (struct ib_py_statement){ t->line, (size_t) (t->s - src), 0, 0xcbf29ce484222325ull };
+            }
+          after_decorator = is (t, "@");
+        }
+      at_line = t->kind == T_NEWLINE || (at_line && (t->kind == T_INDENT || t->kind == T_DEDENT));
+      if (cur == NULL)
+        continue;
+      unsigned char kind = (unsigned char) t->kind;
+      cur->hash = fnv1a (fnv1a (fnv1a (cur->hash, &kind, 1), &t->len, sizeof (t->len)), t->s, t->len);
+      if (t->len)
+        cur->end = (size_t) (t->s + t->len - src);
     }
+  free (lx.toks);
   return 0;
 }

@@ -21,6 +21,7 @@
 #include <cjson/cJSON.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "../util/error.h"
 
@@ -61,6 +62,21 @@ bool ib_py_defines (const struct ib_py_module *m, const char *name);
 
 /* {"path","definitions":[…],"imports":[{"line","module","level","names":[{"name","asname"}]}]} */
 cJSON *ib_py_module_json (const char *path, const struct ib_py_module *m);
+
+/* One module-level statement of a file: a def or class with its
+ * decorators, an assignment, an if or try with all its branches.  HASH is
+ * of its tokens, so comments and blank lines do not change it, a changed
+ * body does; [START, END) are its bytes in the source. */
+struct ib_py_statement
+{
+  int line;
+  size_t start, end;
+  uint64_t hash;
+};
+
+/* The module-level statements of SRC, in order (*OUT is malloc'd).  What a
+ * statement binds is what ib_py_scan finds in its bytes alone. */
+int ib_py_statements (const char *src, size_t len, struct ib_py_statement **out, size_t *n, ib_error_t *err);
 
 /* The dotted module name and package of a file on disk: folders are
  * climbed while they hold an __init__.py. */
