@@ -29,7 +29,14 @@ cmp_str (const void *a, const void *b)
   return strcmp (*(char *const *) a, *(char *const *) b);
 }
 
-/* The definition's items as one more layer over its base's view. */
+static int
+cmp_entry_path (const void *a, const void *b)
+{
+  return strcmp (((const struct ib_fs_entry *) a)->path, ((const struct ib_fs_entry *) b)->path);
+}
+
+/* The definition's items as one more layer over its base's view (a target
+ * written twice keeps one of its items: a build refuses it anyway). */
 static int
 stack_overlay (struct ib_side *side, ib_error_t *err)
 {
@@ -43,7 +50,10 @@ stack_overlay (struct ib_side *side, ib_error_t *err)
       const struct ib_copy_item *it = &d->items[i];
       cleanup_free char *target = ib_copy_item_target (it);
       if (target == NULL)
-        return ib_error (err, IB_EDEFINITION, "%s: target `%s` is not a clean path", it->origin, it->raw_target);
+        {
+          r = ib_error (err, IB_EDEFINITION, "%s: target `%s` is not a clean path", it->origin, it->raw_target);
+          break;
+        }
       struct ib_fs_entry *e = &l.e[l.n++];
       *e = (struct ib_fs_entry){ .path = ib_xstrdup (target + 1), .mode = it->mode < 0 ? 0644 : (unsigned) it->mode };
       if (it->type == IB_ENTRY_FILE)
@@ -66,7 +76,19 @@ stack_overlay (struct ib_side *side, ib_error_t *err)
     }
   if (r == 0)
     {
-      qsort (l.e, l.n, sizeof (*l.e), cmp_str); /* path is the first member */
+      qsort (l.e, l.n, sizeof (*l.e), cmp_entry_path);
+      size_t o = 0;
+      for (size_t i = 0; i < l.n; i++)
+        {
+          if (o > 0 && strcmp (l.e[o - 1].path, l.e[i].path) == 0)
+            {
+              free (l.e[o - 1].path);
+              free (l.e[o - 1].link);
+              o--;
+            }
+          l.e[o++] = l.e[i];
+        }
+      l.n = o;
       side->overlay_layer = (int) side->img->n_layers;
       ib_fsview_push (side->view, &l, side->overlay_layer);
     }

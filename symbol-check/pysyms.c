@@ -1072,7 +1072,8 @@ ib_py_statements (const char *src, size_t len, struct ib_py_statement **out, siz
           after_decorator = is (t, "@");
         }
       at_line = t->kind == T_NEWLINE || (at_line && (t->kind == T_INDENT || t->kind == T_DEDENT));
-      if (cur == NULL)
+      /* The lexer may close the last line twice at the end of the input. */
+      if (cur == NULL || (t->kind == T_NEWLINE && i > 0 && lx.toks[i - 1].kind == T_NEWLINE))
         continue;
       unsigned char kind = (unsigned char) t->kind;
       cur->hash = fnv1a (fnv1a (fnv1a (cur->hash, &kind, 1), &t->len, sizeof (t->len)), t->s, t->len);

@@ -60,4 +60,16 @@ filesum_python_definitions_changed (struct test_ctx *t)
   free (ch);
   ib_file_summary_free (a);
   ib_file_summary_free (b);
+  /* A def appended after the last one leaves the last one as it was. */
+  a = summary_of (t, "c.py", "class C:\n    def f(self):\n        return 1\n");
+  b = summary_of (t, "d.py", "class C:\n    def f(self):\n        return 1\n\n\ndef g():\n    pass\n");
+  if (a == NULL || b == NULL)
+    return;
+  n = ib_file_summary_diff (a, b, &ch);
+  text = ib_sym_changes_text (ch, n, 10);
+  CHECK_STR (t, text, "definitions added: g");
+  free (text);
+  free (ch);
+  ib_file_summary_free (a);
+  ib_file_summary_free (b);
 }
