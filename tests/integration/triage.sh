@@ -62,8 +62,8 @@ t_drift_pins_fail_the_build_when_the_base_moves() {
   expect_fail 3 'gate definition: manifest.txt:[0-9]+: .* drifted from its pin' \
     "$IB" d/dsv41-flash-dcp2 --from base:newer -t dcp2:drift
   # Exactly those four, each with what changed in it.
-  # (The gate's table row repeats the first; the error line says it.)
-  grep -v '^imgbuild: gate ' stderr.txt >problems.txt
+  # One problem line each (the gate's row and the error line repeat the first).
+  grep '^imgbuild: definition: ' stderr.txt >problems.txt
   [ "$(grep -c 'drifted from its pin' problems.txt)" = 4 ]
   while read -r f name; do
     grep "$SITE/vllm/$f drifted" problems.txt >line.txt
