@@ -45,6 +45,7 @@ ib_definition_free (struct ib_definition *d)
   free (d->native_required);
   free (d->python_path);
   free (d->targets);
+  ib_target_clear (&d->target);
   for (size_t i = 0; i < d->n_kernel_required; i++)
     ib_requirement_clear (&d->kernel_required[i]);
   free (d->kernel_required);
@@ -569,6 +570,8 @@ parse_conf_line (struct ib_definition *d, const char *section, char *l, const ch
   char *k = trim (l), *v = trim (eq + 1);
   if (strcmp (section, "image") == 0)
     return parse_image_key (d, k, v, origin, err);
+  if (strcmp (section, "target") == 0)
+    return ib_target_parse (&d->target, k, v, origin, err);
   if (strcmp (section, "env") == 0)
     add_env (d, k, v);
   else if (strcmp (section, "label") == 0)
@@ -581,7 +584,7 @@ parse_conf_line (struct ib_definition *d, const char *section, char *l, const ch
 static void
 record_gate_line (struct ib_definition *d, const char *section, const char *line)
 {
-  static const char *const gates[] = { "symbols", "kernels", "smoke", NULL };
+  static const char *const gates[] = { "symbols", "kernels", "target", "smoke", NULL };
   bool gate = false;
   for (int i = 0; gates[i]; i++)
     gate |= strcmp (section, gates[i]) == 0;

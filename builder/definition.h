@@ -14,6 +14,7 @@
 #include "../layers/tarlayer.h"
 #include "../kernels/kgate.h"
 #include "../kernels/prebake.h"
+#include "../kernels/target.h"
 #include "../symbol-check/symgate.h"
 #include "../util/error.h"
 
@@ -59,6 +60,8 @@ struct ib_definition
   struct ib_compute_capability *targets;
   size_t n_kernel_required;
   struct ib_requirement *kernel_required;
+  /* [target] */
+  struct ib_target target;
   /* [prebake] */
   size_t n_prebake;
   struct ib_prebake_source *prebake;
@@ -75,7 +78,7 @@ struct ib_definition
   int smoke_dcp, smoke_ranks, smoke_timeout;
   size_t n_smoke_args;
   char **smoke_args;
-  /* The [symbols], [kernels] and [smoke] lines as written: recorded in the
+  /* The [symbols], [kernels], [target] and [smoke] lines as written: recorded in the
    * image's provenance so that imgverify can run the same gates. */
   char *gate_text;
 };

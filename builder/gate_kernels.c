@@ -15,7 +15,9 @@ ib_gate_kernels (struct ib_build *b, ib_error_t *err)
   const struct ib_fsview *view;
   if (ib_build_image_view (b, &view, err) < 0)
     return -1;
-  struct ib_kernel_rules rules = { d->kernel_required, d->n_kernel_required, d->targets, d->n_targets };
+  /* [kernels] target, else [target] gpu, else 12.1. */
+  struct ib_kernel_rules rules = { d->kernel_required, d->n_kernel_required, d->n_targets ? d->targets : d->target.gpus,
+                                   d->n_targets ? d->n_targets : d->target.n_gpus };
   struct ib_gate_sink k = { b->report, "kernels", NULL, 0 };
   struct ib_kernel_stats st;
   int r = ib_kernels_check (b->store, b->image, view, &rules, ib_gate_sink_problem, &k, &st, err);

@@ -10,6 +10,10 @@ static const struct ib_gate gates[] = {
   { "definition", IB_PHASE_INPUTS, ib_gate_definition },
   { "symbols", IB_PHASE_IMAGE, ib_gate_symbols },
   { "kernels", IB_PHASE_IMAGE, ib_gate_kernels },
+  { "toolchains", IB_PHASE_IMAGE, ib_gate_toolchains },
+  { "driver", IB_PHASE_IMAGE, ib_gate_driver },
+  { "ptx", IB_PHASE_IMAGE, ib_gate_ptx },
+  { "jit-budget", IB_PHASE_IMAGE, ib_gate_jit_budget },
   { "smoke", IB_PHASE_IMAGE, ib_gate_smoke },
 };
 

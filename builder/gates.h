@@ -62,6 +62,10 @@ bool ib_definition_declares_new (const struct ib_definition *d, const char *targ
 int ib_gate_definition (struct ib_build *b, ib_error_t *err);
 int ib_gate_symbols (struct ib_build *b, ib_error_t *err);
 int ib_gate_kernels (struct ib_build *b, ib_error_t *err);
+int ib_gate_toolchains (struct ib_build *b, ib_error_t *err);
+int ib_gate_driver (struct ib_build *b, ib_error_t *err);
+int ib_gate_ptx (struct ib_build *b, ib_error_t *err);
+int ib_gate_jit_budget (struct ib_build *b, ib_error_t *err);
 int ib_gate_smoke (struct ib_build *b, ib_error_t *err);
 
 #endif

@@ -18,6 +18,7 @@
 #include "verify_image.h"
 #include "../layers/fsview.h"
 #include "../kernels/cudabin.h"
+#include "../kernels/jitbudget.h"
 #include "../kernels/kgate.h"
 #include "../layers/transport.h"
 #include <sys/stat.h>
@@ -31,6 +32,7 @@ static const char usage[] =
     "Usage: imgverify [OPTIONS] REF\n"
     "       imgverify --store [--store-dir DIR]\n"
     "       imgverify --kernels PATH... | --kernels REF [GLOB...]\n"
+    "       imgverify --jit-budget [--gpu CC] [--driver VERSION] PATH... | REF [GLOB...]\n"
     "       imgverify --python-symbols FILE...\n"
     "       imgverify --run REF [--gpus] -- PROGRAM [ARG...]\n"
     "       imgverify --diff A B\n"
@@ -79,6 +81,22 @@ static const char usage[] =
     "  --kernels REF [GLOB...]   the same for the files of an image that match the\n"
     "                            globs ('*' crosses '/'; default *.so *.so.* *.cubin\n"
     "                            *.fatbin), read from its layers\n"
+    "  --jit-budget PATH... | REF [GLOB...]\n"
+    "                            per file with GPU code: loadable SASS and PTX\n"
+    "                            entries, kernels, those whose SASS runs on the\n"
+    "                            target, those covered by SASS in another file,\n"
+    "                            those JIT-compiled from PTX at first use (and the\n"
+    "                            PTX bytes), those with neither; PTX entries newer\n"
+    "                            than the driver's JIT.  --json: {\"driver_ptx\",\n"
+    "                            \"files\":[{\"path\",\"sass_entries\",\"ptx_entries\",\n"
+    "                            \"relocatable_entries\",\"kernels\",\"runs\",\n"
+    "                            \"covered_elsewhere\",\"jit\",\"jit_ptx_bytes\",\n"
+    "                            \"neither\",\"ptx_too_new\",\"jit_kernels\",\n"
+    "                            \"neither_kernels\"}]}\n"
+    "  --gpu CC                  the target GPU for --jit-budget (repeatable;\n"
+    "                            default 12.1)\n"
+    "  --driver VERSION          the target driver for --jit-budget (default\n"
+    "                            " IB_DEFAULT_DRIVER ")\n"
     "  --run REF [--gpus] -- PROGRAM [ARG...]\n"
     "                            run PROGRAM (a file of this machine, bound in\n"
     "                            read-only) inside image REF with runc, the GPUs\n"
@@ -177,12 +195,71 @@ emit_kernels (cJSON *list, bool json, const char *path, const struct ib_cuda_fil
   cJSON_AddItemToArray (list, j);
 }
 
+/* What --kernels and --jit-budget print: the GPU code of some files. */
+struct code_set
+{
+  size_t n;
+  char **paths;
+  struct ib_cuda_file **code;
+};
+
+static void
+code_set_add (struct code_set *cs, const char *path, struct ib_cuda_file *f)
+{
+  cs->paths = ib_xrealloc (cs->paths, (cs->n + 1) * sizeof (*cs->paths));
+  cs->code = ib_xrealloc (cs->code, (cs->n + 1) * sizeof (*cs->code));
+  cs->paths[cs->n] = ib_xstrdup (path);
+  cs->code[cs->n++] = f;
+}
+
+static void
+code_set_clear (struct code_set *cs)
+{
+  for (size_t i = 0; i < cs->n; i++)
+    {
+      free (cs->paths[i]);
+      ib_cuda_file_free (cs->code[i]);
+    }
+  free (cs->paths);
+  free (cs->code);
+}
+
+/* The table or JSON of --kernels, or with BUDGET the JIT budget against it. */
+static void
+emit_code (const struct code_set *cs, bool json, bool image, const struct ib_target *budget)
+{
+  cJSON *doc = NULL;
+  if (budget)
+    {
+      struct ib_jit_budget *jb = ib_jit_budget_compute ((const char *const *) cs->paths, cs->code, cs->n, budget);
+      if (json)
+        doc = ib_jit_budget_json (jb);
+      else
+        ib_jit_budget_print (stdout, jb);
+      ib_jit_budget_free (jb);
+    }
+  else
+    {
+      doc = json ? cJSON_CreateObject () : NULL;
+      cJSON *list = doc ? cJSON_AddArrayToObject (doc, "files") : NULL;
+      for (size_t i = 0; i < cs->n; i++)
+        if (cs->code[i]->n || json || !image)
+          emit_kernels (list, json, cs->paths[i], cs->code[i]);
+    }
+  if (doc)
+    {
+      char *text = cJSON_PrintUnformatted (doc);
+      puts (text);
+      free (text);
+      cJSON_Delete (doc);
+    }
+}
+
 /* GPU code in files on disk. */
 static int
-kernels_of_files (int n, char **files, bool json)
+kernels_of_files (int n, char **files, bool json, const struct ib_target *budget)
 {
-  cJSON *doc = cJSON_CreateObject ();
-  cJSON *list = cJSON_AddArrayToObject (doc, "files");
+  struct code_set cs = { 0 };
   int rc = 0;
   for (int i = 0; i < n; i++)
     {
@@ -192,22 +269,14 @@ kernels_of_files (int n, char **files, bool json)
       if (fd < 0)
         ib_error_errno (&err, errno, IB_EUSAGE, "open `%s`", files[i]);
       else if (ib_cuda_inspect (fd, files[i], &f, &err) == 0)
-        {
-          emit_kernels (list, json, files[i], f);
-          ib_cuda_file_free (f);
-        }
+        code_set_add (&cs, files[i], f);
       if (fd >= 0)
         close (fd);
       if (err)
         rc = ib_error_report ("imgverify", &err);
     }
-  if (json)
-    {
-      char *text = cJSON_PrintUnformatted (doc);
-      puts (text);
-      free (text);
-    }
-  cJSON_Delete (doc);
+  emit_code (&cs, json, false, budget);
+  code_set_clear (&cs);
   return rc;
 }
 
@@ -215,14 +284,8 @@ kernels_of_files (int n, char **files, bool json)
  * objects, cubins, fatbins), read out of its layers through the store. */
 static int
 kernels_of_image (const char *store_path, const struct ib_remote_options *remote, const char *ref, int n_globs,
-                  char **globs, bool json)
+                  char **globs, bool json, const struct ib_target *budget)
 {
-  static char *defaults[] = { "*.so", "*.so.*", "*.cubin", "*.fatbin" };
-  if (n_globs == 0)
-    {
-      n_globs = 4;
-      globs = defaults;
-    }
   ib_error_t err = NULL;
   cleanup_free char *root = ib_store_default_path (store_path);
   struct ib_store *s = NULL;
@@ -236,45 +299,23 @@ kernels_of_image (const char *store_path, const struct ib_remote_options *remote
     r = ib_image_pull (s, ref, NULL, remote, &img, &err);
   if (r == 0)
     r = ib_fsview_of_image (s, img, &view, &err);
-  for (int g = 0; r == 0 && g < n_globs; g++)
-    {
-      const struct ib_fs_entry **some = NULL;
-      size_t k = ib_fsview_glob (view, globs[g], &some);
-      for (size_t i = 0; i < k; i++)
-        {
-          bool seen = false;
-          for (size_t x = 0; x < n && !seen; x++)
-            seen = files[x] == some[i];
-          if (!seen)
-            {
-              files = ib_xrealloc (files, (n + 1) * sizeof (*files));
-              files[n++] = some[i];
-            }
-        }
-      free (some);
-    }
+  if (r == 0)
+    n = ib_kernels_glob_files (view, globs, (size_t) n_globs, &files);
   if (r == 0)
     {
       code = ib_xcalloc (n ? n : 1, sizeof (*code));
       r = ib_kernels_inspect_entries (s, img, files, n, code, NULL, &err);
     }
-  cJSON *doc = cJSON_CreateObject ();
-  cJSON *list = cJSON_AddArrayToObject (doc, "files");
-  for (size_t i = 0; r == 0 && i < n; i++)
+  struct code_set cs = { 0 };
+  for (size_t i = 0; code && i < n; i++)
     {
       cleanup_free char *path = ib_xasprintf ("/%s", files[i]->path);
-      if (code[i]->n || json)
-        emit_kernels (list, json, path, code[i]);
+      if (code[i])
+        code_set_add (&cs, path, code[i]);
     }
-  if (r == 0 && json)
-    {
-      char *text = cJSON_PrintUnformatted (doc);
-      puts (text);
-      free (text);
-    }
-  cJSON_Delete (doc);
-  for (size_t i = 0; code && i < n; i++)
-    ib_cuda_file_free (code[i]);
+  if (r == 0)
+    emit_code (&cs, json, true, budget);
+  code_set_clear (&cs);
   free (code);
   free (files);
   ib_fsview_free (view);
@@ -429,6 +470,9 @@ main (int argc, char **argv)
     OPT_AGAINST,
     OPT_THEIR_BASE,
     OPT_SUPERSET,
+    OPT_JIT,
+    OPT_GPU,
+    OPT_DRIVER,
   };
   static const struct option longopts[] = {
     { "python-symbols", no_argument, NULL, OPT_PY },
@@ -449,10 +493,14 @@ main (int argc, char **argv)
     { "against", required_argument, NULL, OPT_AGAINST },
     { "their-base", required_argument, NULL, OPT_THEIR_BASE },
     { "require-superset", no_argument, NULL, OPT_SUPERSET },
+    { "jit-budget", no_argument, NULL, OPT_JIT },
+    { "gpu", required_argument, NULL, OPT_GPU },
+    { "driver", required_argument, NULL, OPT_DRIVER },
     { "help", no_argument, NULL, 'h' },
     { NULL, 0, NULL, 0 },
   };
-  bool py = false, kernels = false, json = false;
+  bool py = false, kernels = false, json = false, jit = false;
+  struct ib_target target = { 0 };
   const char *store = NULL, *run = NULL;
   bool gpus = false, whole_store = false;
   struct ib_verify_image_options vo = { 0 };
@@ -486,6 +534,19 @@ main (int argc, char **argv)
           vo.require_gates = optarg;
         }
         break;
+      case OPT_JIT: jit = true; break;
+      case OPT_GPU:
+      case OPT_DRIVER:
+        {
+          ib_error_t e = NULL;
+          if (ib_target_parse (&target, o == OPT_GPU ? "gpu" : "driver", optarg, o == OPT_GPU ? "--gpu" : "--driver",
+                               &e) < 0)
+            {
+              e->class = IB_EUSAGE;
+              return ib_error_report ("imgverify", &e);
+            }
+          break;
+        }
       case OPT_TLS_VERIFY:
         if (ib_parse_tls_verify (optarg, &vo.remote) < 0)
           {
@@ -521,13 +582,18 @@ main (int argc, char **argv)
     }
   if (whole_store && optind == argc)
     return verify_store (&(struct verify_opts){ store, json, vo.jobs });
-  if (!py && !kernels && !run && optind + 1 == argc)
+  if (!py && !kernels && !jit && !run && optind + 1 == argc)
     return ib_verify_image_ref (argv[optind], &vo);
   struct stat st;
-  if (kernels && optind < argc && stat (argv[optind], &st) == 0 && !S_ISDIR (st.st_mode))
-    return kernels_of_files (argc - optind, argv + optind, json);
-  if (kernels && optind < argc)
-    return kernels_of_image (store, &vo.remote, argv[optind], argc - optind - 1, argv + optind + 1, json);
+  const struct ib_target *budget = jit ? &target : NULL;
+  int rc = -1;
+  if ((kernels || jit) && optind < argc && stat (argv[optind], &st) == 0 && !S_ISDIR (st.st_mode))
+    rc = kernels_of_files (argc - optind, argv + optind, json, budget);
+  else if ((kernels || jit) && optind < argc)
+    rc = kernels_of_image (store, &vo.remote, argv[optind], argc - optind - 1, argv + optind + 1, json, budget);
+  ib_target_clear (&target);
+  if (rc >= 0)
+    return rc;
   fputs (usage, stderr);
   return IB_EUSAGE;
 }

@@ -42,6 +42,11 @@ int ib_kernels_inspect_entries (struct ib_store *s, const struct ib_image *img,
                                 const struct ib_fs_entry *const *files, size_t n, struct ib_cuda_file **out,
                                 size_t *inspected, ib_error_t *err);
 
+/* The regular files of VIEW matching any of GLOBS (default, N_GLOBS 0:
+ * *.so *.so.* *.cubin *.fatbin), each once.  *OUT is malloc'd. */
+size_t ib_kernels_glob_files (const struct ib_fsview *view, char *const *globs, size_t n_globs,
+                              const struct ib_fs_entry ***out);
+
 /* "12.1" */
 int ib_compute_capability_parse (const char *s, struct ib_compute_capability *out);
 /* A required name matches a kernel symbol exactly, or the C++ mangled name

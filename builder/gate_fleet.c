@@ -1,0 +1,158 @@
+/* The gates of [target]: will the candidate image run on the fleet.  Each
+ * is a row of the gate table; without a [target] they are skipped. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../kernels/fleet.h"
+#include "../kernels/jitbudget.h"
+#include "../util/cleanup.h"
+#include "../util/fsutil.h"
+#include "gates.h"
+
+typedef int (*fleet_check) (struct ib_build *b, const struct ib_fleet_scope *sc, ib_error_t *err);
+
+static int
+fleet_gate (struct ib_build *b, const char *name, fleet_check check, ib_error_t *err)
+{
+  if (!b->def->target.present)
+    return IB_GATE_SKIPPED;
+  const struct ib_fsview *view;
+  if (ib_build_image_view (b, &view, err) < 0)
+    return -1;
+  struct ib_gate_sink k = { b->report, name, NULL, 0 };
+  struct ib_fleet_scope sc = { b->store, b->image, view, &b->def->target, ib_gate_sink_problem, &k, NULL };
+  if (check (b, &sc, err) < 0)
+    {
+      ib_gate_sink_finish (&k, IB_EKERNELS, NULL);
+      return -1;
+    }
+  return ib_gate_sink_finish (&k, IB_EKERNELS, err);
+}
+
+static int
+toolchains (struct ib_build *b, const struct ib_fleet_scope *sc, ib_error_t *err)
+{
+  (void) b;
+  return ib_fleet_toolchains (sc, err);
+}
+
+static int
+driver (struct ib_build *b, const struct ib_fleet_scope *sc, ib_error_t *err)
+{
+  (void) b;
+  return ib_fleet_driver (sc, err);
+}
+
+/* PTX of the required kernels: its .version must be one the declared
+ * driver's JIT takes (else cudaErrorUnsupportedPtxVersion at first use). */
+static int
+ptx_versions (struct ib_build *b, const struct ib_fleet_scope *sc, ib_error_t *err)
+{
+  const struct ib_definition *d = b->def;
+  unsigned max = ib_driver_max_ptx (ib_target_driver (&d->target));
+  char dv[32];
+  ib_driver_version_str (ib_target_driver (&d->target), dv, sizeof (dv));
+  for (size_t i = 0; i < d->n_kernel_required; i++)
+    {
+      const struct ib_requirement *req = &d->kernel_required[i];
+      cleanup_free const struct ib_fs_entry **files = NULL;
+      size_t n = ib_fsview_glob (sc->view, req->path, &files);
+      struct ib_cuda_file **code = ib_xcalloc (n ? n : 1, sizeof (*code));
+      int r = ib_kernels_inspect_entries (b->store, b->image, files, n, code, NULL, err);
+      for (size_t f = 0; r == 0 && f < n; f++)
+        for (size_t e = 0; e < code[f]->n; e++)
+          {
+            const struct ib_cuda_entry *x = &code[f]->e[e];
+            unsigned v = x->ptx_major * 10 + x->ptx_minor;
+            if (x->kind != IB_CUDA_PTX || x->relocatable || v <= max)
+              continue;
+            for (size_t k = 0; k < req->n_names; k++)
+              for (size_t y = 0; y < x->n_kernels; y++)
+                if (ib_kernel_name_matches (req->names[k], x->kernels[y]))
+                  {
+                    char arch[32];
+                    ib_cuda_entry_arch (x, arch, sizeof (arch));
+                    ib_problemf (sc->fn, sc->data, true,
+                                 "%s: kernel %s: %s PTX in /%s has .version %u.%u; the target's driver %s JITs "
+                                 "PTX up to %u.%u (cudaErrorUnsupportedPtxVersion)",
+                                 req->origin, req->names[k], arch, files[f]->path, x->ptx_major, x->ptx_minor, dv,
+                                 max / 10, max % 10);
+                    y = x->n_kernels;
+                  }
+          }
+      for (size_t f = 0; f < n; f++)
+        ib_cuda_file_free (code[f]);
+      free (code);
+      if (r < 0)
+        return -1;
+    }
+  return 0;
+}
+
+/* Every shared object, cubin and fatbin of the image: what would JIT at
+ * first use.  Warnings only; the required list is the kernel gate's. */
+static int
+jit_budget (struct ib_build *b, const struct ib_fleet_scope *sc, ib_error_t *err)
+{
+  cleanup_free const struct ib_fs_entry **files = NULL;
+  size_t n = ib_kernels_glob_files (sc->view, NULL, 0, &files);
+  struct ib_cuda_file **code = ib_xcalloc (n ? n : 1, sizeof (*code));
+  cleanup_free char **paths = ib_xcalloc (n ? n : 1, sizeof (*paths));
+  int r = ib_kernels_inspect_entries (b->store, b->image, files, n, code, NULL, err);
+  for (size_t i = 0; i < n; i++)
+    paths[i] = ib_xasprintf ("/%s", files[i]->path);
+  struct ib_jit_budget *jb = r == 0 ? ib_jit_budget_compute ((const char *const *) paths, code, n, sc->target) : NULL;
+  size_t jit = 0, none = 0;
+  for (size_t i = 0; jb && i < jb->n; i++)
+    {
+      const struct ib_jit_file *f = &jb->f[i];
+      if (f->jit)
+        ib_problemf (sc->fn, sc->data, false, "%s: %zu kernel%s JIT-compiled from PTX at first use (%llu bytes of PTX): %s%s",
+                     f->path, f->jit, f->jit == 1 ? "" : "s", (unsigned long long) f->jit_ptx_bytes, f->jit_names[0],
+                     f->jit > 1 ? ", ..." : "");
+      if (f->none)
+        ib_problemf (sc->fn, sc->data, false, "%s: %zu kernel%s with neither SASS nor PTX for the target: %s%s", f->path,
+                     f->none, f->none == 1 ? "" : "s", f->none_names[0], f->none > 1 ? ", ..." : "");
+      if (f->ptx_too_new)
+        ib_problemf (sc->fn, sc->data, false, "%s: %zu PTX entr%s of .version %u.%u, newer than the driver's JIT takes (%u.%u)",
+                     f->path, f->ptx_too_new, f->ptx_too_new == 1 ? "y" : "ies", f->newest_ptx / 10,
+                     f->newest_ptx % 10, jb->driver_ptx / 10, jb->driver_ptx % 10);
+      jit += f->jit;
+      none += f->none;
+    }
+  if (jb)
+    ib_report_note (b->report, "jit-budget: %zu files, %zu kernels would JIT at first use, %zu have no code for the target",
+                    n, jit, none);
+  ib_jit_budget_free (jb);
+  for (size_t i = 0; i < n; i++)
+    {
+      ib_cuda_file_free (code[i]);
+      free (paths[i]);
+    }
+  free (code);
+  return r;
+}
+
+int
+ib_gate_toolchains (struct ib_build *b, ib_error_t *err)
+{
+  return fleet_gate (b, "toolchains", toolchains, err);
+}
+
+int
+ib_gate_driver (struct ib_build *b, ib_error_t *err)
+{
+  return fleet_gate (b, "driver", driver, err);
+}
+
+int
+ib_gate_ptx (struct ib_build *b, ib_error_t *err)
+{
+  return fleet_gate (b, "ptx", ptx_versions, err);
+}
+
+int
+ib_gate_jit_budget (struct ib_build *b, ib_error_t *err)
+{
+  return fleet_gate (b, "jit-budget", jit_budget, err);
+}

@@ -1,0 +1,55 @@
+/* The JIT budget: for every file with GPU code, which kernels have no SASS
+ * that runs on the target GPUs and would be JIT-compiled from PTX at first
+ * use (and how many PTX bytes that is), and which have neither.  The
+ * kernel gate's required list stays the hard check; this is what a person
+ * reads before a rollout (the design note's MAX_JOBS=2 lesson).  A kernel
+ * that is PTX-only in one file but has SASS that runs in another file of
+ * the same image (a prebaked cubin) counts as covered, not as JIT.
+ * Relocatable entries (__nv_relfatbin) are never loaded and not counted. */
+#ifndef IB_JITBUDGET_H
+#define IB_JITBUDGET_H
+
+#include <cjson/cJSON.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "cudabin.h"
+#include "target.h"
+
+struct ib_jit_file
+{
+  char *path;
+  size_t sass_entries, ptx_entries, relocatable_entries; /* loadable entries, as cuobjdump lists them */
+  size_t kernels;      /* distinct __global__ kernels of the loadable entries */
+  size_t runs;         /* with SASS that runs on every target GPU */
+  size_t covered;      /* PTX-only or missing here, SASS that runs in another file */
+  size_t jit;          /* JIT-compiled from PTX at first use */
+  uint64_t jit_ptx_bytes; /* uncompressed PTX of the entries those come from */
+  size_t none;         /* neither SASS nor PTX for some target GPU */
+  size_t ptx_too_new;  /* PTX entries whose .version the target driver's JIT refuses */
+  unsigned newest_ptx; /* the highest .version, MAJOR*10+MINOR */
+  size_t n_jit_names, n_none_names;
+  char **jit_names, **none_names;
+};
+
+struct ib_jit_budget
+{
+  size_t n;
+  struct ib_jit_file *f;
+  unsigned driver_ptx; /* the newest PTX ISA the target's driver JITs */
+};
+
+/* The budget of N files (PATHS[i] with CODE[i]) against TARGET. */
+struct ib_jit_budget *ib_jit_budget_compute (const char *const *paths, struct ib_cuda_file *const *code, size_t n,
+                                             const struct ib_target *target);
+void ib_jit_budget_free (struct ib_jit_budget *b);
+cJSON *ib_jit_budget_json (const struct ib_jit_budget *b);
+/* A table for people; files without GPU code are left out. */
+void ib_jit_budget_print (FILE *out, const struct ib_jit_budget *b);
+
+/* Does PTX for compute_SM (VARIANT) JIT for MAJOR.MINOR?  Plain PTX for any
+ * GPU at or above it; 'a' only on exactly it; 'f' on its family. */
+bool ib_ptx_runs_on (unsigned sm, char variant, unsigned major, unsigned minor);
+
+#endif
