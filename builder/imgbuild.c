@@ -91,7 +91,7 @@ static const char usage[] =
     "  3  the definition gate failed (bad target, missing source, a base file\n"
     "     that drifted from its pin in manifest.lock, ...)\n"
     "  4  integrity: a digest or size does not match, content is malformed\n"
-    "  5  symbol gate    6  kernel gate    7  smoke test\n"
+    "  5  symbol gate    6  kernel gate, [target] checks    7  smoke test\n"
     "  8  environment: I/O error, missing tool, registry or Docker Engine\n"
     "     unreachable, credentials refused, retries exhausted\n"
     "  9  an image reference that does not resolve\n";

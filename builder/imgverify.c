@@ -140,7 +140,7 @@ static const char usage[] =
     "     match (the message names it)\n"
     "  5  symbol gate; --triage: a definition missing from the overlay\n"
     "     (--require-superset) or a `require NAME@FILE` that does not hold\n"
-    "  6  kernel gate\n"
+    "  6  kernel gate, [target] checks\n"
     "  7  smoke test (also --smoke on a machine without a GPU)\n"
     "  8  environment: I/O, missing tool, a registry or\n"
     "     Docker Engine unreachable, credentials refused, retries exhausted\n"

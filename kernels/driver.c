@@ -196,6 +196,7 @@ ib_fleet_driver (const struct ib_fleet_scope *sc, ib_error_t *err)
   check_platform (sc);
   if (check_libraries (sc, err) < 0)
     return -1;
+  check_require (sc);
   const char *cv = ib_image_env (sc->img, "CUDA_VERSION");
   unsigned v = cv ? ib_cuda_version_parse (cv) : 0;
   if (v)
@@ -203,7 +204,6 @@ ib_fleet_driver (const struct ib_fleet_scope *sc, ib_error_t *err)
       cleanup_free char *what = ib_xasprintf ("CUDA_VERSION=%s", cv);
       judge (sc, what, "the image's CUDA", v);
     }
-  check_require (sc);
   check_libcuda (sc);
   return 0;
 }

@@ -1,0 +1,151 @@
+# fleet (issue 15): [target] — the JIT toolchains in the image, the driver
+# floor, PTX the driver can JIT, the JIT budget.  On real files: CUDA 11.8
+# from Debian's non-free archive (amd64 and arm64, scripts/cuda118.sh) and
+# the build machine's CUDA 13.0.
+
+CUDA13=/usr/local/cuda
+NVCC_REAL=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
+
+cuda118() { "$ROOT/scripts/cuda118.sh"; }
+
+# An image from scratch: NAME, then [copy] lines, then more sections
+# (ENV/TARGET text), each as printf arguments already formatted.
+fleet_image() { # DIR NAME COPY-LINES EXTRA-SECTIONS
+  mkdir -p "$1"
+  printf '[image]\nname = %s\nfrom = scratch\ngzip-level = 1\n[copy]\n%s\n[new]\n/\n%s\n' "$2" "$3" "$4" >"$1/image.conf"
+}
+
+t_triton_ptxas_from_real_toolchains() {
+  local c
+  c=$(cuda118)
+  local old=$c/amd64/usr/bin/ptxas
+  local copies="file $old /usr/bin/ptxas mode=0755
+file $CUDA13/bin/ptxas /usr/local/cuda-13.0/bin/ptxas mode=0755
+file $c/amd64/usr/lib/x86_64-linux-gnu/libnvrtc.so.11.8.89 /usr/lib/x86_64-linux-gnu/libnvrtc.so.11.8.89"
+  # TRITON_PTXAS_PATH names CUDA 11.8's ptxas: it cannot target sm_121a.
+  fleet_image old t-old:1 "$copies" $'[env]\nTRITON_PTXAS_PATH = /usr/bin/ptxas\n[target]\ngpu = 12.1'
+  expect_fail 6 'gate toolchains: TRITON_PTXAS_PATH=/usr/bin/ptxas is ptxas of CUDA 11.8 \(/usr/bin/ptxas\), which cannot target sm_121a \(needs CUDA 12.9 or later\): point TRITON_PTXAS_PATH at a newer ptxas; the image has /usr/local/cuda-13.0/bin/ptxas \(CUDA 13.0\)' \
+    "$IB" old
+  refute skopeo inspect "oci:$IMGBUILD_STORE:t-old:1" >/dev/null 2>&1
+  # Pointed at CUDA 13.0's: it passes; the old one stays a warning.
+  fleet_image new t-new:1 "$copies" $'[env]\nTRITON_PTXAS_PATH = /usr/local/cuda-13.0/bin/ptxas\n[target]\ngpu = 12.1'
+  "$IB" new --json >new.json 2>new.err
+  jq -e '.status == "pass" and (.gates[] | select(.name == "toolchains") | .status == "pass")' new.json
+  grep -q 'warning: /usr/bin/ptxas: ptxas of CUDA 11.8 cannot target sm_121a' new.err
+  grep -q 'warning: /usr/lib/x86_64-linux-gnu/libnvrtc.so.11.8.89: libnvrtc of CUDA 11.8 cannot target sm_121a' new.err
+  # For a GPU that CUDA 11.8 knows (9.0 needs 12.0 for sm_90a; 8.0 is 11.0), the old one is fine.
+  fleet_image a100 t-a100:1 "$copies" $'[env]\nTRITON_PTXAS_PATH = /usr/bin/ptxas\n[target]\ngpu = 8.0'
+  "$IB" -q a100 >/dev/null
+  # Without the variable, Triton uses its own bundled ptxas.
+  local triton=/usr/local/lib/python3.12/dist-packages/triton/backends/nvidia/bin/ptxas
+  fleet_image bundled t-b:1 "file $old $triton mode=0755
+file $CUDA13/bin/ptxas /usr/local/cuda/bin/ptxas mode=0755" $'[target]\ngpu = 12.1'
+  expect_fail 6 "Triton will use its own $triton, ptxas of CUDA 11.8, which cannot target sm_121a \\(needs CUDA 12.9 or later\\): set TRITON_PTXAS_PATH to a newer ptxas; the image has /usr/local/cuda/bin/ptxas \\(CUDA 13.0\\)" \
+    "$IB" bundled
+  # A variable that names nothing in the image.
+  fleet_image missing t-m:1 "file $CUDA13/bin/ptxas /usr/local/cuda/bin/ptxas mode=0755" \
+    $'[env]\nTRITON_PTXAS_PATH = /opt/ptxas\nCUDA_HOME = /usr/local/cuda-12.9\nTRITON_CUOBJDUMP_PATH = /usr/local/cuda/bin/cuobjdump\n[target]\ngpu = 12.1'
+  expect_fail 6 'TRITON_PTXAS_PATH=/opt/ptxas: no such file in the image .*the image has /usr/local/cuda/bin/ptxas \(CUDA 13.0\) \(and 2 more' "$IB" missing
+  grep -q 'TRITON_CUOBJDUMP_PATH=/usr/local/cuda/bin/cuobjdump: no such file in the image' stderr.txt
+  grep -q 'CUDA_HOME=/usr/local/cuda-12.9: no such folder in the image' stderr.txt
+}
+
+t_toolchain_versions_of_arm64_files() {
+  local c
+  c=$(cuda118)
+  file "$c/arm64/usr/bin/ptxas" | grep -q 'ARM aarch64'
+  local copies="file $c/arm64/usr/bin/ptxas /usr/bin/ptxas mode=0755
+file $c/arm64/usr/lib/aarch64-linux-gnu/libnvrtc.so.11.8.89 /usr/lib/aarch64-linux-gnu/libnvrtc.so.11.8.89
+file $c/arm64/usr/lib/aarch64-linux-gnu/libcudart.so.11.8.89 /usr/lib/aarch64-linux-gnu/libcudart.so.11.8.89"
+  # An aarch64 image on this x86-64 machine: versions read, nothing run.
+  fleet_image arm t-arm:1 "$copies" $'[env]\nTRITON_PTXAS_PATH = /usr/bin/ptxas\n[target]\ngpu = 12.1\nplatform = linux/arm64'
+  sed -i 's|^from = scratch$|from = scratch\nplatform = linux/arm64|' arm/image.conf
+  expect_fail 6 'TRITON_PTXAS_PATH=/usr/bin/ptxas is ptxas of CUDA 11.8' "$IB" arm
+  grep -q 'warning: /usr/lib/aarch64-linux-gnu/libnvrtc.so.11.8.89: libnvrtc of CUDA 11.8 cannot target sm_121a' stderr.txt
+  # The platform is checked too.
+  fleet_image arm2 t-arm2:1 "$copies" $'[target]\ngpu = 8.0\nplatform = linux/amd64'
+  sed -i 's|^from = scratch$|from = scratch\nplatform = linux/arm64|' arm2/image.conf
+  expect_fail 6 'the image is linux/arm64, the target.s platform is linux/amd64' "$IB" arm2
+  sed -i 's|^platform = linux/amd64$|platform = linux/arm64|' arm2/image.conf
+  "$IB" -q arm2 >/dev/null
+}
+
+t_driver_floor() {
+  local c
+  c=$(cuda118)
+  local rt="file $CUDA13/lib64/libcudart.so.13 /usr/local/cuda-13.0/lib64/libcudart.so.13"
+  # CUDA 13.0's runtime: fine on 580, not on 570 (CUDA 12.8).
+  fleet_image r580 t-r580:1 "$rt" $'[target]\ndriver = 580.95.05'
+  "$IB" -q r580 >/dev/null
+  fleet_image r570 t-r570:1 "$rt" $'[target]\ndriver = 570.124.06'
+  expect_fail 6 'gate driver: /usr/local/cuda-13.0/lib64/libcudart.so.13: the CUDA runtime of CUDA 13.0 needs driver 580 or later \(580.65.06 for CUDA 13.0 itself\); the target.s driver 570.124.06 supports CUDA 12.8' \
+    "$IB" r570
+  # Debian's 11.8 runtime and NVRTC, version from the files: fine on 580.
+  fleet_image deb t-deb:1 "file $c/amd64/usr/lib/x86_64-linux-gnu/libcudart.so.11.8.89 /usr/lib/x86_64-linux-gnu/libcudart.so.11.8.89
+file $c/amd64/usr/lib/x86_64-linux-gnu/libnvrtc.so.11.8.89 /usr/lib/x86_64-linux-gnu/libnvrtc.so.11.8.89" $'[target]\ndriver = 580.95.05'
+  "$IB" -q deb >/dev/null
+  # ... and on a 515 driver (CUDA 11.7) only under minor-version compatibility: a warning.
+  sed -i 's/^driver = .*/driver = 515.105.01/' deb/image.conf
+  "$IB" deb -t t-deb:2 2>deb.err >/dev/null
+  grep -q 'warning: /usr/lib/x86_64-linux-gnu/libcudart.so.11.8.89: the CUDA runtime of CUDA 11.8 on driver 515.105.01 (CUDA 11.7): runs only under minor-version compatibility' deb.err
+  grep -q 'warning: /usr/lib/x86_64-linux-gnu/libnvrtc.so.11.8.89: NVRTC of CUDA 11.8 on driver 515.105.01' deb.err
+  # The config's declarations.
+  echo x >x
+  fleet_image req t-req:1 "file $PWD/x /opt/x" $'[env]\nNVIDIA_REQUIRE_CUDA = cuda>=13.0 brand=tesla,driver>=535,driver<536\nCUDA_VERSION = 13.0.1\n[target]\ndriver = 570.124.06'
+  expect_fail 6 'NVIDIA_REQUIRE_CUDA=cuda>=13.0 brand=tesla,driver>=535,driver<536: asks for CUDA 13.0, the target.s driver 570.124.06 supports CUDA 12.8: the NVIDIA container toolkit refuses to start it' \
+    "$IB" req
+  grep -q 'CUDA_VERSION=13.0.1: the image.s CUDA of CUDA 13.0 needs driver 580' stderr.txt
+}
+
+t_shipped_libcuda() {
+  echo 'not a driver' >libcuda.so.1
+  fleet_image lib t-lib:1 "file libcuda.so.1 /usr/lib/x86_64-linux-gnu/libcuda.so.1" $'[target]\ngpu = 12.1'
+  cp libcuda.so.1 lib/
+  expect_fail 6 '/usr/lib/x86_64-linux-gnu/libcuda.so.1: a libcuda in the image where the loader finds it before the driver.s' "$IB" lib
+  # Declared: the image means it.
+  printf 'libcuda = /usr/lib/x86_64-linux-gnu/libcuda.so.1\n' >>lib/image.conf
+  "$IB" -q lib >/dev/null
+  # A compat libcuda outside the loader's path is fine, until LD_LIBRARY_PATH names its folder.
+  fleet_image compat t-compat:1 "file libcuda.so.1 /usr/local/cuda/compat/libcuda.so.1" $'[target]\ngpu = 12.1'
+  cp libcuda.so.1 compat/
+  "$IB" -q compat >/dev/null
+  printf '[env]\nLD_LIBRARY_PATH = /usr/local/cuda/compat/:/usr/lib\n' >>compat/image.conf
+  expect_fail 6 '/usr/local/cuda/compat/libcuda.so.1: a libcuda in the image' "$IB" compat
+}
+
+t_ptx_version_against_the_driver() {
+  printf 'extern "C" __global__ void k_ptx(float *x) { x[threadIdx.x] *= 2.0f; }\n' >k.cu
+  # SASS for 12.1 (the kernel gate passes) and PTX .version 9.0 (CUDA 13).
+  mkdir -p p
+  "$NVCC_REAL" -fatbin -gencode arch=compute_121a,code=sm_121a -gencode arch=compute_120,code=compute_120 k.cu -o p/k.fatbin
+  "$IV" --kernels --json p/k.fatbin | jq -e '[.files[].entries[] | select(.kind == "ptx") | .ptx_version] == ["9.0"]'
+  fleet_image p t-p:1 "file k.fatbin /opt/k/k.fatbin" $'[kernels]\nrequire /opt/k/* k_ptx\n[target]\ndriver = 570.124.06'
+  expect_fail 6 'gate ptx: image.conf:[0-9]+: kernel k_ptx: compute_120 PTX in /opt/k/k.fatbin has .version 9.0; the target.s driver 570.124.06 JITs PTX up to 8.7' "$IB" p
+  sed -i 's/^driver = .*/driver = 580.95.05/' p/image.conf
+  "$IB" -q p >/dev/null
+  # Not a required kernel: a warning of the JIT budget, no failure.
+  sed -i '/^\[kernels\]$/d; /^require /d; s/^driver = .*/driver = 570.124.06/' p/image.conf
+  "$IB" p -t t-p:2 2>p.err >/dev/null
+  grep -q 'warning: /opt/k/k.fatbin: 1 PTX entry of .version 9.0, newer than the driver.s JIT takes (8.7)' p.err
+  "$IV" --jit-budget --driver 570.124.06 --json p/k.fatbin | jq -e '.driver_ptx == "8.7" and .files[0].ptx_too_new == 1'
+}
+
+t_jit_budget_before_and_after_prebake() {
+  build_base
+  # The base ships dcp_lse_combine as compute_120 PTX only: a GB10 JITs it.
+  "$IV" --jit-budget --json dsv41-flash-b12x:local >before.json
+  jq -e '[.files[] | select(.path | endswith("libflashinfer_dcp.so"))][0] | .jit == 1 and .jit_kernels == ["dcp_lse_combine"] and .jit_ptx_bytes > 0' before.json
+  "$IV" --jit-budget dsv41-flash-b12x:local | grep -q 'jit: dcp_lse_combine'
+  # After prebake, its SASS is in the image: nothing JITs.
+  "$IB" -q dsv41-flash-dcp2 >/dev/null
+  "$IV" --jit-budget --json dsv41-flash-dcp2:local >after.json
+  jq -e '[.files[].jit] | add == 0' after.json
+  jq -e '[.files[] | select(.path | endswith("libflashinfer_dcp.so"))][0].covered_elsewhere == 1' after.json
+  # Entry counts are those of the kernel inspector, relocatable ones apart.
+  "$IV" --kernels --json dsv41-flash-dcp2:local '*libnccl.so*' >k.json
+  [ "$(jq '[.files[].entries[] | select(.relocatable | not) | select(.kind == "sass")] | length' k.json)" = \
+    "$(jq '[.files[] | select(.path | endswith("libnccl.so.2"))][0].sass_entries' after.json)" ]
+  # The gates ran in the build, and imgverify reruns them from the provenance.
+  "$IV" --json dsv41-flash-dcp2:local >v.json
+  jq -e '[.gates[] | select(.name == ("toolchains", "driver", "ptx", "jit-budget")) | .status] == ["pass", "pass", "pass", "pass"]' v.json
+}
