@@ -29,11 +29,18 @@ fleet_gate (struct ib_build *b, const char *name, fleet_check check, ib_error_t 
   return ib_gate_sink_finish (&k, IB_EKERNELS, err);
 }
 
+/* The toolchains found also go into the JSON report: "toolchains":
+ * [{"kind","path","cuda","note"}]. */
 static int
 toolchains (struct ib_build *b, const struct ib_fleet_scope *sc, ib_error_t *err)
 {
-  (void) b;
-  return ib_fleet_toolchains (sc, err);
+  struct ib_fleet_scope with = *sc;
+  with.details = cJSON_CreateArray ();
+  int r = ib_fleet_toolchains (&with, err);
+  cJSON *doc = ib_report_json (b->report);
+  cJSON_DeleteItemFromObjectCaseSensitive (doc, "toolchains");
+  cJSON_AddItemToObject (doc, "toolchains", with.details);
+  return r;
 }
 
 static int

@@ -1,6 +1,5 @@
 /* The driver floor: what the image's CUDA libraries and config ask of the
  * driver that the nodes run (fleet.h). */
-#include <fnmatch.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -9,7 +9,7 @@
 #                                     amd64/ and arm64/ roots
 set -euo pipefail
 CACHE=${IMGBUILD_CUDA118_CACHE:-/var/cache/imgbuild/cuda118}
-PKGS=(nvidia-cuda-toolkit libnvrtc11.2 libcudart11.0 libnvidia-ptxjitcompiler1)
+PKGS=(nvidia-cuda-toolkit libnvrtc11.2 libcudart11.0)
 if [ -e "$CACHE/done" ]; then
   echo "$CACHE"
   exit 0

@@ -31,6 +31,7 @@ file $c/amd64/usr/lib/x86_64-linux-gnu/libnvrtc.so.11.8.89 /usr/lib/x86_64-linux
   fleet_image new t-new:1 "$copies" $'[env]\nTRITON_PTXAS_PATH = /usr/local/cuda-13.0/bin/ptxas\n[target]\ngpu = 12.1'
   "$IB" new --json >new.json 2>new.err
   jq -e '.status == "pass" and (.gates[] | select(.name == "toolchains") | .status == "pass")' new.json
+  jq -e '[.toolchains[] | "\(.kind) \(.path) \(.cuda)"] | sort == ["TRITON_PTXAS_PATH /usr/local/cuda-13.0/bin/ptxas 13.0", "libnvrtc /usr/lib/x86_64-linux-gnu/libnvrtc.so.11.8.89 11.8", "ptxas /usr/bin/ptxas 11.8", "ptxas /usr/local/cuda-13.0/bin/ptxas 13.0"]' new.json
   grep -q 'warning: /usr/bin/ptxas: ptxas of CUDA 11.8 cannot target sm_121a' new.err
   grep -q 'warning: /usr/lib/x86_64-linux-gnu/libnvrtc.so.11.8.89: libnvrtc of CUDA 11.8 cannot target sm_121a' new.err
   # For a GPU that CUDA 11.8 knows (9.0 needs 12.0 for sm_90a; 8.0 is 11.0), the old one is fine.

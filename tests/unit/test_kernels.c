@@ -125,3 +125,84 @@ payload_streams_lz4_zstd_and_plain (struct test_ctx *t)
   free (lz);
   free (zs);
 }
+
+#include "../../kernels/jitbudget.h"
+#include "../../kernels/target.h"
+
+void
+target_tables_and_parsing (struct test_ctx *t)
+{
+  struct ib_driver_version d;
+  char buf[32];
+  CHECK (t, ib_driver_version_parse ("580.95.05", &d) == 0 && d.major == 580 && d.minor == 95 && d.patch == 5);
+  CHECK (t, ib_driver_version_parse ("580", &d) == 0 && d.minor == 0);
+  CHECK (t, ib_driver_version_parse ("12.1", &d) < 0 && ib_driver_version_parse ("580.x", &d) < 0);
+  ib_driver_version_parse ("580.95.05", &d);
+  CHECK (t, ib_driver_max_cuda (d) == 13000 && ib_driver_max_ptx (d) == 90);
+  ib_driver_version_parse ("570.124.06", &d);
+  CHECK (t, ib_driver_max_cuda (d) == 12080 && ib_driver_max_ptx (d) == 87);
+  ib_driver_version_parse ("575.51.02", &d); /* just below 12.9's GA driver */
+  CHECK (t, ib_driver_max_cuda (d) == 12080);
+  ib_driver_version_parse ("400.1", &d);
+  CHECK (t, ib_driver_max_cuda (d) == 0 && ib_driver_max_ptx (d) == 0);
+  struct ib_driver_version full, floor;
+  CHECK (t, ib_cuda_min_driver (13000, &full, &floor));
+  ib_driver_version_str (full, buf, sizeof (buf));
+  CHECK_STR (t, buf, "580.65.06");
+  ib_driver_version_str (floor, buf, sizeof (buf));
+  CHECK_STR (t, buf, "580");
+  CHECK (t, ib_cuda_min_driver (11080, &full, &floor) && floor.major == 450 && full.major == 520);
+  CHECK (t, ib_cuda_for_gpu ((struct ib_compute_capability) { 12, 1 }) == 12090);
+  CHECK (t, ib_cuda_for_gpu ((struct ib_compute_capability) { 8, 0 }) == 11000);
+  CHECK (t, ib_cuda_version_parse ("12.9.86") == 12090 && ib_cuda_version_parse ("x") == 0);
+  CHECK (t, ib_cuda_version_of_name ("/usr/lib/libcudart.so.11.8.89") == 11080);
+  CHECK (t, ib_cuda_version_of_name ("/usr/lib/libcudart.so.13") == 13000);
+  CHECK (t, ib_cuda_version_of_name ("/usr/lib/libcudart.so") == 0);
+  /* [target] keys, and a bad value names its line. */
+  struct ib_target tg = { 0 };
+  ib_error_t err = NULL;
+  CHECK (t, ib_target_parse (&tg, "gpu", "12.1 9.0", "image.conf:3", &err) == 0 && tg.n_gpus == 2);
+  CHECK (t, ib_target_parse (&tg, "driver", "570.124.06", "image.conf:4", &err) == 0);
+  CHECK (t, ib_target_driver (&tg).major == 570);
+  CHECK (t, ib_target_parse (&tg, "driver", "new", "image.conf:5", &err) < 0);
+  CHECK (t, err && strstr (err->msg, "image.conf:5: driver `new`"));
+  ib_error_release (&err);
+  CHECK (t, ib_target_parse (&tg, "colour", "red", "image.conf:6", &err) < 0);
+  ib_error_release (&err);
+  ib_target_clear (&tg);
+  CHECK (t, ib_target_driver (NULL).major == 580);
+  /* PTX JIT reach: plain forward, 'a' exact, 'f' within the family. */
+  CHECK (t, ib_ptx_runs_on (120, 0, 12, 1) && ib_ptx_runs_on (80, 0, 12, 1) && !ib_ptx_runs_on (121, 0, 12, 0));
+  CHECK (t, ib_ptx_runs_on (121, 'a', 12, 1) && !ib_ptx_runs_on (120, 'a', 12, 1));
+  CHECK (t, ib_ptx_runs_on (120, 'f', 12, 1) && !ib_ptx_runs_on (100, 'f', 12, 1));
+}
+
+/* A budget over hand-made entries: runs, JIT, covered elsewhere, neither,
+ * relocatable entries never counted. */
+void
+jit_budget_counts (struct test_ctx *t)
+{
+  char *k_run[] = { "run" }, *k_ptx[] = { "jit", "elsewhere" }, *k_old[] = { "old" }, *k_rel[] = { "rel" };
+  struct ib_cuda_entry a[] = {
+    { IB_CUDA_SASS, 120, 0, "none", 10, 10, false, 0, 0, 1, k_run },
+    { IB_CUDA_PTX, 120, 0, "none", 100, 1000, false, 9, 0, 2, k_ptx },
+    { IB_CUDA_SASS, 90, 'a', "none", 10, 10, false, 0, 0, 1, k_old },
+    { IB_CUDA_SASS, 121, 'a', "none", 10, 10, true, 0, 0, 1, k_rel },
+  };
+  char *k_else[] = { "elsewhere" };
+  struct ib_cuda_entry b[] = { { IB_CUDA_SASS, 121, 'a', "none", 10, 10, false, 0, 0, 1, k_else } };
+  struct ib_cuda_file fa = { 4, a }, fb = { 1, b };
+  struct ib_cuda_file *code[] = { &fa, &fb };
+  const char *paths[] = { "/a.so", "/b.cubin" };
+  struct ib_target tg = { 0 };
+  ib_driver_version_parse ("570.124.06", &tg.driver);
+  struct ib_jit_budget *jb = ib_jit_budget_compute (paths, code, 2, &tg);
+  const struct ib_jit_file *f = &jb->f[0];
+  CHECK (t, f->sass_entries == 2 && f->ptx_entries == 1 && f->relocatable_entries == 1);
+  CHECK (t, f->kernels == 4 && f->runs == 1 && f->covered == 1 && f->jit == 1 && f->none == 1);
+  CHECK (t, f->jit_ptx_bytes == 1000 && f->n_jit_names == 1 && strcmp (f->jit_names[0], "jit") == 0);
+  CHECK (t, f->n_none_names == 1 && strcmp (f->none_names[0], "old") == 0);
+  CHECK (t, f->ptx_too_new == 1 && jb->driver_ptx == 87);
+  CHECK (t, jb->f[1].runs == 1 && jb->f[1].jit == 0);
+  ib_jit_budget_free (jb);
+}
