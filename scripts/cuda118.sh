@@ -35,5 +35,7 @@ for deb in *.deb; do
     *) dpkg -x "$deb" "$CACHE/amd64" ;;
   esac
 done
+# The unpacked files are what the tests read; the .debs (~200 MB) go.
+rm -f "$CACHE"/debs/*.deb
 touch "$CACHE/done"
 echo "$CACHE"
