@@ -15,7 +15,7 @@ static int
 fleet_gate (struct ib_build *b, const char *name, fleet_check check, ib_error_t *err)
 {
   if (!b->def->target.present)
-    return IB_GATE_SKIPPED;
+    return ib_gate_skip (b, "no [target] in %s", ib_gate_definition_name (b));
   const struct ib_fsview *view;
   if (ib_build_image_view (b, &view, err) < 0)
     return -1;
