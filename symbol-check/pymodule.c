@@ -43,6 +43,8 @@ ib_py_module_json (const char *path, const struct ib_py_module *m)
         }
       if (!im->is_from)
         cJSON_AddItemToObject (j, "asname", str_or_null (im->asname));
+      if (im->guarded)
+        cJSON_AddTrueToObject (j, "guarded");
       cJSON_AddItemToArray (imports, j);
     }
   return f;

@@ -389,12 +389,25 @@ tokenize (struct lexer *lx)
 
 /* ---- statements ---------------------------------------------------------- */
 
+#define MAX_BLOCKS 512
+
+/* A try statement whose except clauses are not all seen yet: the imports of
+ * its body are [start, end), END known at the first except. */
+struct open_try
+{
+  bool active;
+  size_t start, end;
+};
+
 struct parser
 {
   const struct tok *t;
   const char *package;
   struct ib_py_module *m;
   size_t defs_cap, imports_cap;
+  int guarded;       /* open blocks (or one-line bodies) under `if TYPE_CHECKING:` */
+  bool pending_guard; /* the block an INDENT opens now is one */
+  struct open_try tries[MAX_BLOCKS + 1]; /* by block depth */
 };
 
 static bool
@@ -654,6 +667,7 @@ add_import (struct parser *ps, int line)
   struct ib_py_import *im = &m->imports[m->n_imports++];
   memset (im, 0, sizeof (*im));
   im->line = line;
+  im->guarded = ps->guarded > 0;
   return im;
 }
 
@@ -835,6 +849,53 @@ bind_as_targets (struct parser *ps, size_t a, size_t b)
     }
 }
 
+/* `if TYPE_CHECKING:` or `if typing.TYPE_CHECKING:` (any module name). */
+static bool
+is_type_checking (const struct tok *t, size_t a, size_t colon)
+{
+  if (colon == a + 1)
+    return is (&t[a], "TYPE_CHECKING");
+  return colon == a + 3 && t[a].kind == T_NAME && is (&t[a + 1], ".") && is (&t[a + 2], "TYPE_CHECKING");
+}
+
+/* The exception list of an except clause [A, COLON) (after `except`)
+ * catches a failed import: bare, or naming ImportError,
+ * ModuleNotFoundError, Exception or BaseException. */
+static bool
+catches_import_error (const struct tok *t, size_t a, size_t colon)
+{
+  static const char *const catching[] = { "ImportError", "ModuleNotFoundError", "Exception", "BaseException", NULL };
+  if (a < colon && is (&t[a], "*"))
+    a++;
+  if (a == colon)
+    return true;
+  for (size_t i = a; i < colon && !is (&t[i], "as"); i++)
+    for (int k = 0; catching[k]; k++)
+      if (is (&t[i], catching[k]))
+        return true;
+  return false;
+}
+
+/* Before the logical line [A, B) at block depth D: the try bookkeeping. */
+static void
+track_try (struct parser *ps, size_t a, size_t b, int d)
+{
+  const struct tok *t = ps->t;
+  struct open_try *o = &ps->tries[d];
+  if (o->active && (is (&t[a], "except") || is (&t[a], "else") || is (&t[a], "finally")))
+    {
+      if (o->end == (size_t) -1)
+        o->end = ps->m->n_imports;
+      if (is (&t[a], "except") && catches_import_error (t, a + 1, header_colon (t, a, b)))
+        for (size_t i = o->start; i < o->end; i++)
+          ps->m->imports[i].guarded = true;
+      return;
+    }
+  o->active = is (&t[a], "try");
+  o->start = ps->m->n_imports;
+  o->end = (size_t) -1;
+}
+
 enum block
 {
   BLOCK_DESCEND,
@@ -891,6 +952,8 @@ logical_line (struct parser *ps, size_t a, size_t b, bool bind, enum block paren
     }
   else if (is (&t[k], "match"))
     kind = BLOCK_MATCH;
+  else if (is (&t[k], "if") && is_type_checking (t, k + 1, colon))
+    ps->pending_guard = true;
   else if (bind && is (&t[k], "for"))
     {
       size_t in = k + 1;
@@ -913,7 +976,11 @@ logical_line (struct parser *ps, size_t a, size_t b, bool bind, enum block paren
   else if (bind)
     bind_walrus (ps, k + 1, colon); /* a header runs here, a def's defaults and a class's bases too */
   if (colon + 1 < b)
-    simple_statements (ps, colon + 1, b, bind && kind != BLOCK_SKIP);
+    {
+      ps->guarded += ps->pending_guard;
+      simple_statements (ps, colon + 1, b, bind && kind != BLOCK_SKIP);
+      ps->guarded -= ps->pending_guard;
+    }
   return kind;
 }
 
@@ -921,7 +988,8 @@ static void
 parse_tokens (struct parser *ps)
 {
   const struct tok *t = ps->t;
-  enum block stack[512];
+  enum block stack[MAX_BLOCKS];
+  bool guards[MAX_BLOCKS];
   int sp = 0, skipping = 0;
   enum block pending = BLOCK_SKIP;
   size_t i = 0;
@@ -929,10 +997,13 @@ parse_tokens (struct parser *ps)
     {
       if (t[i].kind == T_INDENT)
         {
-          if (sp < 512)
+          if (sp < MAX_BLOCKS)
             {
+              guards[sp] = ps->pending_guard;
+              ps->guarded += ps->pending_guard;
               stack[sp++] = pending;
               skipping += pending == BLOCK_SKIP;
+              ps->tries[sp].active = false;
             }
           i++;
           continue;
@@ -940,7 +1011,11 @@ parse_tokens (struct parser *ps)
       if (t[i].kind == T_DEDENT)
         {
           if (sp > 0)
-            skipping -= stack[--sp] == BLOCK_SKIP;
+            {
+              ps->tries[sp].active = false;
+              skipping -= stack[--sp] == BLOCK_SKIP;
+              ps->guarded -= guards[sp];
+            }
           i++;
           continue;
         }
@@ -953,8 +1028,61 @@ parse_tokens (struct parser *ps)
       while (t[e].kind != T_NEWLINE && t[e].kind != T_END)
         e++;
       enum block parent = sp ? stack[sp - 1] : BLOCK_DESCEND;
+      track_try (ps, i, e, sp);
+      ps->pending_guard = false;
       pending = logical_line (ps, i, e, skipping == 0, parent);
       i = e;
+    }
+}
+
+const char *const ib_py_runtime_bindings[] = { "globals()[...] =", "globals().update(...)",
+                                                "setattr(sys.modules[__name__], ...)",
+                                                "sys.modules[__name__].NAME =", NULL };
+
+static bool
+seq (const struct tok *t, size_t i, const char *const *words)
+{
+  for (size_t k = 0; words[k]; k++, i++)
+    if (t[i].kind == T_END || !is (&t[i], words[k]))
+      return false;
+  return true;
+}
+
+/* The first construct that binds module names at run time (see pysyms.h). */
+static void
+find_runtime_binding (const struct tok *t, struct ib_py_module *m)
+{
+  static const char *const globals_call[] = { "globals", "(", ")", NULL };
+  static const char *const self_module[] = { "sys", ".", "modules", "[", "__name__", "]", NULL };
+  for (size_t i = 0; t[i].kind != T_END; i++)
+    {
+      int kind = -1;
+      if (seq (t, i, globals_call) && (i == 0 || !is (&t[i - 1], ".")))
+        {
+          size_t j = i + 3;
+          if (is (&t[j], "["))
+            {
+              int depth = 0;
+              for (; t[j].kind != T_END; j++)
+                if (is_open (&t[j]))
+                  depth++;
+                else if (is_close (&t[j]) && --depth == 0)
+                  break;
+              kind = t[j].kind != T_END && is (&t[j + 1], "=") ? 0 : -1;
+            }
+          else if (is (&t[j], ".") && is (&t[j + 1], "update"))
+            kind = 1;
+        }
+      else if (is (&t[i], "setattr") && is (&t[i + 1], "(") && seq (t, i + 2, self_module))
+        kind = 2;
+      else if (seq (t, i, self_module) && is (&t[i + 6], ".") && t[i + 7].kind == T_NAME && is (&t[i + 8], "="))
+        kind = 3;
+      if (kind >= 0)
+        {
+          m->runtime_binding = ib_py_runtime_bindings[kind];
+          m->runtime_binding_line = t[i].line;
+          return;
+        }
     }
 }
 
@@ -992,6 +1120,7 @@ ib_py_scan (const char *src, size_t len, const char *package, struct ib_py_modul
   struct ib_py_module *m = ib_xcalloc (1, sizeof (*m));
   struct parser ps = { .t = lx.toks, .package = package, .m = m };
   parse_tokens (&ps);
+  find_runtime_binding (lx.toks, m);
   free (lx.toks);
   sort_unique (m);
   *out = m;

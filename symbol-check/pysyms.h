@@ -40,6 +40,10 @@ struct ib_py_import
   char *asname;   /* plain `import a.b as c` only */
   size_t n_names; /* from-imports: the names, "*" for a star import */
   struct ib_py_alias *names;
+  /* Written to survive its own failure: inside a try whose except catches
+   * ImportError (ModuleNotFoundError, Exception, BaseException, or bare),
+   * or under `if TYPE_CHECKING:`. */
+  bool guarded;
 };
 
 struct ib_py_module
@@ -50,6 +54,11 @@ struct ib_py_module
   struct ib_py_import *imports;
   bool has_getattr;     /* a module-level __getattr__: any name may resolve */
   bool has_star_import; /* a module-level `from x import *` */
+  /* The first construct that binds module names at run time, anywhere in
+   * the file (globals()[...] =, globals().update(, setattr(sys.modules[
+   * __name__], ...), sys.modules[__name__].X =), a static string, or NULL. */
+  const char *runtime_binding;
+  int runtime_binding_line;
 };
 
 /* Scan SRC.  PACKAGE is the dotted package the module lives in (for a
@@ -57,10 +66,15 @@ struct ib_py_module
  * imports; NULL or "" for a top-level module.  Only an unterminated string
  * or bracket is an error. */
 int ib_py_scan (const char *src, size_t len, const char *package, struct ib_py_module **out, ib_error_t *err);
+/* The construct names ib_py_module.runtime_binding takes, by index (for
+ * caches); NULL-terminated. */
+extern const char *const ib_py_runtime_bindings[];
+
 void ib_py_module_free (struct ib_py_module *m);
 bool ib_py_defines (const struct ib_py_module *m, const char *name);
 
-/* {"path","definitions":[…],"imports":[{"line","module","level","names":[{"name","asname"}]}]} */
+/* {"path","definitions":[…],"imports":[{"line","module","level","names":[{"name","asname"}]}]};
+ * an import entry has "guarded":true when it is guarded. */
 cJSON *ib_py_module_json (const char *path, const struct ib_py_module *m);
 
 /* One module-level statement of a file: a def or class with its

@@ -76,9 +76,45 @@ def definitions(src, path, tree):
     return bound
 
 
+CATCHING = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
+
+
+def catches_import_error(handler):
+    """Bare, or a name (or attribute) among CATCHING anywhere in the type."""
+    if handler.type is None:
+        return True
+    return any((isinstance(x, ast.Name) and x.id in CATCHING)
+               or (isinstance(x, ast.Attribute) and x.attr in CATCHING)
+               for x in ast.walk(handler.type))
+
+
+def is_type_checking(test):
+    return ((isinstance(test, ast.Name) and test.id == "TYPE_CHECKING")
+            or (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+                and isinstance(test.value, ast.Name)))
+
+
+def guarded_nodes(tree):
+    """The import nodes that are written to survive their own failure: in
+    the body of a try with an except catching ImportError or wider, or in
+    the body of `if TYPE_CHECKING:`."""
+    out = set()
+    for n in ast.walk(tree):
+        bodies = []
+        if isinstance(n, (ast.Try, getattr(ast, "TryStar", ast.Try))):
+            if any(catches_import_error(h) for h in n.handlers):
+                bodies = n.body
+        elif isinstance(n, ast.If) and is_type_checking(n.test):
+            bodies = n.body
+        for b in bodies:
+            out.update(id(x) for x in ast.walk(b) if isinstance(x, (ast.Import, ast.ImportFrom)))
+    return out
+
+
 def imports(tree, package):
     found = [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))]
     found.sort(key=lambda n: (n.lineno, n.col_offset))
+    guarded = guarded_nodes(tree)
     out = []
     for n in found:
         if isinstance(n, ast.Import):
@@ -89,6 +125,9 @@ def imports(tree, package):
             out.append({"line": n.lineno, "module": resolve(n.module, n.level, package),
                         "level": n.level,
                         "names": [{"name": a.name, "asname": a.asname} for a in n.names]})
+        if id(n) in guarded:
+            for entry in out[-len(n.names) if isinstance(n, ast.Import) else -1:]:
+                entry["guarded"] = True
     return out
 
 
