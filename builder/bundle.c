@@ -80,10 +80,8 @@ extract_entry (struct archive *disk, struct ib_layer_reader *r, struct archive_e
   return 0;
 }
 
-/* Layer I of IMG as a folder, extracted once: the folder appears (rename)
- * only complete, with its digests checked. */
-static int
-layer_dir (struct ib_store *s, const struct ib_image *img, size_t i, char **out, ib_error_t *err)
+int
+ib_image_layer_dir (struct ib_store *s, const struct ib_image *img, size_t i, char **out, ib_error_t *err)
 {
   cleanup_free char *cache = NULL;
   if (ib_store_cache_dir (s, "rootfs", &cache, err) < 0)
@@ -476,7 +474,7 @@ ib_run_image (struct ib_store *s, const struct ib_image *img, const struct ib_ru
   for (size_t i = 0; i < img->n_layers; i++)
     {
       cleanup_free char *dir = NULL;
-      if (layer_dir (s, img, i, &dir, err) < 0)
+      if (ib_image_layer_dir (s, img, i, &dir, err) < 0)
         return -1;
       char *next = *lower ? ib_xasprintf ("%s:%s", dir, lower) : ib_xstrdup (dir);
       free (lower);

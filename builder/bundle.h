@@ -36,6 +36,11 @@ struct ib_run_result
   int n_gpus;
 };
 
+/* Layer I of IMG as a folder of the store, extracted once (whiteouts as
+ * overlayfs whiteouts): the folder appears (rename) only complete, with its
+ * digests checked. */
+int ib_image_layer_dir (struct ib_store *s, const struct ib_image *img, size_t i, char **out, ib_error_t *err);
+
 /* How many NVIDIA GPUs this machine shows (/dev/nvidia0..). */
 int ib_gpu_count (void);
 

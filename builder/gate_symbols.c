@@ -6,6 +6,7 @@
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
 #include "gates.h"
+#include "pycompile.h"
 
 /* Without check-package lines: the top-level packages that the overlay's
  * files live in under python-path. */
@@ -47,6 +48,7 @@ ib_gate_symbols (struct ib_build *b, ib_error_t *err)
     return -1;
   size_t n_default = 0;
   char **defaults = d->n_check_packages || !d->python_path ? NULL : default_packages (d, &n_default);
+  struct ib_pycompile pc = { b->store, b->image };
   struct ib_symbol_rules rules = {
     .python_path = d->python_path,
     .packages = d->n_check_packages ? d->check_packages : defaults,
@@ -57,6 +59,8 @@ ib_gate_symbols (struct ib_build *b, ib_error_t *err)
     .n_native = d->n_native_required,
     .unresolved_is_error = d->unresolved_is_error,
     .first_checked_layer = (int) b->first_overlay_layer,
+    .compile = ib_py_compile,
+    .compile_data = &pc,
   };
   struct ib_gate_sink k = { b->report, "symbols", NULL, 0 };
   struct ib_symbol_stats st;
@@ -70,10 +74,15 @@ ib_gate_symbols (struct ib_build *b, ib_error_t *err)
       return -1;
     }
   ib_report_note (b->report,
-                  "symbols: %zu overlay files, %zu imports, %zu names, %zu shared objects; %zu read, %zu cached; "
-                  "%zu warnings",
-                  st.files_checked, st.imports_checked, st.names_checked, st.native_checked, st.scanned, st.cached,
-                  st.warnings);
+                  "symbols: %zu overlay files, %zu imports, %zu names, %zu importers in the base, %zu shared objects; "
+                  "%zu read, %zu cached; %zu warnings, %zu unchecked",
+                  st.files_checked, st.imports_checked, st.names_checked, st.importers, st.native_checked, st.scanned,
+                  st.cached, st.warnings, st.unchecked);
+  if (st.python[0])
+    ib_report_note (b->report, "symbols: Python %s; syntax: %zu compiled%s%s, %zu from the cache", st.python,
+                    st.compiled, st.compiler[0] ? " by " : "", st.compiler, st.compile_cached);
+  if (st.example_unchecked[0])
+    ib_report_note (b->report, "symbols: unchecked, e.g. %s", st.example_unchecked);
   if (ib_gate_sink_finish (&k, IB_ESYMBOLS, err) < 0)
     return -1;
   if (st.files_checked + st.names_checked + st.native_checked == 0)

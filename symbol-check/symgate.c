@@ -8,23 +8,31 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../layers/digest.h"
 #include "../layers/extract.h"
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
 #include "elfsyms.h"
+#include "pymodules.h"
 #include "pysyms.h"
+#include "symcache.h"
 
 #define MAX_PY_SOURCE (64u << 20)
-#define PY_CACHE_MAGIC "imgbuild-pysyms 1"
-#define ELF_CACHE_MAGIC "imgbuild-elfsyms 1"
-/* The last line of a complete cache file: one cut short is recomputed. */
-#define CACHE_END "\x01end"
 
 struct known
 {
   const struct ib_fs_entry *e;
   struct ib_py_module *m;
-  bool checked; /* an overlay file: its imports are checked */
+  bool checked;     /* an overlay file: its imports are checked */
+  char *scan_error; /* our scanner could not read it (CPython is asked too) */
+};
+
+/* An extension module some checked import needs: it must export PyInit_NAME. */
+struct extension
+{
+  const struct ib_fs_entry *e;
+  char *module;
+  char *where; /* "file:line" of the first import */
 };
 
 struct ctx
@@ -34,9 +42,15 @@ struct ctx
   const struct ib_fsview *view;
   const struct ib_symbol_rules *r;
   char *root; /* the python path as a view path: "usr/local/…/dist-packages" */
-  char *py_cache, *elf_cache;
+  struct ib_py_layout layout;
+  char *py_cache, *elf_cache, *syntax_cache;
   struct known *known;
   size_t n_known;
+  struct ib_py_source *sources; /* checked files the syntax cache does not know */
+  const struct ib_fs_entry **source_entries;
+  size_t n_sources;
+  struct extension *ext;
+  size_t n_ext;
   ib_problem_fn fn;
   void *data;
   struct ib_symbol_stats *st;
@@ -47,13 +61,36 @@ static void problem (struct ctx *c, bool is_error, const char *fmt, ...) __attri
 static void
 problem (struct ctx *c, bool is_error, const char *fmt, ...)
 {
+  va_list ap;
   if (is_error)
     c->st->errors++;
   else
-    c->st->warnings++;
-  va_list ap;
+    {
+      c->st->warnings++;
+      if (!c->st->example_warning[0])
+        {
+          va_start (ap, fmt);
+          vsnprintf (c->st->example_warning, sizeof (c->st->example_warning), fmt, ap);
+          va_end (ap);
+        }
+    }
   va_start (ap, fmt);
   ib_vproblemf (c->fn, c->data, is_error, fmt, ap);
+  va_end (ap);
+}
+
+static void unchecked (struct ctx *c, const char *fmt, ...) __attribute__ ((format (printf, 2, 3)));
+
+/* What cannot be proven statically and is not an error: counted, the first kept. */
+static void
+unchecked (struct ctx *c, const char *fmt, ...)
+{
+  c->st->unchecked++;
+  if (c->st->example_unchecked[0])
+    return;
+  va_list ap;
+  va_start (ap, fmt);
+  vsnprintf (c->st->example_unchecked, sizeof (c->st->example_unchecked), fmt, ap);
   va_end (ap);
 }
 
@@ -80,115 +117,16 @@ known_find (struct ctx *c, const struct ib_fs_entry *e)
   return NULL;
 }
 
-static void
+static struct known *
 known_add (struct ctx *c, const struct ib_fs_entry *e, struct ib_py_module *m, bool checked)
 {
   c->known = ib_xrealloc (c->known, (c->n_known + 1) * sizeof (*c->known));
-  c->known[c->n_known++] = (struct known){ e, m, checked };
-}
-
-/* ---- the per-content cache of definitions -------------------------------- */
-
-/* Both caches (definitions of a Python file, dynamic symbols of a shared
- * object) are a header line, then one name per line, then an end marker:
- * a file cut short is recomputed, never half-trusted. */
-static void
-cache_save (const char *dir, const char *digest, const char *header, char *const *names, size_t n)
-{
-  char *text = NULL;
-  size_t len = 0;
-  FILE *f = open_memstream (&text, &len);
-  fprintf (f, "%s\n", header);
-  for (size_t i = 0; i < n; i++)
-    fprintf (f, "%s\n", names[i]);
-  fprintf (f, "%s\n", CACHE_END);
-  fclose (f);
-  cleanup_free char *path = ib_path_join (dir, digest);
-  /* A cache that cannot be written only costs time next build. */
-  ib_write_cache_file (path, text, len, NULL);
-  free (text);
-}
-
-/* The header line (in *HEADER) and the names; false when absent or cut. */
-static bool
-cache_load (const char *dir, const char *digest, char **text, char **header, char ***names, size_t *n)
-{
-  cleanup_free char *path = ib_path_join (dir, digest);
-  size_t len, m = strlen (CACHE_END "\n");
-  if (!digest[0] || ib_read_file (path, 1u << 30, text, &len, NULL) < 0)
-    return false;
-  if (len < m || strcmp (*text + len - m, CACHE_END "\n") != 0)
-    return false;
-  (*text)[len - m] = '\0';
-  char *save = NULL;
-  *header = strtok_r (*text, "\n", &save);
-  *names = NULL;
-  *n = 0;
-  for (char *l = strtok_r (NULL, "\n", &save); l; l = strtok_r (NULL, "\n", &save))
-    {
-      *names = ib_xrealloc (*names, (*n + 1) * sizeof (**names));
-      (*names)[(*n)++] = ib_xstrdup (l);
-    }
-  return *header != NULL;
-}
-
-static void
-py_cache_save (struct ctx *c, const struct ib_fs_entry *e, const struct ib_py_module *m)
-{
-  cleanup_free char *header = ib_xasprintf ("%s getattr=%d star=%d", PY_CACHE_MAGIC, m->has_getattr,
-                                            m->has_star_import);
-  cache_save (c->py_cache, e->digest, header, m->defs, m->n_defs);
-}
-
-static struct ib_py_module *
-py_cache_load (struct ctx *c, const struct ib_fs_entry *e)
-{
-  cleanup_free char *text = NULL;
-  char *header, **names;
-  size_t n;
-  int getattr, star;
-  if (!cache_load (c->py_cache, e->digest, &text, &header, &names, &n))
-    return NULL;
-  struct ib_py_module *m = ib_xcalloc (1, sizeof (*m));
-  m->defs = names;
-  m->n_defs = n;
-  if (sscanf (header, PY_CACHE_MAGIC " getattr=%d star=%d", &getattr, &star) != 2)
-    {
-      ib_py_module_free (m);
-      return NULL;
-    }
-  m->has_getattr = getattr;
-  m->has_star_import = star;
-  return m;
-}
-
-/* ---- finding modules in the view ----------------------------------------- */
-
-static const struct ib_fs_entry *
-lookup_file (const struct ctx *c, const char *rel)
-{
-  cleanup_free char *p = ib_path_join (c->root, rel);
-  const struct ib_fs_entry *e = ib_fsview_lookup (c->view, p);
-  return e && e->type == IB_FS_FILE ? e : NULL;
-}
-
-/* The file of module M ("vllm.x.y"): vllm/x/y.py or vllm/x/y/__init__.py. */
-static const struct ib_fs_entry *
-find_module (const struct ctx *c, const char *m, bool *is_package)
-{
-  cleanup_free char *rel = ib_xstrdup (m);
-  for (char *p = rel; *p; p++)
-    if (*p == '.')
-      *p = '/';
-  cleanup_free char *as_file = ib_xasprintf ("%s.py", rel);
-  cleanup_free char *as_pkg = ib_xasprintf ("%s/__init__.py", rel);
-  const struct ib_fs_entry *e = lookup_file (c, as_pkg);
-  *is_package = e != NULL;
-  return e ? e : lookup_file (c, as_file);
+  c->known[c->n_known] = (struct known){ e, m, checked, NULL };
+  return &c->known[c->n_known++];
 }
 
 static bool
-in_checked_package (const struct ctx *c, const char *module)
+in_packages (const struct ctx *c, const char *module)
 {
   for (size_t i = 0; i < c->r->n_packages; i++)
     {
@@ -199,8 +137,8 @@ in_checked_package (const struct ctx *c, const char *module)
   return false;
 }
 
-/* The package a checked file's relative imports resolve against: its
- * folder, for a module and for a package's __init__.py alike. */
+/* The package a file's relative imports resolve against: its folder, for a
+ * module and for a package's __init__.py alike. */
 static char *
 package_of (const struct ctx *c, const char *path)
 {
@@ -216,31 +154,29 @@ package_of (const struct ctx *c, const char *path)
   return rel;
 }
 
-/* ---- reading Python files out of the layers ------------------------------ */
-
-static int
-scan_extracted (void *data, const struct ib_fs_entry *e, struct ib_layer_reader *r, ib_error_t *err)
+/* The dotted module a .py file of the view is: "torch/nn/__init__.py" -> "torch.nn". */
+static char *
+module_of (const struct ctx *c, const char *path)
 {
-  struct ctx *c = data;
-  cleanup_free char *src = NULL;
-  size_t len;
-  if (ib_reader_slurp (r, MAX_PY_SOURCE, &src, &len, err) < 0)
-    return ib_error_wrap (err, "%s", e->path);
-  bool checked = e->layer >= c->r->first_checked_layer;
-  cleanup_free char *package = checked ? package_of (c, e->path) : NULL;
-  struct ib_py_module *m;
-  if (ib_py_scan (src, len, package, &m, err) < 0)
-    {
-      /* A file that does not even tokenize fails its importers loudly. */
-      problem (c, true, "%s: %s", display (c, e->path), (*err)->msg);
-      ib_error_release (err);
-      m = ib_xcalloc (1, sizeof (*m));
-    }
-  else
-    py_cache_save (c, e, m);
-  c->st->scanned++;
-  known_add (c, e, m, checked);
-  return 0;
+  char *rel = ib_xstrdup (display (c, path));
+  size_t n = strlen (rel);
+  if (n > 3 && strcmp (rel + n - 3, ".py") == 0)
+    rel[n - 3] = '\0';
+  n = strlen (rel);
+  if (n >= 9 && strcmp (rel + n - 8, "__init__") == 0 && (n == 8 || rel[n - 9] == '/'))
+    rel[n > 8 ? n - 9 : 0] = '\0';
+  for (char *p = rel; *p; p++)
+    if (*p == '/')
+      *p = '.';
+  return rel;
+}
+
+static bool
+is_py_under_root (const struct ctx *c, const struct ib_fs_entry *e)
+{
+  size_t pl = strlen (e->path), rl = strlen (c->root);
+  return e->type == IB_FS_FILE && pl > 3 && strcmp (e->path + pl - 3, ".py") == 0
+         && (rl == 0 || (strncmp (e->path, c->root, rl) == 0 && e->path[rl] == '/'));
 }
 
 static void
@@ -253,13 +189,69 @@ want (const struct ib_fs_entry ***list, size_t *n, const struct ib_fs_entry *e)
   (*list)[(*n)++] = e;
 }
 
+/* ---- reading Python files out of the layers ------------------------------ */
+
+/* A checked file's syntax: from the cache, or queued for the interpreter. */
+static void
+queue_syntax (struct ctx *c, const struct ib_fs_entry *e, const char *src, size_t len)
+{
+  if (c->r->compile == NULL || !c->layout.version[0])
+    return;
+  bool refused;
+  int line;
+  char *msg;
+  if (ib_symcache_load_syntax (c->syntax_cache, e->digest, &refused, &line, &msg))
+    {
+      c->st->compile_cached++;
+      c->sources = ib_xrealloc (c->sources, (c->n_sources + 1) * sizeof (*c->sources));
+      c->source_entries = ib_xrealloc (c->source_entries, (c->n_sources + 1) * sizeof (*c->source_entries));
+      c->sources[c->n_sources] = (struct ib_py_source){ NULL, NULL, 0, refused, line, msg };
+      c->source_entries[c->n_sources++] = e;
+      return;
+    }
+  char *copy = ib_xmalloc (len + 1);
+  memcpy (copy, src, len);
+  c->sources = ib_xrealloc (c->sources, (c->n_sources + 1) * sizeof (*c->sources));
+  c->source_entries = ib_xrealloc (c->source_entries, (c->n_sources + 1) * sizeof (*c->source_entries));
+  c->sources[c->n_sources] = (struct ib_py_source){ ib_xasprintf ("/%s", e->path), copy, len, false, 0, NULL };
+  c->source_entries[c->n_sources++] = e;
+}
+
+static int
+scan_extracted (void *data, const struct ib_fs_entry *e, struct ib_layer_reader *r, ib_error_t *err)
+{
+  struct ctx *c = data;
+  cleanup_free char *src = NULL;
+  size_t len;
+  if (ib_reader_slurp (r, MAX_PY_SOURCE, &src, &len, err) < 0)
+    return ib_error_wrap (err, "%s", e->path);
+  bool checked = e->layer >= c->r->first_checked_layer;
+  cleanup_free char *package = package_of (c, e->path);
+  if (checked)
+    queue_syntax (c, e, src, len);
+  struct ib_py_module *m;
+  char *scan_error = NULL;
+  if (ib_py_scan (src, len, package, &m, err) < 0)
+    {
+      scan_error = ib_xstrdup ((*err)->msg);
+      ib_error_release (err);
+      m = ib_xcalloc (1, sizeof (*m));
+    }
+  else
+    ib_symcache_save_py (c->py_cache, e->digest, package, m);
+  c->st->scanned++;
+  known_add (c, e, m, checked)->scan_error = scan_error;
+  return 0;
+}
+
 /* Make sure E's definitions are known: from the cache, or queued in WANTED. */
 static void
 need_defs (struct ctx *c, const struct ib_fs_entry *e, const struct ib_fs_entry ***wanted, size_t *n)
 {
   if (e == NULL || known_find (c, e))
     return;
-  struct ib_py_module *m = py_cache_load (c, e);
+  cleanup_free char *package = package_of (c, e->path);
+  struct ib_py_module *m = ib_symcache_load_py (c->py_cache, e->digest, package);
   if (m)
     {
       c->st->cached++;
@@ -273,13 +265,11 @@ static int
 load_checked_files (struct ctx *c, ib_error_t *err)
 {
   const struct ib_fs_entry **wanted = NULL;
-  size_t n = 0, rl = strlen (c->root);
+  size_t n = 0;
   for (size_t i = 0; i < ib_fsview_count (c->view); i++)
     {
       const struct ib_fs_entry *e = ib_fsview_at (c->view, i);
-      size_t pl = strlen (e->path);
-      if (e->layer >= c->r->first_checked_layer && e->type == IB_FS_FILE && pl > 3
-          && strcmp (e->path + pl - 3, ".py") == 0 && strncmp (e->path, c->root, rl) == 0 && e->path[rl] == '/')
+      if (e->layer >= c->r->first_checked_layer && is_py_under_root (c, e))
         want (&wanted, &n, e);
     }
   int r = ib_extract_entries (c->s, c->img, wanted, n, scan_extracted, c, err);
@@ -288,18 +278,128 @@ load_checked_files (struct ctx *c, ib_error_t *err)
   return r;
 }
 
+/* ---- syntax: the image's CPython ----------------------------------------- */
+
+static const char *
+conflict_marker (const char *src, size_t len, int line)
+{
+  const char *p = src, *end = src + len;
+  for (int l = 1; l < line && p < end; l++)
+    {
+      const char *nl = memchr (p, '\n', (size_t) (end - p));
+      p = nl ? nl + 1 : end;
+    }
+  static const char *const markers[] = { "<<<<<<<", "=======", ">>>>>>>", "|||||||", NULL };
+  for (int i = 0; markers[i]; i++)
+    if ((size_t) (end - p) >= 7 && memcmp (p, markers[i], 7) == 0)
+      return " (a merge conflict marker)";
+  return "";
+}
+
+static int
+check_syntax (struct ctx *c, ib_error_t *err)
+{
+  if (c->r->compile == NULL)
+    return 0;
+  if (!c->layout.version[0])
+    {
+      if (c->st->files_checked)
+        problem (c, false, "syntax not checked: the image shows no Python version (no python3.X under %s, no /usr/bin/python3)",
+                 c->root);
+      return 0;
+    }
+  /* Only the files the cache does not know go to the interpreter. */
+  size_t n_new = 0;
+  struct ib_py_source *fresh = ib_xcalloc (c->n_sources + 1, sizeof (*fresh));
+  size_t *idx = ib_xcalloc (c->n_sources + 1, sizeof (*idx));
+  for (size_t i = 0; i < c->n_sources; i++)
+    if (c->sources[i].path)
+      {
+        idx[n_new] = i;
+        fresh[n_new++] = c->sources[i];
+      }
+  bool exact = true;
+  cleanup_free char *who = NULL;
+  int r = 0;
+  if (n_new)
+    r = c->r->compile (c->r->compile_data, c->layout.interpreter[0] ? c->layout.interpreter : NULL,
+                       c->layout.version, fresh, n_new, &who, &exact, err);
+  if (r == 0 && n_new)
+    {
+      snprintf (c->st->compiler, sizeof (c->st->compiler), "%s", who ? who : "?");
+      for (size_t k = 0; k < n_new; k++)
+        {
+          if (fresh[k].refused && *conflict_marker (fresh[k].src, fresh[k].len, fresh[k].line))
+            {
+              char *m = ib_xasprintf ("%s%s", fresh[k].msg ? fresh[k].msg : "?",
+                                      conflict_marker (fresh[k].src, fresh[k].len, fresh[k].line));
+              free (fresh[k].msg);
+              fresh[k].msg = m;
+            }
+          c->sources[idx[k]].refused = fresh[k].refused;
+          c->sources[idx[k]].line = fresh[k].line;
+          c->sources[idx[k]].msg = fresh[k].msg;
+          c->st->compiled++;
+          /* Only the image's own answer (or its version's) is worth keeping. */
+          if (exact)
+            ib_symcache_save_syntax (c->syntax_cache, c->source_entries[idx[k]]->digest, fresh[k].refused,
+                                     fresh[k].line, fresh[k].msg);
+        }
+    }
+  for (size_t i = 0; r == 0 && i < c->n_sources; i++)
+    {
+      const struct ib_py_source *s = &c->sources[i];
+      const struct ib_fs_entry *e = c->source_entries[i];
+      struct known *k = known_find (c, e);
+      if (s->refused)
+        {
+          problem (c, exact, "%s:%d: CPython %s refuses it: %s%s", display (c, e->path), s->line, c->layout.version,
+                   s->msg ? s->msg : "?", exact ? "" : " (asked the build machine's Python, not the image's: a warning)");
+          if (k)
+            {
+              free (k->scan_error);
+              k->scan_error = NULL; /* CPython's message is the one */
+            }
+        }
+    }
+  free (fresh);
+  free (idx);
+  return r;
+}
+
+/* ---- forward edges: the overlay's imports -------------------------------- */
+
+static void
+need_extension (struct ctx *c, const struct ib_fs_entry *e, const char *module, const char *file, int line)
+{
+  for (size_t i = 0; i < c->n_ext; i++)
+    if (c->ext[i].e == e)
+      return;
+  c->ext = ib_xrealloc (c->ext, (c->n_ext + 1) * sizeof (*c->ext));
+  c->ext[c->n_ext++] = (struct extension){ e, ib_xstrdup (module), ib_xasprintf ("%s:%d", file, line) };
+}
+
 static int
 load_needed_defs (struct ctx *c, ib_error_t *err)
 {
   const struct ib_fs_entry **wanted = NULL;
   size_t n = 0, n_known = c->n_known;
-  bool pkg;
   for (size_t k = 0; k < n_known; k++)
     {
       const struct ib_py_module *m = c->known[k].m;
       for (size_t i = 0; c->known[k].checked && i < m->n_imports; i++)
-        if (in_checked_package (c, m->imports[i].module))
-          need_defs (c, find_module (c, m->imports[i].module, &pkg), &wanted, &n);
+        {
+          if (!in_packages (c, m->imports[i].module))
+            continue;
+          struct ib_py_resolved res;
+          ib_py_resolve (&c->layout, m->imports[i].module, &res, NULL);
+          if (res.kind == IB_PY_PACKAGE || res.kind == IB_PY_SOURCE)
+            need_defs (c, res.e, &wanted, &n);
+          else if (res.kind == IB_PY_EXTENSION || res.kind == IB_PY_BELOW_EXTENSION)
+            need_extension (c, res.e, res.extension ? res.extension : m->imports[i].module,
+                            display (c, c->known[k].e->path), m->imports[i].line);
+          ib_py_resolved_clear (&res);
+        }
     }
   for (size_t i = 0; i < c->r->n_python; i++)
     need_defs (c, ib_fsview_lookup (c->view, c->r->python[i].path + (c->r->python[i].path[0] == '/')), &wanted, &n);
@@ -308,57 +408,92 @@ load_needed_defs (struct ctx *c, ib_error_t *err)
   return r;
 }
 
-/* ---- the checks ---------------------------------------------------------- */
-
+/* NAME imported from the resolved module RES (named MODULE) by FILE:LINE.
+ * VIA says whose import it is, for the reverse edges ("" for the overlay's). */
 static void
-check_name (struct ctx *c, const struct known *from, const struct ib_py_import *im, const char *name)
+check_name (struct ctx *c, const char *file, int line, bool guarded, const char *module,
+            const struct ib_py_resolved *res, const char *name, const char *via)
 {
-  bool pkg;
-  const struct ib_fs_entry *target = find_module (c, im->module, &pkg);
-  const struct known *t = target ? known_find (c, target) : NULL;
   c->st->names_checked++;
-  if (t == NULL)
-    return; /* reported once per import */
-  if (ib_py_defines (t->m, name))
-    return;
-  if (pkg)
+  if (res->kind == IB_PY_EXTENSION || res->kind == IB_PY_BELOW_EXTENSION)
     {
-      cleanup_free char *sub = ib_xasprintf ("%s.%s", im->module, name);
-      bool sub_pkg;
-      if (find_module (c, sub, &sub_pkg))
+      unchecked (c, "%s:%d: from %s import %s: %s is %s (/%s)", file, line, module, name, module,
+                 res->kind == IB_PY_EXTENSION ? "an extension module" : "below an extension module", res->e->path);
+      return;
+    }
+  cleanup_free char *sub = ib_xasprintf ("%s.%s", module, name);
+  struct ib_py_resolved sr;
+  if (res->kind == IB_PY_PACKAGE || res->kind == IB_PY_NAMESPACE)
+    {
+      ib_py_resolve (&c->layout, sub, &sr, NULL);
+      bool found = sr.kind != IB_PY_NONE;
+      ib_py_resolved_clear (&sr);
+      if (found)
         return;
     }
-  const char *where = display (c, target->path);
-  if (t->m->has_getattr || t->m->has_star_import)
-    problem (c, c->r->unresolved_is_error, "%s:%d: from %s import %s: %s is not resolvable statically (%s has %s)",
-             display (c, from->e->path), im->line, im->module, name, name, where,
-             t->m->has_getattr ? "a module-level __getattr__" : "a star import");
-  else
-    problem (c, true, "%s:%d: from %s import %s: %s is not defined in %s (layer %s)", display (c, from->e->path),
-             im->line, im->module, name, name, where, layer_of (c, target));
+  const struct known *t = res->kind == IB_PY_NAMESPACE ? NULL : known_find (c, res->e);
+  if (t && ib_py_defines (t->m, name))
+    return;
+  const char *where = display (c, res->e->path);
+  if (t && (t->m->has_getattr || t->m->has_star_import || t->m->runtime_binding))
+    {
+      cleanup_free char *how = t->m->has_getattr ? ib_xstrdup ("a module-level __getattr__")
+                               : t->m->has_star_import
+                                   ? ib_xstrdup ("a star import")
+                                   : ib_xasprintf ("%s at line %d", t->m->runtime_binding, t->m->runtime_binding_line);
+      problem (c, c->r->unresolved_is_error && !guarded, "%s:%d: from %s import %s: %s is not resolvable statically (%s has %s)%s",
+               file, line, module, name, name, where, how, via);
+      return;
+    }
+  problem (c, !guarded, "%s:%d: from %s import %s: %s is not defined in %s (layer %s)%s%s", file, line, module, name,
+           name, where, layer_of (c, res->e), via, guarded ? " (a guarded import: a warning)" : "");
+}
+
+static char *
+names_of (const struct ib_py_import *im)
+{
+  char *out = ib_xstrdup ("");
+  for (size_t i = 0; i < im->n_names; i++)
+    {
+      char *next = ib_xasprintf ("%s%s%s", out, i ? ", " : "", im->names[i].name);
+      free (out);
+      out = next;
+    }
+  return out;
+}
+
+static void
+check_import (struct ctx *c, const char *file, const struct ib_py_import *im, const char *via)
+{
+  c->st->imports_checked++;
+  struct ib_py_resolved res;
+  cleanup_free char *tried = NULL;
+  ib_py_resolve (&c->layout, im->module, &res, &tried);
+  if (res.kind == IB_PY_NONE)
+    {
+      cleanup_free char *names = names_of (im);
+      problem (c, !im->guarded, "%s:%d: %s %s: module %s is not in the image (tried %s under /%s%s%s)%s%s", file,
+               im->line, im->is_from ? "from" : "import", im->module, im->module, tried, c->root,
+               *names ? "; names imported: " : "", names, via, im->guarded ? " (a guarded import: a warning)" : "");
+      return;
+    }
+  if (res.kind == IB_PY_BELOW_EXTENSION && im->n_names == 0)
+    unchecked (c, "%s:%d: import %s: below the extension module %s (/%s), made at run time", file, im->line,
+               im->module, res.extension, res.e->path);
+  for (size_t n = 0; n < im->n_names; n++)
+    if (strcmp (im->names[n].name, "*") != 0)
+      check_name (c, file, im->line, im->guarded, im->module, &res, im->names[n].name, via);
+  ib_py_resolved_clear (&res);
 }
 
 static void
 check_imports (struct ctx *c, const struct known *k)
 {
+  if (k->scan_error)
+    problem (c, true, "%s: %s", display (c, k->e->path), k->scan_error);
   for (size_t i = 0; i < k->m->n_imports; i++)
-    {
-      const struct ib_py_import *im = &k->m->imports[i];
-      if (!in_checked_package (c, im->module))
-        continue;
-      c->st->imports_checked++;
-      bool pkg;
-      if (find_module (c, im->module, &pkg) == NULL)
-        {
-          problem (c, true, "%s:%d: %s %s: module %s is not in the image (no %s.py or %s/__init__.py)",
-                   display (c, k->e->path), im->line, im->is_from ? "from" : "import", im->module, im->module,
-                   im->module, im->module);
-          continue;
-        }
-      for (size_t n = 0; n < im->n_names; n++)
-        if (strcmp (im->names[n].name, "*") != 0)
-          check_name (c, k, im, im->names[n].name);
-    }
+    if (in_packages (c, k->m->imports[i].module))
+      check_import (c, display (c, k->e->path), &k->m->imports[i], "");
 }
 
 static void
@@ -381,35 +516,230 @@ check_required_python (struct ctx *c, const struct ib_requirement *req)
     }
 }
 
+/* ---- reverse edges: the base's importers of what the overlay replaces ---- */
+
+struct index_build
+{
+  struct ctx *c;
+  const struct ib_fsview *base;
+  char **lines; /* "MODULE\tLINE GUARDED FROM PATH NAMES" */
+  size_t n;
+};
+
+static void
+index_module (struct index_build *b, const struct ib_fs_entry *e, const struct ib_py_module *m)
+{
+  for (size_t i = 0; i < m->n_imports; i++)
+    {
+      const struct ib_py_import *im = &m->imports[i];
+      if (im->n_names == 0 || !in_packages (b->c, im->module) || strlen (im->module) > 200)
+        continue;
+      char *names = ib_xstrdup ("");
+      for (size_t k = 0; k < im->n_names; k++)
+        {
+          char *next = ib_xasprintf ("%s%s%s", names, k ? "," : "", im->names[k].name);
+          free (names);
+          names = next;
+        }
+      b->lines = ib_xrealloc (b->lines, (b->n + 1) * sizeof (*b->lines));
+      b->lines[b->n++] = ib_xasprintf ("%s\t%d %d %d %s %s", im->module, im->line, im->guarded, im->is_from, e->path,
+                                       names);
+      free (names);
+    }
+}
+
+static int
+index_extracted (void *data, const struct ib_fs_entry *e, struct ib_layer_reader *r, ib_error_t *err)
+{
+  struct index_build *b = data;
+  cleanup_free char *src = NULL;
+  size_t len;
+  if (ib_reader_slurp (r, MAX_PY_SOURCE, &src, &len, err) < 0)
+    return ib_error_wrap (err, "%s", e->path);
+  cleanup_free char *package = package_of (b->c, e->path);
+  struct ib_py_module *m;
+  if (ib_py_scan (src, len, package, &m, err) < 0)
+    {
+      ib_error_release (err); /* a base file we cannot read imports nothing we can check */
+      return 0;
+    }
+  ib_symcache_save_py (b->c->py_cache, e->digest, package, m);
+  b->c->st->scanned++;
+  index_module (b, e, m);
+  ib_py_module_free (m);
+  return 0;
+}
+
+static int
+cmp_line (const void *a, const void *b)
+{
+  return strcmp (*(char *const *) a, *(char *const *) b);
+}
+
+/* Write the index: one file per imported module, made in a temporary
+ * folder and renamed whole. */
+static int
+index_write (struct index_build *b, const char *dir, ib_error_t *err)
+{
+  qsort (b->lines, b->n, sizeof (*b->lines), cmp_line);
+  cleanup_free char *tmp = ib_xasprintf ("%s.tmp-XXXXXX", dir);
+  if (mkdtemp (tmp) == NULL)
+    return ib_error_errno (err, errno, IB_EENV, "mkdtemp `%s`", tmp);
+  for (size_t i = 0; i < b->n;)
+    {
+      size_t ml = strcspn (b->lines[i], "\t"), j = i;
+      char *text = NULL;
+      size_t len = 0;
+      while (j < b->n && strncmp (b->lines[j], b->lines[i], ml + 1) == 0)
+        {
+          ib_xappend (&text, &len, b->lines[j] + ml + 1, strlen (b->lines[j] + ml + 1));
+          ib_xappend (&text, &len, "\n", 1);
+          j++;
+        }
+      cleanup_free char *name = strndup (b->lines[i], ml);
+      cleanup_free char *path = ib_path_join (tmp, name);
+      int r = ib_write_file_atomic (path, text, len, 0644, err);
+      free (text);
+      if (r < 0)
+        {
+          ib_remove_tree (tmp, NULL);
+          return -1;
+        }
+      i = j;
+    }
+  if (rename (tmp, dir) < 0)
+    {
+      ib_remove_tree (tmp, NULL); /* another build made it first */
+      if (errno != ENOTEMPTY && errno != EEXIST)
+        return ib_error_errno (err, errno, IB_EENV, "rename `%s`", tmp);
+    }
+  return 0;
+}
+
+/* The index of the base below the overlay, built once per (base layers,
+ * python path, packages). */
+static int
+reverse_index (struct ctx *c, char **out, ib_error_t *err)
+{
+  cleanup_free char *cache = NULL;
+  if (ib_store_cache_dir (c->s, "pyrevidx", &cache, err) < 0)
+    return -1;
+  ib_sha256 *h = ib_sha256_new ();
+  ib_sha256_update (h, "pyrevidx 1\n", 11);
+  ib_sha256_update (h, c->root, strlen (c->root) + 1);
+  for (size_t i = 0; i < c->r->n_packages; i++)
+    ib_sha256_update (h, c->r->packages[i], strlen (c->r->packages[i]) + 1);
+  for (int i = 0; i < c->r->first_checked_layer && (size_t) i < c->img->n_layers; i++)
+    ib_sha256_update (h, c->img->diff_ids[i].s, strlen (c->img->diff_ids[i].s) + 1);
+  ib_digest key;
+  ib_sha256_final (h, &key);
+  ib_sha256_free (h);
+  *out = ib_path_join (cache, ib_digest_hex (key.s));
+  if (access (*out, F_OK) == 0)
+    return 0;
+  struct ib_image base = *c->img;
+  base.n_layers = (size_t) c->r->first_checked_layer < c->img->n_layers ? (size_t) c->r->first_checked_layer : c->img->n_layers;
+  struct ib_fsview *bv = NULL;
+  if (ib_fsview_of_image (c->s, &base, &bv, err) < 0)
+    return -1;
+  struct index_build b = { c, bv, NULL, 0 };
+  const struct ib_fs_entry **wanted = NULL;
+  size_t n = 0;
+  for (size_t i = 0; i < ib_fsview_count (bv); i++)
+    {
+      const struct ib_fs_entry *e = ib_fsview_at (bv, i);
+      if (!is_py_under_root (c, e))
+        continue;
+      cleanup_free char *mod = module_of (c, e->path);
+      if (!in_packages (c, mod))
+        continue;
+      cleanup_free char *package = package_of (c, e->path);
+      struct ib_py_module *m = ib_symcache_load_py (c->py_cache, e->digest, package);
+      if (m == NULL)
+        {
+          want (&wanted, &n, e);
+          continue;
+        }
+      c->st->cached++;
+      index_module (&b, e, m);
+      ib_py_module_free (m);
+    }
+  int r = ib_extract_entries (c->s, &base, wanted, n, index_extracted, &b, err);
+  free (wanted);
+  if (r == 0)
+    r = index_write (&b, *out, err);
+  for (size_t i = 0; i < b.n; i++)
+    free (b.lines[i]);
+  free (b.lines);
+  ib_fsview_free (bv);
+  return r;
+}
+
+/* One line of an index entry, checked against the merged image. */
+static void
+check_importer (struct ctx *c, const char *module, char *l)
+{
+  int line, guarded, from, off = -1;
+  char path[4096];
+  if (sscanf (l, "%d %d %d %4095s %n", &line, &guarded, &from, path, &off) != 4 || off < 0)
+    return;
+  const struct ib_fs_entry *e = ib_fsview_lookup (c->view, path);
+  if (e == NULL || e->layer >= c->r->first_checked_layer)
+    return; /* gone, or replaced by the overlay: its own imports are checked */
+  c->st->importers++;
+  struct ib_py_import im = { .line = line, .is_from = from, .module = (char *) module, .guarded = guarded };
+  char *save = NULL;
+  for (char *n = strtok_r (l + off, ",", &save); n; n = strtok_r (NULL, ",", &save))
+    {
+      im.names = ib_xrealloc (im.names, (im.n_names + 1) * sizeof (*im.names));
+      im.names[im.n_names++] = (struct ib_py_alias){ n, NULL };
+    }
+  cleanup_free char *via = ib_xasprintf (" (imported by the image's %s; the overlay replaces %s)", display (c, path), module);
+  check_import (c, display (c, path), &im, via);
+  free (im.names);
+}
+
+static int
+check_reverse_edges (struct ctx *c, ib_error_t *err)
+{
+  if (c->r->first_checked_layer <= 0 || c->r->n_packages == 0)
+    return 0;
+  bool any = false;
+  for (size_t k = 0; k < c->n_known && !any; k++)
+    any = c->known[k].checked;
+  if (!any)
+    return 0;
+  cleanup_free char *dir = NULL;
+  if (reverse_index (c, &dir, err) < 0)
+    return ib_error_wrap (err, "the reverse-import index");
+  size_t n_known = c->n_known;
+  for (size_t k = 0; k < n_known; k++)
+    {
+      if (!c->known[k].checked)
+        continue;
+      cleanup_free char *module = module_of (c, c->known[k].e->path);
+      if (!in_packages (c, module))
+        continue;
+      cleanup_free char *path = ib_path_join (dir, module);
+      cleanup_free char *text = NULL;
+      if (ib_read_file (path, 1u << 30, &text, NULL, NULL) < 0)
+        continue; /* nobody in the base imports names from it */
+      char *save = NULL;
+      for (char *l = strtok_r (text, "\n", &save); l; l = strtok_r (NULL, "\n", &save))
+        check_importer (c, module, l);
+    }
+  return 0;
+}
+
 /* ---- native symbols ------------------------------------------------------ */
 
+/* A shared object's symbols are wanted for a native requirement or for the
+ * PyInit_ of an extension module. */
 struct native_job
 {
   struct ctx *c;
-  const struct ib_requirement *req;
+  const struct ib_requirement *req; /* or NULL: the extension modules */
 };
-
-static struct ib_elf_symbols *
-elf_cache_load (struct ctx *c, const struct ib_fs_entry *e)
-{
-  cleanup_free char *text = NULL;
-  char *header;
-  struct ib_elf_symbols *s = ib_xcalloc (1, sizeof (*s));
-  if (!cache_load (c->elf_cache, e->digest, &text, &header, &s->names, &s->n)
-      || sscanf (header, ELF_CACHE_MAGIC " machine=%u", &s->machine) != 1)
-    {
-      ib_elf_symbols_free (s);
-      return NULL;
-    }
-  return s;
-}
-
-static void
-elf_cache_save (struct ctx *c, const struct ib_fs_entry *e, const struct ib_elf_symbols *s)
-{
-  cleanup_free char *header = ib_xasprintf ("%s machine=%u", ELF_CACHE_MAGIC, s->machine);
-  cache_save (c->elf_cache, e->digest, header, s->names, s->n);
-}
 
 static void
 check_native_file (struct ctx *c, const struct ib_requirement *req, const struct ib_fs_entry *e,
@@ -422,6 +752,30 @@ check_native_file (struct ctx *c, const struct ib_requirement *req, const struct
         problem (c, true, "%s: /%s does not export dynamic symbol %s (layer %s)", req->origin, e->path,
                  req->names[i], layer_of (c, e));
     }
+}
+
+/* CPython imports extension module A.B by calling PyInit_B. */
+static void
+check_extension (struct ctx *c, const struct extension *x, const struct ib_elf_symbols *syms)
+{
+  cleanup_free char *init = ib_xasprintf ("PyInit_%s", ib_py_last_part (x->module));
+  c->st->names_checked++;
+  if (!ib_elf_exports (syms, init))
+    problem (c, true, "%s: import %s: /%s does not export %s, so CPython cannot import it (layer %s)", x->where,
+             x->module, x->e->path, init, layer_of (c, x->e));
+}
+
+static void
+checked_native (struct native_job *job, const struct ib_fs_entry *e, const struct ib_elf_symbols *syms)
+{
+  if (job->req)
+    {
+      check_native_file (job->c, job->req, e, syms);
+      return;
+    }
+  for (size_t i = 0; i < job->c->n_ext; i++)
+    if (job->c->ext[i].e == e)
+      check_extension (job->c, &job->c->ext[i], syms);
 }
 
 /* Spool one shared object to a temporary file (the ELF reader seeks), read
@@ -437,56 +791,115 @@ native_extracted (void *data, const struct ib_fs_entry *e, struct ib_layer_reade
   struct ib_elf_symbols *syms;
   if (ib_elf_dynsyms (fd, e->path, &syms, err) < 0)
     {
-      problem (c, true, "%s: /%s: %s", job->req->origin, e->path, (*err)->msg);
+      problem (c, true, "%s: /%s: %s", job->req ? job->req->origin : "extension module", e->path, (*err)->msg);
       ib_error_release (err);
       return 0;
     }
   c->st->scanned++;
-  elf_cache_save (c, e, syms);
-  check_native_file (c, job->req, e, syms);
+  ib_symcache_save_elf (c->elf_cache, e->digest, syms);
+  checked_native (job, e, syms);
   ib_elf_symbols_free (syms);
   return 0;
+}
+
+/* Check FILES from the cache where it can; read the rest in one pass. */
+static int
+check_native_files (struct ctx *c, struct native_job *job, const struct ib_fs_entry *const *files, size_t n_files,
+                    ib_error_t *err)
+{
+  const struct ib_fs_entry **wanted = NULL;
+  size_t n = 0;
+  for (size_t i = 0; i < n_files; i++)
+    {
+      struct ib_elf_symbols *syms = ib_symcache_load_elf (c->elf_cache, files[i]->digest);
+      if (syms)
+        {
+          c->st->cached++;
+          checked_native (job, files[i], syms);
+          ib_elf_symbols_free (syms);
+        }
+      else
+        want (&wanted, &n, files[i]);
+    }
+  int r = ib_extract_entries (c->s, c->img, wanted, n, native_extracted, job, err);
+  free (wanted);
+  return r;
 }
 
 static int
 check_native (struct ctx *c, const struct ib_requirement *req, ib_error_t *err)
 {
-  const struct ib_fs_entry **wanted = NULL;
-  size_t n = 0, matched = 0;
   cleanup_free const struct ib_fs_entry **files = NULL;
   size_t n_files = ib_fsview_glob (c->view, req->path, &files);
-  for (size_t i = 0; i < n_files; i++)
-    {
-      const struct ib_fs_entry *file = files[i];
-      matched++;
-      c->st->native_checked++;
-      struct ib_elf_symbols *syms = elf_cache_load (c, file);
-      if (syms)
-        {
-          c->st->cached++;
-          check_native_file (c, req, file, syms);
-          ib_elf_symbols_free (syms);
-        }
-      else
-        want (&wanted, &n, file);
-    }
-  if (matched == 0)
+  c->st->native_checked += n_files;
+  if (n_files == 0)
     problem (c, true, "%s: no shared object in the image matches %s", req->origin, req->path);
   struct native_job job = { c, req };
-  int r = ib_extract_entries (c->s, c->img, wanted, n, native_extracted, &job, err);
-  free (wanted);
+  return check_native_files (c, &job, files, n_files, err);
+}
+
+static int
+check_extensions (struct ctx *c, ib_error_t *err)
+{
+  const struct ib_fs_entry **files = ib_xcalloc (c->n_ext + 1, sizeof (*files));
+  for (size_t i = 0; i < c->n_ext; i++)
+    files[i] = c->ext[i].e;
+  struct native_job job = { c, NULL };
+  int r = check_native_files (c, &job, files, c->n_ext, err);
+  free (files);
   return r;
+}
+
+/* ---- the gate ------------------------------------------------------------ */
+
+static int
+ctx_init (struct ctx *c, ib_error_t *err)
+{
+  c->root = ib_clean_tar_path (c->r->python_path ? c->r->python_path : "/");
+  if (c->root == NULL)
+    c->root = ib_xstrdup ("");
+  const cJSON *arch = cJSON_GetObjectItemCaseSensitive (c->img->config_json, "architecture");
+  ib_py_layout_init (&c->layout, c->view, c->root, cJSON_IsString (arch) ? arch->valuestring : NULL);
+  if (c->layout.version[0])
+    snprintf (c->st->python, sizeof (c->st->python), "%s%s%s%s", c->layout.version, c->layout.interpreter[0] ? " (" : "",
+              c->layout.interpreter, c->layout.interpreter[0] ? ")" : "");
+  if (ib_store_cache_dir (c->s, "pysyms", &c->py_cache, err) < 0 || ib_store_cache_dir (c->s, "elfsyms", &c->elf_cache, err) < 0)
+    return -1;
+  /* Syntax answers are per interpreter: its content, else its version. */
+  const struct ib_fs_entry *interp = c->layout.interpreter[0] ? ib_fsview_lookup (c->view, c->layout.interpreter + 1) : NULL;
+  if (interp && interp->type == IB_FS_SYMLINK)
+    interp = ib_fsview_follow (c->view, interp);
+  cleanup_free char *kind = ib_xasprintf ("pysyntax/%.16s", interp && interp->digest[0] ? interp->digest : c->layout.version);
+  return ib_store_cache_dir (c->s, kind, &c->syntax_cache, err);
 }
 
 static void
 ctx_clear (struct ctx *c)
 {
   for (size_t i = 0; i < c->n_known; i++)
-    ib_py_module_free (c->known[i].m);
+    {
+      ib_py_module_free (c->known[i].m);
+      free (c->known[i].scan_error);
+    }
   free (c->known);
+  for (size_t i = 0; i < c->n_sources; i++)
+    {
+      free ((char *) c->sources[i].path);
+      free ((char *) c->sources[i].src);
+      free (c->sources[i].msg);
+    }
+  free (c->sources);
+  free (c->source_entries);
+  for (size_t i = 0; i < c->n_ext; i++)
+    {
+      free (c->ext[i].module);
+      free (c->ext[i].where);
+    }
+  free (c->ext);
   free (c->root);
   free (c->py_cache);
   free (c->elf_cache);
+  free (c->syntax_cache);
 }
 
 int
@@ -496,19 +909,20 @@ ib_symbols_check (struct ib_store *s, const struct ib_image *img, const struct i
 {
   struct ctx c = { .s = s, .img = img, .view = view, .r = rules, .fn = fn, .data = data, .st = stats };
   memset (stats, 0, sizeof (*stats));
-  c.root = ib_clean_tar_path (rules->python_path ? rules->python_path : "/");
-  if (c.root == NULL)
-    c.root = ib_xstrdup ("");
-  int r = ib_store_cache_dir (s, "pysyms", &c.py_cache, err);
-  if (r == 0)
-    r = ib_store_cache_dir (s, "elfsyms", &c.elf_cache, err);
+  int r = ctx_init (&c, err);
   if (r == 0)
     r = load_checked_files (&c, err);
+  if (r == 0)
+    r = check_syntax (&c, err);
   if (r == 0)
     r = load_needed_defs (&c, err);
   for (size_t i = 0; r == 0 && i < c.n_known; i++)
     if (c.known[i].checked)
       check_imports (&c, &c.known[i]);
+  if (r == 0)
+    r = check_reverse_edges (&c, err);
+  if (r == 0)
+    r = check_extensions (&c, err);
   for (size_t i = 0; r == 0 && i < rules->n_python; i++)
     check_required_python (&c, &rules->python[i]);
   for (size_t i = 0; r == 0 && i < rules->n_native; i++)

@@ -1,12 +1,29 @@
 /* The symbol gate over an image's merged file system.
  *
- * Python: every import in the checked files (those of the layers from
- * FIRST_CHECKED_LAYER on, i.e. the overlay) of a module in PACKAGES must
- * resolve: the module exists (M.py or M/__init__.py under PYTHON_PATH), and
- * each imported name is defined there or is a submodule.  A module with a
- * star import or a module-level __getattr__ may define anything: such a
- * name is "unresolved", a warning unless UNRESOLVED_IS_ERROR.  The
- * required-symbol lists name, per file, what it must define.
+ * Syntax: every checked file (those of the layers from FIRST_CHECKED_LAYER
+ * on, i.e. the overlay) must compile with the image's own CPython (COMPILE
+ * runs it; NULL skips the check); the answer is cached by (interpreter,
+ * file) content digests.
+ *
+ * Python: every import in the checked files of a module in PACKAGES must
+ * resolve: the module exists (M/__init__.py, M.py, an extension module
+ * M.cpython-3XY-TRIPLET.so / M.abi3.so / M.so of the image's Python, or a
+ * namespace folder), and each imported name is defined there or is a
+ * submodule.  What cannot be proven statically is counted, never an error:
+ * names from an extension module and modules below one are "unchecked"
+ * (the extension must export PyInit_NAME); a name from a module with a
+ * star import, a module-level __getattr__ or a run-time binding construct
+ * is "unresolved", a warning unless UNRESOLVED_IS_ERROR; a guarded import
+ * (try/except ImportError, if TYPE_CHECKING) that does not resolve is a
+ * warning.
+ *
+ * Reverse edges: when a checked file replaces module M, every import of M
+ * by the other files of PACKAGES in the image must still resolve.  The
+ * imports of the base's files come from an index per base (its layers'
+ * diff_ids, PYTHON_PATH and PACKAGES), one file per imported module, so a
+ * warm build reads only the entries of the modules it replaces.
+ *
+ * The required-symbol lists name, per file, what it must define.
  *
  * Native: every shared object matching a required path or glob must export
  * the required dynamic symbols.
@@ -24,6 +41,25 @@
 #include "../layers/store.h"
 #include "../util/requirement.h"
 
+/* One file for the image's CPython to compile, as import compiles it
+ * (compile(source_bytes, path, "exec", dont_inherit=True)). */
+struct ib_py_source
+{
+  const char *path; /* absolute, in the image */
+  const char *src;
+  size_t len;
+  bool refused; /* out */
+  int line;     /* out: CPython's line, 0 when it gives none */
+  char *msg;    /* out: CPython's message (malloc'd) */
+};
+
+/* Compile FILES with the interpreter at INTERPRETER (an absolute path in the
+ * image, Python VERSION "3.11").  *WHO says which interpreter answered
+ * (malloc'd); *EXACT is false when it is not the image's own nor one of the
+ * same version (then refusals are only warnings).  -1 when none could run. */
+typedef int (*ib_py_compile_fn) (void *data, const char *interpreter, const char *version, struct ib_py_source *files,
+                                 size_t n, char **who, bool *exact, ib_error_t *err);
+
 struct ib_symbol_rules
 {
   const char *python_path; /* "/usr/local/lib/python3.12/dist-packages" */
@@ -35,13 +71,23 @@ struct ib_symbol_rules
   size_t n_native;
   bool unresolved_is_error;
   int first_checked_layer;
+  ib_py_compile_fn compile; /* NULL: no syntax check */
+  void *compile_data;
 };
+
+#define IB_EXAMPLE_MAX 400
 
 struct ib_symbol_stats
 {
   size_t files_checked, imports_checked, names_checked, native_checked;
   size_t errors, warnings;
+  size_t unchecked;      /* names from extension modules, modules below one */
+  size_t importers;      /* reverse edges checked: base files importing a replaced module */
+  size_t compiled, compile_cached; /* syntax: files compiled now vs answers from the cache */
   size_t scanned, cached; /* files whose symbols were read vs found in the cache */
+  char python[192];       /* "3.11 (/usr/bin/python3.11)", or "" */
+  char compiler[200];     /* who answered the syntax check */
+  char example_unchecked[IB_EXAMPLE_MAX], example_warning[IB_EXAMPLE_MAX];
 };
 
 /* Returns -1 only when the check itself could not run (I/O, a damaged
