@@ -764,12 +764,33 @@ parse_from (struct parser *ps, size_t a, size_t b, bool bind)
     }
 }
 
+/* `__all__ = [...]` / `__all__ += (...)` of plain string literals: the
+ * names the module promises, some of which may be bound at run time. */
+static void
+collect_all (struct parser *ps, size_t a, size_t b)
+{
+  const struct tok *t = ps->t;
+  if (!(b > a + 3 && is (&t[a], "__all__") && (is (&t[a + 1], "=") || is (&t[a + 1], "+="))
+        && (is (&t[a + 2], "[") || is (&t[a + 2], "("))))
+    return;
+  struct ib_py_module *m = ps->m;
+  for (size_t i = a + 3; i < b && !is_close (&t[i]); i++)
+    {
+      if (t[i].kind != T_STRING || t[i].len < 2 || (t[i].s[0] != '\'' && t[i].s[0] != '"'))
+        continue;
+      m->all = ib_xrealloc (m->all, (m->n_all + 1) * sizeof (*m->all));
+      m->all[m->n_all++] = strndup (t[i].s + 1, t[i].len - 2);
+    }
+}
+
 static void
 small_statement (struct parser *ps, size_t a, size_t b, bool bind)
 {
   const struct tok *t = ps->t;
   if (a >= b)
     return;
+  if (bind)
+    collect_all (ps, a, b);
   if (is (&t[a], "import"))
     parse_import (ps, a, b, bind);
   else if (is (&t[a], "from"))
@@ -1037,7 +1058,8 @@ parse_tokens (struct parser *ps)
 
 const char *const ib_py_runtime_bindings[] = { "globals()[...] =", "globals().update(...)",
                                                 "setattr(sys.modules[__name__], ...)",
-                                                "sys.modules[__name__].NAME =", NULL };
+                                                "sys.modules[__name__].NAME =", "locals()[...] =", "vars()[...] =",
+                                                NULL };
 
 static bool
 seq (const struct tok *t, size_t i, const char *const *words)
@@ -1053,11 +1075,14 @@ static void
 find_runtime_binding (const struct tok *t, struct ib_py_module *m)
 {
   static const char *const globals_call[] = { "globals", "(", ")", NULL };
+  static const char *const locals_call[] = { "locals", "(", ")", "[", NULL };
+  static const char *const vars_call[] = { "vars", "(", ")", "[", NULL };
   static const char *const self_module[] = { "sys", ".", "modules", "[", "__name__", "]", NULL };
   for (size_t i = 0; t[i].kind != T_END; i++)
     {
       int kind = -1;
-      if (seq (t, i, globals_call) && (i == 0 || !is (&t[i - 1], ".")))
+      bool loc = seq (t, i, locals_call), var = seq (t, i, vars_call);
+      if ((seq (t, i, globals_call) || loc || var) && (i == 0 || !is (&t[i - 1], ".")))
         {
           size_t j = i + 3;
           if (is (&t[j], "["))
@@ -1068,7 +1093,7 @@ find_runtime_binding (const struct tok *t, struct ib_py_module *m)
                   depth++;
                 else if (is_close (&t[j]) && --depth == 0)
                   break;
-              kind = t[j].kind != T_END && is (&t[j + 1], "=") ? 0 : -1;
+              kind = t[j].kind != T_END && is (&t[j + 1], "=") ? (loc ? 4 : var ? 5 : 0) : -1;
             }
           else if (is (&t[j], ".") && is (&t[j + 1], "update"))
             kind = 1;
@@ -1135,6 +1160,9 @@ ib_py_module_free (struct ib_py_module *m)
   for (size_t i = 0; i < m->n_defs; i++)
     free (m->defs[i]);
   free (m->defs);
+  for (size_t i = 0; i < m->n_all; i++)
+    free (m->all[i]);
+  free (m->all);
   for (size_t i = 0; i < m->n_imports; i++)
     {
       struct ib_py_import *im = &m->imports[i];
@@ -1149,6 +1177,15 @@ ib_py_module_free (struct ib_py_module *m)
     }
   free (m->imports);
   free (m);
+}
+
+bool
+ib_py_promises (const struct ib_py_module *m, const char *name)
+{
+  for (size_t i = 0; i < m->n_all; i++)
+    if (strcmp (m->all[i], name) == 0)
+      return true;
+  return false;
 }
 
 bool

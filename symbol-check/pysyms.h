@@ -56,9 +56,12 @@ struct ib_py_module
   bool has_star_import; /* a module-level `from x import *` */
   /* The first construct that binds module names at run time, anywhere in
    * the file (globals()[...] =, globals().update(, setattr(sys.modules[
-   * __name__], ...), sys.modules[__name__].X =), a static string, or NULL. */
+   * __name__], ...), sys.modules[__name__].X =, locals()[...] = and
+   * vars()[...] = as module-level code writes them), a static string, or NULL. */
   const char *runtime_binding;
   int runtime_binding_line;
+  size_t n_all; /* the string literals of module-level `__all__ = [...]` / `+= [...]` */
+  char **all;
 };
 
 /* Scan SRC.  PACKAGE is the dotted package the module lives in (for a
@@ -72,6 +75,8 @@ extern const char *const ib_py_runtime_bindings[];
 
 void ib_py_module_free (struct ib_py_module *m);
 bool ib_py_defines (const struct ib_py_module *m, const char *name);
+/* NAME is listed in the module's __all__. */
+bool ib_py_promises (const struct ib_py_module *m, const char *name);
 
 /* {"path","definitions":[…],"imports":[{"line","module","level","names":[{"name","asname"}]}]};
  * an import entry has "guarded":true when it is guarded. */

@@ -7,7 +7,7 @@
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
 
-#define PY_CACHE_MAGIC "imgbuild-pysyms 2"
+#define PY_CACHE_MAGIC "imgbuild-pysyms 3"
 #define ELF_CACHE_MAGIC "imgbuild-elfsyms 1"
 #define SYNTAX_CACHE_MAGIC "imgbuild-pysyntax 1"
 #define CACHE_END "\x01end"
@@ -70,8 +70,10 @@ ib_symcache_save_py (const char *dir, const char *digest, const char *package, c
   cleanup_free char *header = ib_xasprintf ("%s getattr=%d star=%d rb=%d:%d pkg=%s", PY_CACHE_MAGIC, m->has_getattr,
                                             m->has_star_import, rb, m->runtime_binding_line,
                                             package && *package ? package : "-");
-  size_t n = m->n_defs + m->n_imports;
+  size_t n = m->n_defs + m->n_imports + m->n_all;
   char **lines = ib_xcalloc (n + 1, sizeof (*lines));
+  for (size_t i = 0; i < m->n_all; i++)
+    lines[m->n_defs + m->n_imports + i] = ib_xasprintf ("a %s", m->all[i]);
   for (size_t i = 0; i < m->n_defs; i++)
     lines[i] = ib_xasprintf ("d %s", m->defs[i]);
   for (size_t i = 0; i < m->n_imports; i++)
@@ -150,6 +152,11 @@ ib_symcache_load_py (const char *dir, const char *digest, const char *package)
         {
           m->defs = ib_xrealloc (m->defs, (m->n_defs + 1) * sizeof (*m->defs));
           m->defs[m->n_defs++] = ib_xstrdup (lines[i] + 2);
+        }
+      else if (strncmp (lines[i], "a ", 2) == 0)
+        {
+          m->all = ib_xrealloc (m->all, (m->n_all + 1) * sizeof (*m->all));
+          m->all[m->n_all++] = ib_xstrdup (lines[i] + 2);
         }
       else
         add_cached_import (m, lines[i]);

@@ -44,7 +44,7 @@ struct ctx
   char *root; /* the python path as a view path: "usr/local/…/dist-packages" */
   struct ib_py_layout layout;
   char *py_cache, *elf_cache, *syntax_cache;
-  struct known *known;
+  struct known **known; /* each its own allocation: pointers stay valid as it grows */
   size_t n_known;
   struct ib_py_source *sources; /* checked files the syntax cache does not know */
   const struct ib_fs_entry **source_entries;
@@ -112,8 +112,8 @@ static struct known *
 known_find (struct ctx *c, const struct ib_fs_entry *e)
 {
   for (size_t i = 0; i < c->n_known; i++)
-    if (c->known[i].e == e)
-      return &c->known[i];
+    if (c->known[i]->e == e)
+      return c->known[i];
   return NULL;
 }
 
@@ -121,8 +121,10 @@ static struct known *
 known_add (struct ctx *c, const struct ib_fs_entry *e, struct ib_py_module *m, bool checked)
 {
   c->known = ib_xrealloc (c->known, (c->n_known + 1) * sizeof (*c->known));
-  c->known[c->n_known] = (struct known){ e, m, checked, NULL };
-  return &c->known[c->n_known++];
+  struct known *k = ib_xmalloc (sizeof (*k));
+  *k = (struct known){ e, m, checked, NULL };
+  c->known[c->n_known++] = k;
+  return k;
 }
 
 static bool
@@ -386,8 +388,8 @@ load_needed_defs (struct ctx *c, ib_error_t *err)
   size_t n = 0, n_known = c->n_known;
   for (size_t k = 0; k < n_known; k++)
     {
-      const struct ib_py_module *m = c->known[k].m;
-      for (size_t i = 0; c->known[k].checked && i < m->n_imports; i++)
+      const struct ib_py_module *m = c->known[k]->m;
+      for (size_t i = 0; c->known[k]->checked && i < m->n_imports; i++)
         {
           if (!in_packages (c, m->imports[i].module))
             continue;
@@ -397,7 +399,7 @@ load_needed_defs (struct ctx *c, ib_error_t *err)
             need_defs (c, res.e, &wanted, &n);
           else if (res.kind == IB_PY_EXTENSION || res.kind == IB_PY_BELOW_EXTENSION)
             need_extension (c, res.e, res.extension ? res.extension : m->imports[i].module,
-                            display (c, c->known[k].e->path), m->imports[i].line);
+                            display (c, c->known[k]->e->path), m->imports[i].line);
           ib_py_resolved_clear (&res);
         }
     }
@@ -406,6 +408,63 @@ load_needed_defs (struct ctx *c, ib_error_t *err)
   int r = ib_extract_entries (c->s, c->img, wanted, n, scan_extracted, c, err);
   free (wanted);
   return r;
+}
+
+/* The definitions of a module file, from what is known or the cache. */
+static const struct ib_py_module *
+defs_of (struct ctx *c, const struct ib_fs_entry *e)
+{
+  struct known *k = known_find (c, e);
+  if (k)
+    return k->m;
+  cleanup_free char *package = package_of (c, e->path);
+  struct ib_py_module *m = ib_symcache_load_py (c->py_cache, e->digest, package);
+  return m ? known_add (c, e, m, false)->m : NULL;
+}
+
+/* Whether a star import of M's (`from S import *`, S a Python module whose
+ * definitions are known) provides NAME: 1 yes, 0 no, -1 cannot tell. */
+static int
+star_provides (struct ctx *c, const struct ib_py_module *m, const char *name, int depth, char **blocker)
+{
+  int verdict = 0;
+  for (size_t i = 0; i < m->n_imports && depth < 6; i++)
+    {
+      const struct ib_py_import *im = &m->imports[i];
+      if (!(im->is_from && im->n_names == 1 && strcmp (im->names[0].name, "*") == 0))
+        continue;
+      struct ib_py_resolved res;
+      ib_py_resolve (&c->layout, im->module, &res, NULL);
+      const struct ib_py_module *s = res.kind == IB_PY_SOURCE || res.kind == IB_PY_PACKAGE ? defs_of (c, res.e) : NULL;
+      if (s == NULL)
+        {
+          verdict = -1;
+          if (*blocker == NULL)
+            *blocker = ib_xasprintf ("a star import from %s%s", im->module,
+                                     res.kind == IB_PY_EXTENSION ? ", an extension module" : "");
+          ib_py_resolved_clear (&res);
+          continue;
+        }
+      ib_py_resolved_clear (&res);
+      if (ib_py_defines (s, name) || ib_py_promises (s, name))
+        return 1;
+      if (s->has_star_import)
+        {
+          int v = star_provides (c, s, name, depth + 1, blocker);
+          if (v == 1)
+            return 1;
+          if (v < 0)
+            verdict = -1;
+        }
+      if (s->has_getattr || s->runtime_binding)
+        {
+          verdict = -1;
+          if (*blocker == NULL)
+            *blocker = ib_xasprintf ("a star import from %s, which binds names at run time (%s)", im->module,
+                                     s->has_getattr ? "__getattr__" : s->runtime_binding);
+        }
+    }
+  return verdict;
 }
 
 /* NAME imported from the resolved module RES (named MODULE) by FILE:LINE.
@@ -434,13 +493,37 @@ check_name (struct ctx *c, const char *file, int line, bool guarded, const char 
   const struct known *t = res->kind == IB_PY_NAMESPACE ? NULL : known_find (c, res->e);
   if (t && ib_py_defines (t->m, name))
     return;
+  /* A star import of a Python module whose definitions are known. */
+  cleanup_free char *blocker = NULL;
+  if (t && t->m->has_star_import)
+    {
+      int v = star_provides (c, t->m, name, 0, &blocker);
+      if (v == 1)
+        return;
+      if (v == 0 && !ib_py_promises (t->m, name) && !t->m->has_getattr && !t->m->runtime_binding)
+        {
+          problem (c, !guarded, "%s:%d: from %s import %s: %s is not defined in %s nor brought by its star imports%s%s",
+                   file, line, module, name, name, display (c, res->e->path), via,
+                   guarded ? " (a guarded import: a warning)" : "");
+          return;
+        }
+    }
+  if (t && ib_py_promises (t->m, name))
+    {
+      /* Listed in __all__ and bound by nothing the file shows: an extension
+       * binds it at run time (torch.cuda.FloatTensor). */
+      problem (c, c->r->unresolved_is_error && !guarded,
+               "%s:%d: from %s import %s: %s is in __all__ of %s but bound at run time, not by the file%s", file, line,
+               module, name, name, display (c, res->e->path), via);
+      return;
+    }
   const char *where = display (c, res->e->path);
   if (t && (t->m->has_getattr || t->m->has_star_import || t->m->runtime_binding))
     {
       cleanup_free char *how = t->m->has_getattr ? ib_xstrdup ("a module-level __getattr__")
-                               : t->m->has_star_import
-                                   ? ib_xstrdup ("a star import")
-                                   : ib_xasprintf ("%s at line %d", t->m->runtime_binding, t->m->runtime_binding_line);
+                               : t->m->runtime_binding
+                                   ? ib_xasprintf ("%s at line %d", t->m->runtime_binding, t->m->runtime_binding_line)
+                                   : ib_xstrdup (blocker ? blocker : "a star import");
       problem (c, c->r->unresolved_is_error && !guarded, "%s:%d: from %s import %s: %s is not resolvable statically (%s has %s)%s",
                file, line, module, name, name, where, how, via);
       return;
@@ -706,7 +789,7 @@ check_reverse_edges (struct ctx *c, ib_error_t *err)
     return 0;
   bool any = false;
   for (size_t k = 0; k < c->n_known && !any; k++)
-    any = c->known[k].checked;
+    any = c->known[k]->checked;
   if (!any)
     return 0;
   cleanup_free char *dir = NULL;
@@ -715,9 +798,9 @@ check_reverse_edges (struct ctx *c, ib_error_t *err)
   size_t n_known = c->n_known;
   for (size_t k = 0; k < n_known; k++)
     {
-      if (!c->known[k].checked)
+      if (!c->known[k]->checked)
         continue;
-      cleanup_free char *module = module_of (c, c->known[k].e->path);
+      cleanup_free char *module = module_of (c, c->known[k]->e->path);
       if (!in_packages (c, module))
         continue;
       cleanup_free char *path = ib_path_join (dir, module);
@@ -878,8 +961,9 @@ ctx_clear (struct ctx *c)
 {
   for (size_t i = 0; i < c->n_known; i++)
     {
-      ib_py_module_free (c->known[i].m);
-      free (c->known[i].scan_error);
+      ib_py_module_free (c->known[i]->m);
+      free (c->known[i]->scan_error);
+      free (c->known[i]);
     }
   free (c->known);
   for (size_t i = 0; i < c->n_sources; i++)
@@ -917,8 +1001,8 @@ ib_symbols_check (struct ib_store *s, const struct ib_image *img, const struct i
   if (r == 0)
     r = load_needed_defs (&c, err);
   for (size_t i = 0; r == 0 && i < c.n_known; i++)
-    if (c.known[i].checked)
-      check_imports (&c, &c.known[i]);
+    if (c.known[i]->checked)
+      check_imports (&c, c.known[i]);
   if (r == 0)
     r = check_reverse_edges (&c, err);
   if (r == 0)
