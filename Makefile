@@ -29,7 +29,7 @@ STAND_IN_SO := images/dsv41-flash-b12x/native/_b12x_C.abi3.so images/dsv41-flash
 NVCC ?= $(shell command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)
 SI := images/dsv41-flash-b12x
 
-.PHONY: all deps test-deps image images verify stand-in test mutate fuzzers fuzz clean install
+.PHONY: all deps test-deps image images verify stand-in test test-all mutate fuzzers fuzz clean install
 all: $(PROGS) $(BUILD)/unit-tests $(STAND_IN_SO)
 
 $(BUILD)/obj/%.o: %.c $(wildcard */*.h)
@@ -117,6 +117,12 @@ fuzz:
 # part of `make test`.  MUTATE=REGEX picks mutations by name.
 mutate: all
 	nice tests/mutate.py $(MUTATE)
+
+# Everything, with the long campaigns at full size (the 1,000-mutant syntax
+# campaigns against CPython 3.11 and 3.13).
+test-all: test-deps
+	$(MAKE) all
+	IMGBUILD_TEST_ALL=1 tests/run.sh
 
 clean:
 	rm -rf $(BUILD) build-asan build-fuzz $(STAND_IN_SO)
