@@ -67,9 +67,14 @@ ib_symcache_save_py (const char *dir, const char *digest, const char *package, c
   for (int k = 0; m->runtime_binding && ib_py_runtime_bindings[k]; k++)
     if (m->runtime_binding == ib_py_runtime_bindings[k])
       rb = k;
+  /* Only relative imports depend on the package: without any, one entry
+   * serves every copy of the content (the many empty __init__.py). */
+  bool relative = false;
+  for (size_t i = 0; i < m->n_imports; i++)
+    relative |= m->imports[i].level > 0;
   cleanup_free char *header = ib_xasprintf ("%s getattr=%d star=%d rb=%d:%d pkg=%s", PY_CACHE_MAGIC, m->has_getattr,
                                             m->has_star_import, rb, m->runtime_binding_line,
-                                            package && *package ? package : "-");
+                                            !relative ? "*" : package && *package ? package : "-");
   size_t n = m->n_defs + m->n_imports + m->n_all;
   char **lines = ib_xcalloc (n + 1, sizeof (*lines));
   for (size_t i = 0; i < m->n_all; i++)
@@ -132,7 +137,7 @@ ib_symcache_load_py (const char *dir, const char *digest, const char *package)
     return NULL;
   if (sscanf (header, PY_CACHE_MAGIC " getattr=%d star=%d rb=%d:%d pkg=%1023s", &getattr, &star, &rb, &rb_line, pkg)
           != 5
-      || strcmp (pkg, package && *package ? package : "-") != 0)
+      || (strcmp (pkg, "*") != 0 && strcmp (pkg, package && *package ? package : "-") != 0))
     {
       free_lines (lines, n);
       return NULL;

@@ -708,7 +708,7 @@ reverse_index (struct ctx *c, char **out, ib_error_t *err)
   if (ib_store_cache_dir (c->s, "pyrevidx", &cache, err) < 0)
     return -1;
   ib_sha256 *h = ib_sha256_new ();
-  ib_sha256_update (h, "pyrevidx 1\n", 11);
+  ib_sha256_update (h, "pyrevidx 2\n", 11);
   ib_sha256_update (h, c->root, strlen (c->root) + 1);
   for (size_t i = 0; i < c->r->n_packages; i++)
     ib_sha256_update (h, c->r->packages[i], strlen (c->r->packages[i]) + 1);
@@ -736,6 +736,9 @@ reverse_index (struct ctx *c, char **out, ib_error_t *err)
       cleanup_free char *mod = module_of (c, e->path);
       if (!in_packages (c, mod))
         continue;
+      /* The base's own version of each module: what it defined. */
+      b.lines = ib_xrealloc (b.lines, (b.n + 1) * sizeof (*b.lines));
+      b.lines[b.n++] = ib_xasprintf ("%s\t#%s", mod, e->digest);
       cleanup_free char *package = package_of (c, e->path);
       struct ib_py_module *m = ib_symcache_load_py (c->py_cache, e->digest, package);
       if (m == NULL)
@@ -758,9 +761,12 @@ reverse_index (struct ctx *c, char **out, ib_error_t *err)
   return r;
 }
 
-/* One line of an index entry, checked against the merged image. */
+/* One line of an index entry, checked against the merged image.  BASE is
+ * what the base's own version of MODULE defined: a name it defined that the
+ * overlay's version no longer does was removed, whatever run-time binding
+ * the file also has. */
 static void
-check_importer (struct ctx *c, const char *module, char *l)
+check_importer (struct ctx *c, const char *module, const struct ib_py_module *base, const struct known *now, char *l)
 {
   int line, guarded, from, off = -1;
   char path[4096];
@@ -778,7 +784,17 @@ check_importer (struct ctx *c, const char *module, char *l)
       im.names[im.n_names++] = (struct ib_py_alias){ n, NULL };
     }
   cleanup_free char *via = ib_xasprintf (" (imported by the image's %s; the overlay replaces %s)", display (c, path), module);
-  check_import (c, display (c, path), &im, via);
+  bool removed = false;
+  for (size_t i = 0; base && now && i < im.n_names; i++)
+    if (ib_py_defines (base, im.names[i].name) && !ib_py_defines (now->m, im.names[i].name))
+      {
+        problem (c, !im.guarded, "%s:%d: from %s import %s: %s was defined in the base's %s and the overlay's no longer defines it (layer %s)%s%s",
+                 display (c, path), line, module, im.names[i].name, im.names[i].name, display (c, now->e->path),
+                 layer_of (c, now->e), via, im.guarded ? " (a guarded import: a warning)" : "");
+        removed = true;
+      }
+  if (!removed)
+    check_import (c, display (c, path), &im, via);
   free (im.names);
 }
 
@@ -808,8 +824,19 @@ check_reverse_edges (struct ctx *c, ib_error_t *err)
       if (ib_read_file (path, 1u << 30, &text, NULL, NULL) < 0)
         continue; /* nobody in the base imports names from it */
       char *save = NULL;
+      struct ib_py_module *base = NULL;
       for (char *l = strtok_r (text, "\n", &save); l; l = strtok_r (NULL, "\n", &save))
-        check_importer (c, module, l);
+        {
+          if (l[0] == '#')
+            {
+              cleanup_free char *package = package_of (c, c->known[k]->e->path);
+              ib_py_module_free (base);
+              base = ib_symcache_load_py (c->py_cache, l + 1, package);
+              continue;
+            }
+          check_importer (c, module, base, c->known[k], l);
+        }
+      ib_py_module_free (base);
     }
   return 0;
 }
