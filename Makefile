@@ -21,7 +21,7 @@ CFLAGS += -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=unde
 LDFLAGS += -fsanitize=address,undefined
 endif
 
-LIB_SRC := $(wildcard util/*.c layers/*.c symbol-check/*.c kernels/*.c kernels/dcp2/dcp2_math.c) $(filter-out builder/imgbuild.c builder/imgverify.c,$(wildcard builder/*.c))
+LIB_SRC := $(wildcard util/*.c layers/*.c symbol-check/*.c link-check/*.c kernels/*.c kernels/dcp2/dcp2_math.c) $(filter-out builder/imgbuild.c builder/imgverify.c,$(wildcard builder/*.c))
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 UNIT_SRC := $(wildcard tests/unit/*.c)
 PROGS := $(BUILD)/imgbuild $(BUILD)/imgverify $(BUILD)/dcp2_smoke

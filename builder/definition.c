@@ -67,6 +67,7 @@ ib_definition_free (struct ib_definition *d)
     free (d->prebake_flags[i]);
   free (d->prebake_flags);
   free (d->gate_text);
+  ib_native_conf_clear (&d->native);
   free (d->smoke_program);
   free (d->smoke_kernels);
   free (d->smoke_nccl);
@@ -550,6 +551,8 @@ parse_conf_line (struct ib_definition *d, const char *section, char *l, const ch
     return parse_symbols_line (d, l, origin, err);
   if (strcmp (section, "kernels") == 0)
     return parse_kernels_line (d, l, origin, err);
+  if (strcmp (section, "native") == 0)
+    return ib_native_conf_line (&d->native, d->dir, l, origin, err);
   if (strcmp (section, "prebake") == 0)
     return parse_prebake_line (d, l, origin, err);
   if (strcmp (section, "smoke") == 0)
@@ -584,7 +587,7 @@ parse_conf_line (struct ib_definition *d, const char *section, char *l, const ch
 static void
 record_gate_line (struct ib_definition *d, const char *section, const char *line)
 {
-  static const char *const gates[] = { "symbols", "kernels", "target", "smoke", NULL };
+  static const char *const gates[] = { "symbols", "native", "kernels", "target", "smoke", NULL };
   bool gate = false;
   for (int i = 0; gates[i]; i++)
     gate |= strcmp (section, gates[i]) == 0;
@@ -682,6 +685,13 @@ ib_definition_load (const char *path, struct ib_definition **out, ib_error_t *er
               *close = '\0';
               free (section);
               section = ib_xstrdup (l + 1);
+              if (strcmp (section, "native") == 0)
+                {
+                  /* The section alone turns the gate on, with its defaults. */
+                  char on[] = "defaults on";
+                  record_gate_line (d, section, on);
+                  r = ib_native_conf_line (&d->native, d->dir, on, origin, err);
+                }
             }
           continue;
         }

@@ -16,6 +16,7 @@
 #include "../kernels/prebake.h"
 #include "../kernels/target.h"
 #include "../symbol-check/symgate.h"
+#include "native_conf.h"
 #include "../util/error.h"
 
 struct ib_copy_item
@@ -55,6 +56,8 @@ struct ib_definition
   size_t n_native_required;
   struct ib_requirement *native_required;
   bool unresolved_is_error;
+  /* [native] */
+  struct ib_native_conf native;
   /* [kernels] */
   size_t n_targets;
   struct ib_compute_capability *targets;
@@ -78,7 +81,7 @@ struct ib_definition
   int smoke_dcp, smoke_ranks, smoke_timeout;
   size_t n_smoke_args;
   char **smoke_args;
-  /* The [symbols], [kernels], [target] and [smoke] lines as written: recorded in the
+  /* The [symbols], [native], [kernels], [target] and [smoke] lines as written: recorded in the
    * image's provenance so that imgverify can run the same gates. */
   char *gate_text;
 };

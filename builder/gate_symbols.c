@@ -8,10 +8,8 @@
 #include "gates.h"
 #include "pycompile.h"
 
-/* Without check-package lines: the top-level packages that the overlay's
- * files live in under python-path. */
-static char **
-default_packages (const struct ib_definition *d, size_t *n)
+char **
+ib_default_packages (const struct ib_definition *d, size_t *n)
 {
   char **out = NULL;
   *n = 0;
@@ -47,7 +45,7 @@ ib_gate_symbols (struct ib_build *b, ib_error_t *err)
   if (ib_build_image_view (b, &view, err) < 0)
     return -1;
   size_t n_default = 0;
-  char **defaults = d->n_check_packages || !d->python_path ? NULL : default_packages (d, &n_default);
+  char **defaults = d->n_check_packages || !d->python_path ? NULL : ib_default_packages (d, &n_default);
   struct ib_pycompile pc = { b->store, b->image };
   struct ib_symbol_rules rules = {
     .python_path = d->python_path,

@@ -9,6 +9,7 @@
 static const struct ib_gate gates[] = {
   { "definition", IB_PHASE_INPUTS, ib_gate_definition },
   { "symbols", IB_PHASE_IMAGE, ib_gate_symbols },
+  { "native", IB_PHASE_IMAGE, ib_gate_native },
   { "kernels", IB_PHASE_IMAGE, ib_gate_kernels },
   { "toolchains", IB_PHASE_IMAGE, ib_gate_toolchains },
   { "driver", IB_PHASE_IMAGE, ib_gate_driver },

@@ -58,8 +58,12 @@ int ib_gate_sink_finish (struct ib_gate_sink *k, int class, ib_error_t *err);
 
 /* TARGET ("/usr/…") is covered by the definition's [new] section. */
 bool ib_definition_declares_new (const struct ib_definition *d, const char *target);
+/* Without check-package lines: the top-level packages that the overlay's
+ * files live in under python-path (malloc'd strings). */
+char **ib_default_packages (const struct ib_definition *d, size_t *n);
 
 int ib_gate_definition (struct ib_build *b, ib_error_t *err);
+int ib_gate_native (struct ib_build *b, ib_error_t *err);
 int ib_gate_symbols (struct ib_build *b, ib_error_t *err);
 int ib_gate_kernels (struct ib_build *b, ib_error_t *err);
 int ib_gate_toolchains (struct ib_build *b, ib_error_t *err);

@@ -20,6 +20,7 @@
 #include "../kernels/cudabin.h"
 #include "../kernels/jitbudget.h"
 #include "../kernels/kgate.h"
+#include "../link-check/linkgate.h"
 #include "../layers/transport.h"
 #include <sys/stat.h>
 #include "../symbol-check/pysyms.h"
@@ -33,6 +34,7 @@ static const char usage[] =
     "       imgverify --store [--store-dir DIR]\n"
     "       imgverify --kernels PATH... | --kernels REF [GLOB...]\n"
     "       imgverify --jit-budget [--gpu CC] [--driver VERSION] PATH... | REF [GLOB...]\n"
+    "       imgverify --native [--ldd] [--json] REF [GLOB...]\n"
     "       imgverify --python-symbols FILE...\n"
     "       imgverify --run REF [--gpus] -- PROGRAM [ARG...]\n"
     "       imgverify --diff A B\n"
@@ -324,6 +326,69 @@ kernels_of_image (const char *store_path, const struct ib_remote_options *remote
   return r < 0 ? ib_error_report ("imgverify", &err) : 0;
 }
 
+static void
+print_native_problem (void *data, bool is_error, const char *msg)
+{
+  (void) data;
+  fprintf (stderr, "%s%s\n", is_error ? "error: " : "warning: ", msg);
+}
+
+/* The native link gate over the objects of an image that match GLOBS
+ * (default: every extension module under a dist-/site-packages folder). */
+static int
+native_of_image (const char *store_path, const struct ib_remote_options *remote, const char *ref, int n_globs,
+                 char **globs, bool as_ldd, bool json)
+{
+  static char *defaults[] = { "/*/dist-packages/*.so", "/*/site-packages/*.so" };
+  if (n_globs == 0)
+    {
+      n_globs = 2;
+      globs = defaults;
+    }
+  ib_error_t err = NULL;
+  cleanup_free char *root = ib_store_default_path (store_path);
+  struct ib_store *s = NULL;
+  struct ib_image *img = NULL;
+  struct ib_fsview *view = NULL;
+  struct ib_native_stats st;
+  cJSON *doc = cJSON_CreateObject ();
+  int r = ib_store_open (root, &s, &err);
+  if (r == 0)
+    r = ib_image_pull (s, ref, NULL, remote, &img, &err);
+  if (r == 0)
+    r = ib_fsview_of_image (s, img, &view, &err);
+  struct ib_native_rules rules = { .check = globs, .n_check = (size_t) n_globs, .as_ldd = as_ldd };
+  if (r == 0)
+    r = ib_native_check (s, img, view, &rules, print_native_problem, NULL, &st, doc, &err);
+  if (r == 0)
+    {
+      fprintf (stderr, "native: %zu objects, %zu loaded, %zu symbol references; %zu errors, %zu warnings, "
+                       "%zu unchecked; %zu files read in %zu layer passes, %zu cached\n",
+               st.objects, st.loaded, st.refs, st.errors, st.warnings, st.unchecked, st.read, st.layers_read,
+               st.cached);
+      if (json)
+        {
+          cJSON *stats = cJSON_AddObjectToObject (doc, "stats");
+          cJSON_AddNumberToObject (stats, "objects", (double) st.objects);
+          cJSON_AddNumberToObject (stats, "errors", (double) st.errors);
+          cJSON_AddNumberToObject (stats, "warnings", (double) st.warnings);
+          cJSON_AddNumberToObject (stats, "read", (double) st.read);
+          cJSON_AddNumberToObject (stats, "cached", (double) st.cached);
+          cJSON_AddNumberToObject (stats, "layers_read", (double) st.layers_read);
+          char *text = cJSON_PrintUnformatted (doc);
+          puts (text);
+          free (text);
+        }
+    }
+  cJSON_Delete (doc);
+  ib_fsview_free (view);
+  ib_image_free (img);
+  ib_store_free (s);
+  if (r < 0)
+    return ib_error_report ("imgverify", &err);
+  return st.errors ? IB_ESYMBOLS : 0;
+}
+
 /* Run PROGRAM (from this machine) inside the image REF with a real runtime,
  * GPUs injected when asked: the smoke gate's runner, by hand. */
 static int
@@ -473,6 +538,8 @@ main (int argc, char **argv)
     OPT_JIT,
     OPT_GPU,
     OPT_DRIVER,
+    OPT_NATIVE,
+    OPT_LDD,
   };
   static const struct option longopts[] = {
     { "python-symbols", no_argument, NULL, OPT_PY },
@@ -496,10 +563,12 @@ main (int argc, char **argv)
     { "jit-budget", no_argument, NULL, OPT_JIT },
     { "gpu", required_argument, NULL, OPT_GPU },
     { "driver", required_argument, NULL, OPT_DRIVER },
+    { "native", no_argument, NULL, OPT_NATIVE },
+    { "ldd", no_argument, NULL, OPT_LDD },
     { "help", no_argument, NULL, 'h' },
     { NULL, 0, NULL, 0 },
   };
-  bool py = false, kernels = false, json = false, jit = false;
+  bool py = false, kernels = false, json = false, jit = false, native = false, as_ldd = false;
   struct ib_target target = { 0 };
   const char *store = NULL, *run = NULL;
   bool gpus = false, whole_store = false;
@@ -512,6 +581,8 @@ main (int argc, char **argv)
       {
       case OPT_PY: py = true; break;
       case OPT_KERNELS: kernels = true; break;
+      case OPT_NATIVE: native = true; break;
+      case OPT_LDD: as_ldd = true; break;
       case OPT_JSON: json = true; break;
       case OPT_STORE: whole_store = true; break;
       case OPT_STORE_DIR: store = optarg; break;
@@ -582,7 +653,9 @@ main (int argc, char **argv)
     }
   if (whole_store && optind == argc)
     return verify_store (&(struct verify_opts){ store, json, vo.jobs });
-  if (!py && !kernels && !jit && !run && optind + 1 == argc)
+  if (native && optind < argc)
+    return native_of_image (store, &vo.remote, argv[optind], argc - optind - 1, argv + optind + 1, as_ldd, json);
+  if (!py && !kernels && !jit && !run && !native && optind + 1 == argc)
     return ib_verify_image_ref (argv[optind], &vo);
   struct stat st;
   const struct ib_target *budget = jit ? &target : NULL;

@@ -468,6 +468,83 @@ ib_fsview_follow (const struct ib_fsview *v, const struct ib_fs_entry *e)
   return e && e->type == IB_FS_FILE ? e : NULL;
 }
 
+/* Push the components of PATH onto the pending stack, last first, so that
+ * the first component is popped next. */
+static void
+push_components (char ***stack, size_t *n, const char *path)
+{
+  cleanup_free char *copy = ib_xstrdup (path);
+  char *parts[4096];
+  size_t k = 0;
+  for (char *save = NULL, *t = strtok_r (copy, "/", &save); t && k < 4096; t = strtok_r (NULL, "/", &save))
+    parts[k++] = t;
+  *stack = ib_xrealloc (*stack, (*n + k + 1) * sizeof (**stack));
+  while (k > 0)
+    (*stack)[(*n)++] = ib_xstrdup (parts[--k]);
+}
+
+/* CUR (a clean view path, "" the root) without its last component. */
+static void
+path_up (char *cur)
+{
+  char *slash = strrchr (cur, '/');
+  if (slash)
+    *slash = '\0';
+  else
+    cur[0] = '\0';
+}
+
+const struct ib_fs_entry *
+ib_fsview_resolve (const struct ib_fsview *v, const char *path, char **canon)
+{
+  char **stack = NULL;
+  size_t n = 0;
+  int links = 0;
+  push_components (&stack, &n, path);
+  char *cur = ib_xstrdup ("");
+  const struct ib_fs_entry *e = NULL;
+  bool ok = true;
+  while (ok && n > 0)
+    {
+      char *comp = stack[--n];
+      if (strcmp (comp, ".") == 0 || strcmp (comp, "..") == 0)
+        {
+          if (comp[1] == '.')
+            path_up (cur);
+          free (comp);
+          e = *cur ? ib_fsview_lookup (v, cur) : NULL;
+          continue;
+        }
+      char *next = *cur ? ib_xasprintf ("%s/%s", cur, comp) : ib_xstrdup (comp);
+      free (comp);
+      e = ib_fsview_lookup (v, next);
+      if (e && (e->type == IB_FS_SYMLINK || e->type == IB_FS_HARDLINK) && e->link && ++links <= 40)
+        {
+          free (next);
+          if (e->type == IB_FS_HARDLINK || e->link[0] == '/')
+            cur[0] = '\0'; /* a hard link names its target from the root */
+          push_components (&stack, &n, e->link);
+          continue;
+        }
+      ok = e != NULL && (n == 0 || e->type == IB_FS_DIR);
+      free (cur);
+      cur = next;
+    }
+  while (n > 0)
+    free (stack[--n]);
+  free (stack);
+  if (!ok || (e == NULL && *cur) || (e && (e->type == IB_FS_SYMLINK || e->type == IB_FS_HARDLINK)))
+    {
+      free (cur);
+      return NULL;
+    }
+  if (canon)
+    *canon = cur;
+  else
+    free (cur);
+  return e;
+}
+
 size_t
 ib_fsview_glob (const struct ib_fsview *v, const char *pattern, const struct ib_fs_entry ***out)
 {

@@ -61,6 +61,14 @@ size_t ib_fsview_count (const struct ib_fsview *v);
 /* E with its symlinks followed (relative to their folder, at most 16 hops)
  * to a regular file of the view; NULL when they lead nowhere. */
 const struct ib_fs_entry *ib_fsview_follow (const struct ib_fsview *v, const struct ib_fs_entry *e);
+/* PATH ("/usr/lib/../lib64/x.so", absolute or relative to the root) as the
+ * kernel resolves it inside the image: symlinks followed in every
+ * component (an absolute target starts again at the image's root, never
+ * outside it), ".." taken after the folder it follows is resolved, hard
+ * links to the entry they name; at most 40 links.  The entry reached (any
+ * type), and in *CANON (malloc'd, may be NULL) its clean view path; NULL
+ * when the path leads nowhere. */
+const struct ib_fs_entry *ib_fsview_resolve (const struct ib_fsview *v, const char *path, char **canon);
 /* The regular files whose absolute path ("/usr/lib/x.so") matches the shell
  * glob PATTERN ('*' also crosses '/'), symlinks followed, each once, in path
  * order.  *OUT is malloc'd; returns the count. */

@@ -1,0 +1,58 @@
+/* The native link gate in the build: the definition's [native] rules over
+ * the candidate image (link-check/linkgate.h). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../link-check/linkgate.h"
+#include "../util/fsutil.h"
+#include "gates.h"
+
+int
+ib_gate_native (struct ib_build *b, ib_error_t *err)
+{
+  const struct ib_definition *d = b->def;
+  const struct ib_native_conf *c = &d->native;
+  if (!c->enabled)
+    return 0;
+  const struct ib_fsview *view;
+  if (ib_build_image_view (b, &view, err) < 0)
+    return -1;
+  /* Whose extension modules: [native] package lines, else the symbol
+   * gate's packages. */
+  size_t n_default = 0;
+  char **defaults = c->n_packages || d->n_check_packages || !d->python_path ? NULL
+                                                                           : ib_default_packages (d, &n_default);
+  struct ib_native_rules rules = {
+    .check = c->check,
+    .n_check = c->n_check,
+    .defaults = !c->no_defaults,
+    .first_checked_layer = (int) b->first_overlay_layer,
+    .packages = c->n_packages ? c->packages : d->n_check_packages ? d->check_packages : defaults,
+    .n_packages = c->n_packages ? c->n_packages : d->n_check_packages ? d->n_check_packages : n_default,
+    .preloads = c->preloads,
+    .n_preloads = c->n_preloads,
+    .allow = c->allow,
+    .n_allow = c->n_allow,
+    .injected = c->injected,
+    .n_injected = c->n_injected,
+    .interpreter = c->interpreter,
+    .driver = c->driver,
+  };
+  struct ib_gate_sink k = { b->report, "native", NULL, 0 };
+  struct ib_native_stats st;
+  int r = ib_native_check (b->store, b->image, view, &rules, ib_gate_sink_problem, &k, &st, NULL, err);
+  for (size_t i = 0; i < n_default; i++)
+    free (defaults[i]);
+  free (defaults);
+  if (r < 0)
+    {
+      ib_gate_sink_finish (&k, IB_ESYMBOLS, NULL);
+      return -1;
+    }
+  ib_report_note (b->report,
+                  "native: %zu objects, %zu loaded, %zu symbol references; %zu warnings, %zu unchecked, %zu allowed; "
+                  "%zu files read in %zu layer passes, %zu cached",
+                  st.objects, st.loaded, st.refs, st.warnings, st.unchecked, st.allowed, st.read, st.layers_read,
+                  st.cached);
+  return ib_gate_sink_finish (&k, IB_ESYMBOLS, err);
+}

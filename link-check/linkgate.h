@@ -1,0 +1,68 @@
+/* The native link gate: every shared object the image will load links, the
+ * way ld.so would link it, on the image's own file system (resolve.h), for
+ * any architecture, nothing run.
+ *
+ * Which objects: the CHECK globs, plus by default every ELF object that the
+ * layers from FIRST_CHECKED_LAYER on add (the overlay, prebake), plus every
+ * extension module (*.so) of PACKAGES under a dist-packages or
+ * site-packages folder; and what each of them loads.  An object under a
+ * dist-packages, site-packages or lib-dynload folder is loaded as the
+ * image's Python loads it (resolve.h), with the preloads of its package;
+ * any other as `ldd -r` loads it.
+ *
+ * The ELF records of the files, and the image's ld.so.conf files, are
+ * cached in the store by content digest (imgbuild/elflink/,
+ * imgbuild/ldconf/): a build over a known base reads no base layer. */
+#ifndef IB_LINKGATE_H
+#define IB_LINKGATE_H
+
+#include <cjson/cJSON.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "../layers/fsview.h"
+#include "../layers/image.h"
+#include "../layers/store.h"
+#include "../util/requirement.h"
+
+struct ib_native_preload
+{
+  char *package; /* a top-level Python package: "torch" */
+  char *path;    /* an image path it loads RTLD_GLOBAL before its extensions */
+  char *origin;
+};
+
+struct ib_native_rules
+{
+  char *const *check; /* image paths or globs ('*' crosses '/') */
+  size_t n_check;
+  bool defaults;      /* add the overlay's objects and the packages' extension modules */
+  int first_checked_layer;
+  char *const *packages;
+  size_t n_packages;
+  const struct ib_native_preload *preloads;
+  size_t n_preloads;
+  char *const *allow; /* symbol patterns allowed undefined */
+  size_t n_allow;
+  char *const *injected; /* more sonames the runtime injects, beyond libcuda.so.1 & co */
+  size_t n_injected;
+  const char *interpreter; /* image path; NULL: /usr/local/bin/python3 or /usr/bin/python3 */
+  const char *driver;      /* a libcuda.so.1 of the build machine to check against; NULL */
+  bool as_ldd;             /* load every object as `ldd -r` does, no interpreter */
+};
+
+struct ib_native_stats
+{
+  size_t objects, loaded, refs, errors, warnings, unchecked, allowed;
+  size_t read, cached;  /* ELF files parsed from a layer vs found in the cache */
+  size_t layers_read;   /* layer passes made to read them */
+  size_t rounds;
+};
+
+/* Problems go to FN; with JSON, the per-object detail is added to it
+ * ("objects", "provides").  -1 only when the check could not run. */
+int ib_native_check (struct ib_store *s, const struct ib_image *img, const struct ib_fsview *view,
+                     const struct ib_native_rules *rules, ib_problem_fn fn, void *data, struct ib_native_stats *st,
+                     cJSON *json, ib_error_t *err);
+
+#endif

@@ -1,0 +1,20 @@
+/* A string-keyed hash map to a size_t, for the link gate's tables (files by
+ * path, symbol definers by name: hundreds of thousands of keys).  Keys are
+ * not copied: they must outlive the map. */
+#ifndef IB_STRMAP_H
+#define IB_STRMAP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+struct ib_strmap;
+
+struct ib_strmap *ib_strmap_new (void);
+void ib_strmap_free (struct ib_strmap *m);
+/* The value of KEY in *VALUE; false when absent. */
+bool ib_strmap_get (const struct ib_strmap *m, const char *key, size_t *value);
+/* Set KEY (replacing its value). */
+void ib_strmap_put (struct ib_strmap *m, const char *key, size_t value);
+size_t ib_strmap_count (const struct ib_strmap *m);
+
+#endif
