@@ -435,10 +435,10 @@ load_needed (struct proc *p, const char *name, int loader)
         push_str (&p->o[i].names, &p->o[i].n_names, ib_xstrdup (name));
       else
         i = add_object (p, s.found, s.found_path, name, loader);
-      if (s.others)
-        finding (p, IB_LINK_SHADOWED, false, p->k->files[s.found].path, name, NULL,
-                 "%s takes %s; other copies later in its search path: %s",
-                 p->o[loader].file >= 0 ? p->k->files[p->o[loader].file].path : name, s.found_path, s.others);
+      if (s.others && p->o[loader].file >= 0)
+        finding (p, IB_LINK_SHADOWED, false, p->k->files[p->o[loader].file].path, name, NULL,
+                 "%s resolves to %s; other copies later in its search path, not taken: %s", name, s.found_path,
+                 s.others);
     }
   search_clear (&s);
   return i;
@@ -778,7 +778,7 @@ open_object (struct proc *p, const char *path, int loader, bool is_root)
     finding (p, IB_LINK_NOT_ELF, is_root, canon, canon, NULL, "not an ELF object");
   else if (!usable (k, l))
     finding (p, IB_LINK_MACHINE, true, canon, l->elf32 ? "32-bit" : ib_elf_machine_name (l->machine, mb), NULL,
-             "a %s object in a %s image", l->elf32 ? "32-bit" : ib_elf_machine_name (l->machine, mb),
+             "an %s object in an %s image", l->elf32 ? "32-bit" : ib_elf_machine_name (l->machine, mb),
              ib_elf_machine_name (k->cfg.paths->machine, ib));
   if (!usable (k, l))
     return -1;
