@@ -112,6 +112,11 @@ fuzz:
 	$(MAKE) SANITIZE=fuzz fuzzers
 	tests/fuzz/run.sh $(FUZZ_SECONDS)
 
+# Everything, with the long tier: real Debian bases (scripts/real-base.sh,
+# a few minutes once per machine) and glibc's ldd -r as the oracle.
+test-all:
+	IMGBUILD_TEST_ALL=1 $(MAKE) test
+
 # Deliberate bugs (tests/mutations.txt), each in a scratch copy of the tree,
 # each of which its tests must catch; long (about an hour on 2 cores), not
 # part of `make test`.  MUTATE=REGEX picks mutations by name.

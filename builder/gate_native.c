@@ -13,7 +13,7 @@ ib_gate_native (struct ib_build *b, ib_error_t *err)
   const struct ib_definition *d = b->def;
   const struct ib_native_conf *c = &d->native;
   if (!c->enabled)
-    return 0;
+    return IB_GATE_SKIPPED; /* no [native] section: nothing was checked, and the report says so */
   const struct ib_fsview *view;
   if (ib_build_image_view (b, &view, err) < 0)
     return -1;

@@ -21,7 +21,7 @@ static const struct
   int class;
 } gate_names[] = {
   { "integrity", IB_EINTEGRITY }, { "provenance", IB_EINTEGRITY }, { "symbols", IB_ESYMBOLS },
-  { "kernels", IB_EKERNELS },     { "smoke", IB_ESMOKE },
+  { "native", IB_ESYMBOLS },      { "kernels", IB_EKERNELS },       { "smoke", IB_ESMOKE },
 };
 #define N_GATES (sizeof (gate_names) / sizeof (gate_names[0]))
 
@@ -77,7 +77,7 @@ parse_gates (const char *list, bool want[N_GATES], ib_error_t *err)
         i++;
       if (i == N_GATES)
         return ib_error (err, IB_EUSAGE,
-                         "--require-gates: `%s` is not a gate (integrity, provenance, symbols, kernels, smoke; "
+                         "--require-gates: `%s` is not a gate (integrity, provenance, symbols, native, kernels, smoke; "
                          "or none)",
                          t);
       want[i] = true;

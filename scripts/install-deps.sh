@@ -8,7 +8,7 @@ build=(gcc g++ make pkg-config libarchive-dev libcjson-dev libssl-dev zlib1g-dev
        libcurl4-openssl-dev busybox-static python3 ca-certificates)
 fuzz=(clang libclang-rt-dev)
 test=(skopeo umoci docker.io runc docker-registry apache2-utils openssl curl tmux jq iproute2 procps python3-jsonschema strace
-      time file)
+      time file gcc-aarch64-linux-gnu binutils)
 want=("${build[@]}")
 [ "${1:-build}" = test ] && want+=("${test[@]}" "${fuzz[@]}")
 [ "${1:-build}" = fuzz ] && want+=("${fuzz[@]}")

@@ -2,6 +2,8 @@
 # The whole test suite: unit tests, then the integration suites, which start
 # the real services they need.  Last line: "N passed, N failed".
 # Usage: tests/run.sh [SUITE-REGEX [TEST-REGEX]]
+# Tests named tall_* are the long tier (real Debian bases, minutes each):
+# they run with IMGBUILD_TEST_ALL=1, which `make test-all` sets.
 set -u
 cd "$(dirname "$0")/.."
 source tests/lib.sh
@@ -20,10 +22,13 @@ fi
 for suite in tests/integration/*.sh; do
   [[ $(basename "$suite" .sh) =~ $suite_re ]] || continue
   source "$suite"
-  for t in $(declare -F | awk '{print $3}' | grep '^t_' | sort); do
+  tier='^t_'
+  [ "${IMGBUILD_TEST_ALL:-0}" = 1 ] && tier='^(t|tall)_'
+  for t in $(declare -F | awk '{print $3}' | grep -E "$tier" | sort); do
     [[ $t =~ $test_re ]] && run_test "$t"
     unset -f "$t"
   done
+  for t in $(declare -F | awk '{print $3}' | grep '^tall_'); do unset -f "$t"; done
 done
 [ "$T_SKIP" = 0 ] || echo "$T_SKIP skipped (not counted as passed)"
 echo "$T_PASS passed, $T_FAIL failed"

@@ -1,0 +1,197 @@
+# link-check (issue 14): the native link gate, ld.so's view of an image.
+# The t_ tests use small images made here (the host's glibc, Debian's
+# aarch64 cross glibc, objects built with gcc); the tall_ tests (make
+# test-all) use the real Debian base of scripts/real-base.sh and glibc's own
+# ldd -r in a chroot of it as the oracle.
+
+# A small base: the host's glibc (or Debian's arm64 cross glibc) laid out as
+# Debian lays it out, merged /usr included (/lib -> usr/lib), an
+# /etc/ld.so.conf that includes ld.so.conf.d/*.conf, /usr/local/lib there.
+small_base() { # DIR amd64|arm64 NAME:TAG
+  local dir=$1 arch=$2 name=$3 triplet src ld
+  if [ "$arch" = amd64 ]; then
+    triplet=x86_64-linux-gnu src=$(dirname "$(readlink -f /lib/x86_64-linux-gnu/libc.so.6)") ld=ld-linux-x86-64.so.2
+  else
+    triplet=aarch64-linux-gnu src=/usr/aarch64-linux-gnu/lib ld=ld-linux-aarch64.so.1
+  fi
+  mkdir -p "$dir/files"
+  for f in libc.so.6 libm.so.6 $ld; do cp "$(readlink -f "$src/$f")" "$dir/files/$f"; done
+  echo 'include /etc/ld.so.conf.d/*.conf' >"$dir/files/ld.so.conf"
+  printf '# libc default configuration\n/usr/local/lib\n' >"$dir/files/libc.conf"
+  {
+    printf '[image]\nname = %s\nfrom = scratch\nplatform = linux/%s\n[copy]\n' "$name" "$arch"
+    for f in libc.so.6 libm.so.6 $ld; do echo "file files/$f /usr/lib/$triplet/$f"; done
+    echo "symlink /lib usr/lib"
+    [ "$arch" = amd64 ] && echo "symlink /lib64/$ld ../lib/$triplet/$ld"
+    echo "file files/ld.so.conf /etc/ld.so.conf"
+    echo "file files/libc.conf /etc/ld.so.conf.d/libc.conf"
+    printf '[new]\n/\n'
+  } >"$dir/image.conf"
+  "$IB" -q "$dir" >/dev/null
+}
+
+# A definition over BASE with the planted objects FILES (names in plant/)
+# under /usr/local/lib/planted, and the gate on with its defaults.
+planted_def() { # DIR BASE NAME:TAG FILE...
+  local dir=$1 base=$2 name=$3 f
+  shift 3
+  mkdir -p "$dir"
+  {
+    printf '[image]\nname = %s\nfrom = %s\n[copy]\n' "$name" "$base"
+    for f in "$@"; do
+      case $f in
+        liblinkbase.so.1|libdup.so.1) echo "file $PWD/plant/$f /usr/local/lib/$f" ;;
+        early/libdup.so.1) echo "file $PWD/plant/$f /opt/early/libdup.so.1" ;;
+        *) echo "file $PWD/plant/$f /usr/local/lib/planted/$f" ;;
+      esac
+    done
+    printf '[new]\n/\n[native]\n'
+  } >"$dir/image.conf"
+}
+
+t_native_planted_failures_are_each_named() {
+  "$ROOT/tests/native/plant.sh" "$PWD/plant"
+  small_base base amd64 small:1
+  planted_def bad small:1 bad:1 ext_newer.so needs_absent.so glibc_future.so arm64.so user_dup.so \
+    liblinkbase.so.1 libdup.so.1 early/libdup.so.1
+  expect_fail 5 'gate native: .*(and [0-9]+ more, listed above)' "$IB" bad
+  local e=stderr.txt
+  # An extension built against a symbol the base's library lacks.
+  grep -q '/usr/local/lib/planted/ext_newer.so: undefined symbol base_new (scope: 4 objects: /usr/local/lib/planted/ext_newer.so, liblinkbase.so.1, libc.so.6' $e
+  # A DT_NEEDED on a soname the image does not have: who, and where it looked.
+  grep -q '/usr/local/lib/planted/needs_absent.so: needs libabsent.so.7, which is not in the image (searched ld.so.conf /usr/local/lib; default /lib/x86_64-linux-gnu:/usr/lib/x86_64-linux-gnu:/lib:/usr/lib)' $e
+  # A GLIBC_2.99-versioned reference.
+  grep -Eq '/usr/local/lib/planted/glibc_future.so: version GLIBC_2.99 of libc.so.6 not found in /usr/lib/x86_64-linux-gnu/libc.so.6, which defines up to GLIBC_2\.[0-9]+' $e
+  grep -q 'glibc_future.so: undefined symbol glibc_future_fn@GLIBC_2.99' $e
+  # An aarch64 object in an x86-64 image.
+  grep -q '/usr/local/lib/planted/arm64.so: an aarch64 object in an x86-64 image' $e
+  # A second copy earlier in the search path that lacks the symbol.
+  grep -q '/usr/local/lib/planted/user_dup.so: undefined symbol dup_fn (.*defined in /usr/local/lib/libdup.so.1, which this load does not bring in)' $e
+  grep -q 'warning: /usr/local/lib/planted/user_dup.so: libdup.so.1 resolves to /opt/early/libdup.so.1; other copies later in its search path, not taken: /usr/local/lib/libdup.so.1' $e
+  refute skopeo inspect "oci:$IMGBUILD_STORE:bad:1" >/dev/null 2>&1
+  # imgverify --native says the same of the same objects, and as JSON.
+  "$IB" -q base >/dev/null
+  planted_def good small:1 good:1 ok.so liblinkbase.so.1
+  "$IB" -q good >/dev/null
+  "$IV" --native --json good:1 '/usr/local/lib/planted/*.so' >good.json
+  jq -e '.objects | length == 1 and .[0].problems == [] and (.[0].loaded | map(.path) | index("/usr/local/lib/liblinkbase.so.1"))' good.json
+  jq -e '.objects[0].objects[0].needs.GLIBC | startswith("GLIBC_2.")' good.json
+}
+
+t_native_gate_passes_and_a_rebuild_reads_no_layer() {
+  "$ROOT/tests/native/plant.sh" "$PWD/plant"
+  small_base base amd64 small:1
+  planted_def good small:1 good:1 ok.so liblinkbase.so.1
+  "$IB" good 2>first.err >/dev/null
+  grep -q 'gate native *pass' first.err
+  grep -Eq 'native: 2 objects, [0-9]+ loaded, [1-9][0-9]* symbol references; 0 warnings.*; [1-9][0-9]* files read in [1-9][0-9]* layer passes' first.err
+  "$IB" -t good:2 good 2>second.err >/dev/null
+  # Warm: every record from the cache by content digest, no layer opened.
+  grep -Eq 'native: 2 objects, .* 0 files read in 0 layer passes, [1-9][0-9]* cached' second.err
+  # The gate is recorded and imgverify runs it again from the provenance.
+  "$IV" --json good:2 >v.json
+  jq -e '.gates[] | select(.name == "native") | .status == "pass"' v.json
+  validate v.json
+}
+
+t_native_arm64_image_checked_on_this_x86_machine() {
+  "$ROOT/tests/native/plant.sh" "$PWD/plant"
+  small_base base arm64 small-arm:1
+  # An aarch64 object links against the arm64 glibc; an x86-64 one is named.
+  mkdir -p p
+  echo '#include <math.h>
+double arm_ok(double x){return cos(x);}' >p/ok.c
+  aarch64-linux-gnu-gcc -O1 -fPIC -shared -Wl,--no-as-needed p/ok.c -lm -o plant/arm_ok.so
+  planted_def good small-arm:1 arm-good:1 arm_ok.so
+  "$IB" good 2>good.err >/dev/null
+  grep -q 'gate native *pass' good.err
+  "$IV" --native --json arm-good:1 '/usr/local/lib/planted/*.so' >arm.json
+  jq -e '.objects[0].loaded | map(.path) | index("/usr/lib/aarch64-linux-gnu/libm.so.6")' arm.json
+  planted_def bad small-arm:1 arm-bad:1 arm_ok.so x86.so
+  expect_fail 5 '/usr/local/lib/planted/x86.so: an x86-64 object in an aarch64 image' "$IB" bad
+}
+
+t_native_driver_library_is_injected_not_missing() {
+  small_base base amd64 small:1
+  mkdir -p plant
+  # libcuda.so.1 comes from the container runtime: its absence is no error,
+  # its cu* symbols are reported unchecked; cublasGemmEx is not the driver's.
+  echo 'int cuInit(unsigned f){return (int)f;} int cuDriverGetVersion(int *v){*v=13000;return 0;}' >plant/cuda.c
+  gcc -shared -fPIC -Wl,-soname,libcuda.so.1 plant/cuda.c -o plant/libcuda.so
+  echo 'extern int cuInit(unsigned); int start(void){return cuInit(0);}' >plant/user.c
+  gcc -shared -fPIC plant/user.c -Lplant -lcuda -o plant/uses_cuda.so
+  echo 'extern int cuInit(unsigned); extern int cublasGemmEx(void); int g(void){return cuInit(0)+cublasGemmEx();}' >plant/blas.c
+  gcc -shared -fPIC -Wl,--unresolved-symbols=ignore-all plant/blas.c -Lplant -lcuda -o plant/uses_cublas.so
+  planted_def good small:1 cuda:1 uses_cuda.so
+  "$IB" good 2>good.err >/dev/null
+  grep -q 'gate native *pass' good.err
+  grep -q 'warning: /usr/local/lib/planted/uses_cuda.so: symbol cuInit unchecked: left to the driver.s libcuda.so.1' good.err
+  # With a declared driver, the symbols are checked against it.
+  cp plant/libcuda.so good/libcuda.so.1
+  printf 'driver libcuda.so.1\n' >>good/image.conf
+  "$IB" -t cuda:2 good 2>driver.err >/dev/null
+  refute grep -q 'warning:.*unchecked' driver.err
+  planted_def bad small:1 cuda:3 uses_cublas.so
+  expect_fail 5 'uses_cublas.so: undefined symbol cublasGemmEx' "$IB" bad
+  # allow-undefined turns it into a note.
+  printf 'allow-undefined cublas*\n' >>bad/image.conf
+  "$IB" -t cuda:4 bad 2>allowed.err >/dev/null
+  grep -Eq 'native: .* 1 allowed' allowed.err
+}
+
+# ---- the real base (make test-all) ------------------------------------------
+
+real_base() { # ARCH: sets RB_ROOTFS, RB_REF
+  local out
+  out=$("$ROOT/scripts/real-base.sh" --arch "$1")
+  RB_ROOTFS=$(echo "$out" | sed -n 's/^rootfs=//p')
+  RB_REF=$(echo "$out" | sed -n 's/^ref=//p')
+}
+
+# Objects of the torch image as ldd sees them: torch's and scipy's
+# extension modules, torch's libraries, and the system's libraries.
+TORCH_GLOBS=('/usr/lib/python3/dist-packages/torch/*.so' '/usr/lib/python3/dist-packages/scipy/*.so'
+             '/usr/lib/x86_64-linux-gnu/libtorch*.so*' '/usr/lib/x86_64-linux-gnu/*.so.*')
+
+tall_native_equals_ldd_r_on_the_torch_image() {
+  real_base amd64
+  "$IV" --native --ldd --json "$RB_REF" "${TORCH_GLOBS[@]}" >ldd.json || true
+  python3 "$ROOT/tests/native/compare_ldd.py" "$RB_ROOTFS" ldd.json | tee cmp.out
+  grep -Eq '^native-ldd: ([0-9]+) objects, \1 equal, 0 differ' cmp.out
+  n=$(sed -n 's/^native-ldd: \([0-9]*\) objects.*/\1/p' cmp.out)
+  [ "$n" -ge 300 ]
+  # Not vacuous: torch's extension modules are among them, loaded with libtorch.
+  jq -e '[.objects[] | select(.path | test("torch/_C\\."))] | length == 1' ldd.json
+  jq -e '[.objects[].loaded[].path] | map(select(. != null and test("libtorch_cpu"))) | length > 0' ldd.json
+}
+
+tall_native_extension_modules_equal_ldd_minus_the_interpreter() {
+  real_base amd64
+  "$IV" --native --json "$RB_REF" '/usr/lib/python3/dist-packages/*.so' >py.json
+  jq -e '[.objects[] | select(.loaded_as == "python")] | length > 100' py.json
+  python3 "$ROOT/tests/native/compare_ldd.py" "$RB_ROOTFS" py.json --python | tee cmp.out
+  grep -Eq '^native-ldd: ([0-9]+) objects, \1 equal, 0 differ' cmp.out
+}
+
+tall_native_gate_passes_on_the_torch_image_and_is_warm() {
+  real_base amd64
+  mkdir -p d
+  printf '[image]\nname = torch-native:1\nfrom = %s\n[copy]\nfile note.txt /etc/imgbuild-note\n[new]\n/etc/imgbuild-note\n[native]\npackage torch scipy\n' \
+    "$RB_REF" >d/image.conf
+  echo hello >d/note.txt
+  "$IB" d 2>cold.err >/dev/null
+  grep -q 'gate native *pass' cold.err
+  grep -Eq 'native: [1-9][0-9]{2,} objects' cold.err
+  "$IB" -t torch-native:2 d 2>warm.err >/dev/null
+  grep -Eq 'native: .* 0 files read in 0 layer passes, [1-9][0-9]* cached' warm.err
+}
+
+tall_native_arm64_debian_packages() {
+  real_base arm64
+  "$IV" --native --json "$RB_REF" '/usr/lib/python3/dist-packages/*.so' '/usr/lib/aarch64-linux-gnu/*.so.*' >arm.json 2>arm.err || true
+  jq -e '.objects | length > 300' arm.json
+  # Every object is aarch64 and finds its libraries among Debian's arm64 files.
+  jq -e '[.objects[].problems[] | select(.kind == "machine" or .kind == "missing")] == []' arm.json
+  jq -e '[.objects[] | select(.path | test("torch/_C\\."))][0].loaded | map(.path) | map(select(. != null and test("aarch64-linux-gnu/libtorch_cpu"))) | length == 1' arm.json
+  jq -e '.provides.GLIBC | startswith("GLIBC_2.")' arm.json
+}
