@@ -112,7 +112,7 @@ recorded_gates (cJSON **records, size_t n, bool want[N_GATES])
         if (!cJSON_IsString (name) || !cJSON_IsString (status) || strcmp (status->valuestring, "pass") != 0
             || !cJSON_IsString (text))
           continue;
-        for (size_t k = 2; k <= 3; k++) /* symbols, kernels */
+        for (size_t k = 2; k <= 4; k++) /* symbols, native, kernels */
           {
             cleanup_free char *section = ib_xasprintf ("[%s]", gate_names[k].name);
             want[k] |= strcmp (name->valuestring, gate_names[k].name) == 0 && strstr (text->valuestring, section);
