@@ -382,11 +382,42 @@ ctx_clear (struct root_ctx *rc)
 
 /* ---- reading what the loads need, in as few layer passes as can be ------- */
 
+/* Want the library at view entry E (a link is followed) unless known. */
+static void
+prefetch_entry (struct gate *g, const struct ib_fs_entry *e)
+{
+  cleanup_free char *abs = ib_xasprintf ("/%s", e->path);
+  const struct ib_fs_entry *f = ib_fsview_resolve (g->view, abs, NULL);
+  size_t at;
+  if (f == NULL || f->type != IB_FS_FILE || !f->digest[0] || ib_strmap_get (g->by_digest, f->digest, &at))
+    return;
+  cleanup_free char *cpath = ib_path_join (g->elf_cache, f->digest);
+  if (access (cpath, F_OK) != 0)
+    want (g, f);
+}
+
+/* Every "*.so*" right in folder DIR, or anywhere under it with DEEP. */
+static void
+prefetch_folder (struct gate *g, const char *dir, bool deep)
+{
+  size_t dl = strlen (dir);
+  for (size_t i = 0; i < ib_fsview_count (g->view); i++)
+    {
+      const struct ib_fs_entry *e = ib_fsview_at (g->view, i);
+      const char *rest = e->path + dl + 1;
+      const char *base = strrchr (e->path, '/') ? strrchr (e->path, '/') + 1 : e->path;
+      if (strncmp (e->path, dir, dl) == 0 && e->path[dl] == '/' && (deep || !strchr (rest, '/'))
+          && strstr (base, ".so"))
+        prefetch_entry (g, e);
+    }
+}
+
 /* A cold first round reads, with the roots, every not yet cached library
- * of the search folders: most closures end there, so most images need one
+ * of the search folders and of the roots' Python packages (where their
+ * $ORIGIN paths lead): most closures end there, so most images need one
  * pass over their layers instead of one per level of dependencies. */
 static void
-prefetch (struct gate *g)
+prefetch (struct gate *g, const struct roots *roots)
 {
   char **dirs[2] = { g->paths.conf, g->paths.defaults };
   size_t nd[2] = { g->paths.n_conf, g->paths.n_defaults };
@@ -395,25 +426,33 @@ prefetch (struct gate *g)
       {
         cleanup_free char *dir = NULL;
         const struct ib_fs_entry *de = ib_fsview_resolve (g->view, dirs[k][d], &dir);
-        if (de == NULL || de->type != IB_FS_DIR)
-          continue;
-        size_t dl = strlen (dir);
-        for (size_t i = 0; i < ib_fsview_count (g->view); i++)
-          {
-            const struct ib_fs_entry *e = ib_fsview_at (g->view, i);
-            if (strncmp (e->path, dir, dl) != 0 || e->path[dl] != '/' || strchr (e->path + dl + 1, '/')
-                || !strstr (e->path + dl + 1, ".so"))
-              continue;
-            cleanup_free char *abs = ib_xasprintf ("/%s", e->path);
-            const struct ib_fs_entry *f = ib_fsview_resolve (g->view, abs, NULL);
-            size_t at;
-            if (f == NULL || f->type != IB_FS_FILE || !f->digest[0] || ib_strmap_get (g->by_digest, f->digest, &at))
-              continue;
-            cleanup_free char *cpath = ib_path_join (g->elf_cache, f->digest);
-            if (access (cpath, F_OK) != 0)
-              want (g, f);
-          }
+        if (de && de->type == IB_FS_DIR)
+          prefetch_folder (g, dir, false);
       }
+  struct ib_strmap *done = ib_strmap_new ();
+  char **pkgs = NULL;
+  size_t n = 0;
+  for (size_t i = 0; i < roots->n; i++)
+    {
+      cleanup_free char *pkg = package_of (roots->path[i]);
+      const char *m = pkg ? strstr (roots->path[i], "-packages/") : NULL;
+      size_t dummy;
+      char *dir = m ? strndup (roots->path[i], (size_t) (m - roots->path[i]) + strlen ("-packages/") + strlen (pkg))
+                    : NULL;
+      if (dir && !ib_strmap_get (done, dir, &dummy))
+        {
+          pkgs = ib_xrealloc (pkgs, (n + 1) * sizeof (*pkgs));
+          pkgs[n] = dir;
+          ib_strmap_put (done, pkgs[n++], 1);
+          prefetch_folder (g, dir, true);
+        }
+      else
+        free (dir);
+    }
+  ib_strmap_free (done);
+  for (size_t i = 0; i < n; i++)
+    free (pkgs[i]);
+  free (pkgs);
 }
 
 /* Load every root until no record is missing; each round reads what the
@@ -434,7 +473,7 @@ load_all (struct gate *g, struct ib_linker *k, const struct roots *roots, ib_err
       if (!pending)
         return 0;
       if (round == 0)
-        prefetch (g);
+        prefetch (g, roots);
       if (round >= MAX_ROUNDS)
         return ib_error (err, IB_EINTEGRITY, "the dependencies of the image's objects do not settle");
       g->st->rounds++;
