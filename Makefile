@@ -112,11 +112,6 @@ fuzz:
 	$(MAKE) SANITIZE=fuzz fuzzers
 	tests/fuzz/run.sh $(FUZZ_SECONDS)
 
-# Everything, with the long tier: real Debian bases (scripts/real-base.sh,
-# a few minutes once per machine) and glibc's ldd -r as the oracle.
-test-all:
-	IMGBUILD_TEST_ALL=1 $(MAKE) test
-
 # Deliberate bugs (tests/mutations.txt), each in a scratch copy of the tree,
 # each of which its tests must catch; long (about an hour on 2 cores), not
 # part of `make test`.  MUTATE=REGEX picks mutations by name.
@@ -124,7 +119,8 @@ mutate: all
 	nice tests/mutate.py $(MUTATE)
 
 # Everything, with the long campaigns at full size (the 1,000-mutant syntax
-# campaigns against CPython 3.11 and 3.13).
+# campaigns against CPython 3.11 and 3.13) and the tall_ tests (the link
+# gate against glibc's ldd -r on the real Debian bases).
 test-all: test-deps
 	$(MAKE) all
 	IMGBUILD_TEST_ALL=1 tests/run.sh
