@@ -49,8 +49,14 @@ static const char usage[] =
     "(symbols, native, kernels; the GPU smoke test with --smoke).  A gate with nothing\n"
     "to check is a skip with its reason, never a pass.\n"
     "REF: NAME:TAG (the store), oci:DIR[:NAME:TAG], docker-archive:FILE,\n"
-    "  docker-daemon:NAME:TAG, docker://HOST[:PORT]/REPO[:TAG|@DIGEST] (pulled\n"
-    "  into the store first, each blob checked as it streams).\n"
+    "  docker-daemon:NAME:TAG, docker://HOST[:PORT]/REPO[:TAG|@DIGEST].\n"
+    "What is checked is REF's own bytes, never the store's copy of the same\n"
+    "digests: a layout and an archive are read where they are (streamed,\n"
+    "nothing copied into the store or written to them; a compressed archive\n"
+    "is inflated once into a temporary file); every blob of a registry image\n"
+    "is fetched and hashed as the registry serves it, also those the store\n"
+    "has.  Cached file lists and symbol/kernel results are used only for\n"
+    "blobs hashed in this run.\n"
     "\n"
     "  --definition DIR          check against this definition (its sources'\n"
     "                            digests, its gates)\n"
@@ -312,9 +318,7 @@ kernels_of_image (const char *store_path, const struct ib_remote_options *remote
   const struct ib_fs_entry **files = NULL;
   size_t n = 0;
   struct ib_cuda_file **code = NULL;
-  int r = ib_store_open (root, &s, &err);
-  if (r == 0)
-    r = ib_image_pull (s, ref, NULL, remote, &img, &err);
+  int r = ib_image_open_in_place (root, ref, NULL, remote, &s, &img, &err);
   if (r == 0)
     r = ib_fsview_of_image (s, img, &view, &err);
   if (r == 0)
@@ -415,9 +419,7 @@ run_in_image (const char *store_path, const struct ib_remote_options *remote, co
   cleanup_free char *root = ib_store_default_path (store_path);
   struct ib_store *s = NULL;
   struct ib_image *img = NULL;
-  int r = ib_store_open (root, &s, &err);
-  if (r == 0)
-    r = ib_image_pull (s, ref, NULL, remote, &img, &err);
+  int r = ib_image_open_in_place (root, ref, NULL, remote, &s, &img, &err);
   cleanup_free char *target = NULL;
   struct ib_run_result res = { 0 };
   if (r == 0)

@@ -30,9 +30,8 @@ static int
 extract_layer (struct ib_store *s, const struct ib_image *img, int layer, const struct ib_fs_entry *const *wanted,
                size_t n, ib_extract_fn fn, void *data, ib_error_t *err)
 {
-  cleanup_free char *path = ib_store_blob_path (s, &img->layers[layer].digest);
   struct ib_layer_reader *r;
-  if (ib_layer_reader_open (path, &img->layers[layer], &img->diff_ids[layer], &r, err) < 0)
+  if (ib_layer_reader_open (s, &img->layers[layer], &img->diff_ids[layer], &r, err) < 0)
     return -1;
   struct archive_entry *ae;
   int x;

@@ -120,11 +120,11 @@ hash_entry_data (struct ib_layer_reader *r, struct ib_fs_entry *e, char *buf, si
 }
 
 static int
-compute_list (const char *blob_path, const struct ib_descriptor *blob, const ib_digest *diff_id,
-              struct ib_fs_list *l, ib_error_t *err)
+compute_list (struct ib_store *s, const struct ib_descriptor *blob, const ib_digest *diff_id, struct ib_fs_list *l,
+              ib_error_t *err)
 {
   struct ib_layer_reader *r;
-  if (ib_layer_reader_open (blob_path, blob, diff_id, &r, err) < 0)
+  if (ib_layer_reader_open (s, blob, diff_id, &r, err) < 0)
     return -1;
   size_t cap = 0;
   cleanup_free char *buf = ib_xmalloc (1 << 20);
@@ -261,22 +261,22 @@ load_list (const char *path, const ib_digest *diff_id, struct ib_fs_list *l)
 }
 
 int
-ib_fs_list_layer (struct ib_store *s, const char *blob_path, const struct ib_descriptor *blob,
-                  const ib_digest *diff_id, struct ib_fs_list **out, ib_error_t *err)
+ib_fs_list_layer (struct ib_store *s, const struct ib_descriptor *blob, const ib_digest *diff_id,
+                  struct ib_fs_list **out, ib_error_t *err)
 {
   cleanup_free char *dir = NULL;
   if (ib_store_cache_dir (s, "files", &dir, err) < 0)
     return -1;
   cleanup_free char *cache = ib_path_join (dir, ib_digest_hex (diff_id->s));
   struct ib_fs_list *l = ib_xcalloc (1, sizeof (*l));
-  if (load_list (cache, diff_id, l))
+  if (ib_store_blob_trusted (s, &blob->digest) && load_list (cache, diff_id, l))
     {
       *out = l;
       return 0;
     }
   ib_fs_list_free (l);
   l = ib_xcalloc (1, sizeof (*l));
-  if (compute_list (blob_path, blob, diff_id, l, err) < 0 || save_list (cache, diff_id, l, err) < 0)
+  if (compute_list (s, blob, diff_id, l, err) < 0 || save_list (cache, diff_id, l, err) < 0)
     {
       ib_fs_list_free (l);
       return -1;
@@ -417,8 +417,7 @@ ib_fsview_of_image (struct ib_store *s, const struct ib_image *img, struct ib_fs
   for (size_t i = 0; i < img->n_layers; i++)
     {
       struct ib_fs_list *l;
-      cleanup_free char *path = ib_store_blob_path (s, &img->layers[i].digest);
-      if (ib_fs_list_layer (s, path, &img->layers[i], &img->diff_ids[i], &l, err) < 0)
+      if (ib_fs_list_layer (s, &img->layers[i], &img->diff_ids[i], &l, err) < 0)
         {
           ib_fsview_free (v);
           return -1;

@@ -43,10 +43,11 @@ struct ib_fs_list
   struct ib_fs_entry *e; /* sorted by path */
 };
 
-/* The file list of one layer, from the cache or computed (and the layer's
- * digests verified).  BLOB_PATH is where its bytes are. */
-int ib_fs_list_layer (struct ib_store *s, const char *blob_path, const struct ib_descriptor *blob,
-                      const ib_digest *diff_id, struct ib_fs_list **out, ib_error_t *err);
+/* The file list of one layer of S, computed (and the layer's digests
+ * verified), or from the cache once the blob is trusted (a store's blob, or
+ * a view's that this run hashed: see ib_store_blob_trusted). */
+int ib_fs_list_layer (struct ib_store *s, const struct ib_descriptor *blob, const ib_digest *diff_id,
+                      struct ib_fs_list **out, ib_error_t *err);
 void ib_fs_list_free (struct ib_fs_list *l);
 
 struct ib_fsview;

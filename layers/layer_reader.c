@@ -24,8 +24,10 @@ enum codec
 
 struct ib_layer_reader
 {
+  struct ib_store *store;
   int fd;
   char *path;
+  uint64_t left; /* bytes of the blob not read yet (its range of the file) */
   struct ib_descriptor blob;
   ib_digest expected_diff_id;
   bool have_diff_id;
@@ -57,8 +59,10 @@ fill_input (struct ib_layer_reader *r)
     return 0;
   ssize_t n;
   do
-    n = read (r->fd, r->in, IN_CHUNK);
+    n = r->left == 0 ? 0 : read (r->fd, r->in, r->left < IN_CHUNK ? (size_t) r->left : IN_CHUNK);
   while (n < 0 && errno == EINTR);
+  if (n > 0)
+    r->left -= (uint64_t) n;
   if (n < 0)
     return ib_error_errno (&r->pending, errno, IB_EENV, "read `%s`", r->path);
   ib_sha256_update (r->blob_hash, r->in, (size_t) n);
@@ -155,10 +159,10 @@ sniff (const unsigned char *p, size_t n)
 }
 
 static int
-reader_start (struct ib_layer_reader *r, const char *path, const struct ib_descriptor *blob, ib_error_t *err)
+reader_start (struct ib_layer_reader *r, const struct ib_descriptor *blob, ib_error_t *err)
 {
   if (r->fd < 0)
-    return ib_error_errno (err, errno, IB_EINTEGRITY, "layer %s: open `%s`", blob->digest.s, path);
+    return ib_error_wrap (err, "layer %s", blob->digest.s);
   if (fill_input (r) < 0)
     {
       ib_error_release (err);
@@ -186,12 +190,17 @@ reader_start (struct ib_layer_reader *r, const char *path, const struct ib_descr
 }
 
 int
-ib_layer_reader_open (const char *path, const struct ib_descriptor *blob, const ib_digest *expected_diff_id,
+ib_layer_reader_open (struct ib_store *s, const struct ib_descriptor *blob, const ib_digest *expected_diff_id,
                       struct ib_layer_reader **out, ib_error_t *err)
 {
+  struct ib_blob_loc loc;
+  if (ib_store_locate_blob (s, &blob->digest, &loc, err) < 0)
+    return ib_error_wrap (err, "layer %s", blob->digest.s);
   struct ib_layer_reader *r = ib_xcalloc (1, sizeof (*r));
-  r->fd = open (path, O_RDONLY | O_CLOEXEC);
-  r->path = ib_xstrdup (path);
+  r->store = s;
+  r->fd = ib_blob_loc_open (&loc, &blob->digest, err);
+  r->path = steal_pointer (&loc.path);
+  r->left = loc.length;
   ib_descriptor_copy (&r->blob, blob);
   if (expected_diff_id)
     {
@@ -202,7 +211,7 @@ ib_layer_reader_open (const char *path, const struct ib_descriptor *blob, const 
   r->tar_hash = ib_sha256_new ();
   r->in = ib_xmalloc (IN_CHUNK);
   r->out = ib_xmalloc (OUT_CHUNK);
-  if (reader_start (r, path, blob, err) < 0)
+  if (reader_start (r, blob, err) < 0)
     {
       ib_layer_reader_free (r);
       return -1;
@@ -269,6 +278,8 @@ ib_layer_reader_end (struct ib_layer_reader *r, ib_digest *diff_id, ib_error_t *
                      r->blob.digest.s, tar.s, r->expected_diff_id.s);
   if (diff_id)
     *diff_id = tar;
+  if (r->have_diff_id)
+    ib_store_mark_hashed (r->store, &r->blob.digest);
   return 0;
 }
 

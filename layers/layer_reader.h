@@ -11,11 +11,15 @@
 #include <sys/types.h>
 
 #include "descriptor.h"
+#include "store.h"
 
 struct ib_layer_reader;
 
-/* EXPECTED_DIFF_ID may be NULL (not known). */
-int ib_layer_reader_open (const char *path, const struct ib_descriptor *blob, const ib_digest *expected_diff_id,
+/* Read the layer BLOB of the store (or view) S, wherever its bytes are.
+ * EXPECTED_DIFF_ID may be NULL (not known).  When ib_layer_reader_end finds
+ * both digests right, the blob counts as hashed in this run
+ * (ib_store_mark_hashed), so caches keyed by it may be used. */
+int ib_layer_reader_open (struct ib_store *s, const struct ib_descriptor *blob, const ib_digest *expected_diff_id,
                           struct ib_layer_reader **out, ib_error_t *err);
 /* Called with the number of blob bytes read, as they are read (progress). */
 void ib_layer_reader_on_progress (struct ib_layer_reader *r, void (*fn) (void *, unsigned long long), void *data);

@@ -91,6 +91,7 @@ ib_registry_open (const char *host, const char *repo, bool push, const struct ib
   r->max_attempts = (unsigned) env_number ("IMGBUILD_REGISTRY_ATTEMPTS", 5, 1);
   r->curl = curl_easy_init ();
   r->progress = opt ? opt->progress : NULL;
+  r->refetch = opt && opt->refetch;
   cleanup_free char *scope = ib_xasprintf ("repository:%s:%s", repo, push ? "pull,push" : "pull");
   int rc = r->curl ? 0 : ib_error (err, IB_EENV, "curl_easy_init failed");
   if (rc == 0)
@@ -193,7 +194,7 @@ ib_registry_get_manifest (struct ib_registry *r, const char *reference, char **b
 int
 ib_registry_fetch_blob (struct ib_registry *r, struct ib_store *s, const struct ib_descriptor *d, ib_error_t *err)
 {
-  if (ib_store_has_blob (s, &d->digest))
+  if (!r->refetch && ib_store_has_blob (s, &d->digest))
     return 0;
   struct ib_http_call c = { .method = "GET", .replayable = true, .store = s, .blob = d };
   c.url = ib_registry_url (r, "blobs/%s", d->digest.s);

@@ -37,6 +37,8 @@ struct ib_remote_options
   bool tls_verify_off; /* --tls-verify=false: also allows plain HTTP */
   const char *auth_file; /* --authfile; else $REGISTRY_AUTH_FILE, else Docker's config.json */
   const struct ib_transfer_report *progress; /* NULL: silent */
+  bool refetch; /* fetch and hash every blob even when the store has it:
+                   imgverify checks what the registry serves */
 };
 
 /* "true"/"false" of --tls-verify=BOOL into OPT. */
@@ -68,7 +70,8 @@ void ib_registry_progress_end (struct ib_registry *r);
  * match the bytes.  IB_ENOTFOUND when the registry has none. */
 int ib_registry_get_manifest (struct ib_registry *r, const char *reference, char **body, size_t *len,
                               char **media_type, ib_digest *digest, ib_error_t *err);
-/* Fetch the blob D into the store, verified while it streams. */
+/* Fetch the blob D into the store, verified while it streams; nothing when
+ * the store has it, unless the options asked to refetch. */
 int ib_registry_fetch_blob (struct ib_registry *r, struct ib_store *s, const struct ib_descriptor *d,
                             ib_error_t *err);
 /* Make the repository hold the store's blob D: nothing when it has it

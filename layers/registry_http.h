@@ -30,6 +30,7 @@ struct ib_registry
   char *scheme;   /* "https", or "http" where allowed and TLS is not spoken */
   bool tls_verify;
   bool allow_http;
+  bool refetch; /* ib_remote_options.refetch */
   uint64_t chunk_size;
   long stall_s;       /* a transfer slower than 1 byte/s for this long is broken */
   unsigned max_attempts;

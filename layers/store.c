@@ -1,7 +1,5 @@
 #include "store.h"
 
-#include <time.h>
-
 #include <dirent.h>
 
 #include <errno.h>
@@ -15,14 +13,9 @@
 
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
+#include "store_private.h"
 
 #define MAX_INDEX_SIZE (64u << 20)
-
-struct ib_store
-{
-  char *root;
-  char *blobs; /* root/blobs/sha256 */
-};
 
 struct ib_blob_writer
 {
@@ -112,6 +105,7 @@ ib_store_free (struct ib_store *s)
 {
   if (s == NULL)
     return;
+  ib_view_free (s->view);
   free (s->root);
   free (s->blobs);
   free (s);
@@ -132,8 +126,50 @@ ib_store_blob_path (const struct ib_store *s, const ib_digest *d)
 bool
 ib_store_has_blob (const struct ib_store *s, const ib_digest *d)
 {
-  cleanup_free char *p = ib_store_blob_path (s, d);
-  return access (p, F_OK) == 0;
+  if (s->view && ib_view_find (s->view, d))
+    return true;
+  if (s->view && s->view->layout_blobs == NULL)
+    return false;
+  struct ib_blob_loc l;
+  if (ib_store_locate_blob (s, d, &l, NULL) < 0)
+    return false;
+  bool there = access (l.path, F_OK) == 0;
+  ib_blob_loc_clear (&l);
+  return there;
+}
+
+int
+ib_store_locate_blob (const struct ib_store *s, const ib_digest *d, struct ib_blob_loc *out, ib_error_t *err)
+{
+  if (s->view)
+    return ib_view_locate (s->view, d, out, err);
+  out->path = ib_store_blob_path (s, d);
+  out->offset = 0;
+  out->length = UINT64_MAX;
+  return 0;
+}
+
+void
+ib_blob_loc_clear (struct ib_blob_loc *l)
+{
+  free (l->path);
+  l->path = NULL;
+}
+
+int
+ib_blob_loc_open (const struct ib_blob_loc *l, const ib_digest *d, ib_error_t *err)
+{
+  int fd = open (l->path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return ib_error_errno (err, errno, errno == ENOENT ? IB_EINTEGRITY : IB_EENV, "blob %s: open `%s`", d->s,
+                           l->path);
+  if (l->offset && lseek (fd, (off_t) l->offset, SEEK_SET) < 0)
+    {
+      ib_error_errno (err, errno, IB_EENV, "blob %s: seek `%s`", d->s, l->path);
+      close (fd);
+      return -1;
+    }
+  return fd;
 }
 
 int
@@ -150,6 +186,8 @@ ib_store_cache_dir (const struct ib_store *s, const char *kind, char **out, ib_e
 int
 ib_blob_writer_new (struct ib_store *s, struct ib_blob_writer **out, ib_error_t *err)
 {
+  if (s->view)
+    return ib_error (err, IB_EENV, "`%s` is read in place: nothing is written to it", s->view->source);
   /* The temporary file sits in blobs/sha256 so that rename() is atomic; a
    * name starting with '.' is never a digest, so readers ignore it. */
   cleanup_free char *tmp = ib_path_join (s->blobs, ".tmp-XXXXXX");
@@ -240,6 +278,21 @@ ib_store_put_blob (struct ib_store *s, const void *buf, size_t len, ib_digest *o
     *out = d;
   if (ib_store_has_blob (s, &d))
     return 0;
+  if (s->view)
+    {
+      /* A made-up blob of a view (a classic archive's manifest). */
+      pthread_mutex_lock (&s->view->lock);
+      struct ib_store_view *v = s->view;
+      v->blobs = ib_xrealloc (v->blobs, (v->n_blobs + 1) * sizeof (*v->blobs));
+      struct ib_view_blob *b = &v->blobs[v->n_blobs++];
+      memset (b, 0, sizeof (*b));
+      b->digest = d;
+      b->length = len;
+      b->bytes = ib_xmalloc (len ? len : 1);
+      memcpy (b->bytes, buf, len);
+      pthread_mutex_unlock (&s->view->lock);
+      return 0;
+    }
   struct ib_blob_writer *w;
   if (ib_blob_writer_new (s, &w, err) < 0)
     return -1;
@@ -251,8 +304,9 @@ ib_store_put_blob (struct ib_store *s, const void *buf, size_t len, ib_digest *o
   return ib_blob_writer_commit (w, &d, len, NULL, NULL, err);
 }
 
-int
-ib_store_import_fd (struct ib_store *s, int fd, const struct ib_descriptor *d, ib_error_t *err)
+/* Copy at most LIMIT bytes of FD into a new blob checked against D. */
+static int
+import_limited (struct ib_store *s, int fd, uint64_t limit, const struct ib_descriptor *d, ib_error_t *err)
 {
   if (ib_store_has_blob (s, &d->digest))
     return 0;
@@ -261,9 +315,11 @@ ib_store_import_fd (struct ib_store *s, int fd, const struct ib_descriptor *d, i
     return -1;
   static const size_t bufsz = 1 << 20;
   cleanup_free char *buf = ib_xmalloc (bufsz);
-  for (;;)
+  for (uint64_t left = limit;;)
     {
-      ssize_t n = read (fd, buf, bufsz);
+      ssize_t n = left == 0 ? 0 : read (fd, buf, left < bufsz ? (size_t) left : bufsz);
+      if (n > 0)
+        left -= (uint64_t) n;
       if (n < 0 && errno == EINTR)
         continue;
       if (n < 0)
@@ -283,17 +339,68 @@ ib_store_import_fd (struct ib_store *s, int fd, const struct ib_descriptor *d, i
 }
 
 int
+ib_store_import_fd (struct ib_store *s, int fd, const struct ib_descriptor *d, ib_error_t *err)
+{
+  return import_limited (s, fd, UINT64_MAX, d, err);
+}
+
+int
 ib_store_copy_blob (const struct ib_store *src, struct ib_store *dst, const struct ib_descriptor *d,
                     ib_error_t *err)
 {
   if (ib_store_has_blob (dst, &d->digest))
     return 0;
-  cleanup_free char *path = ib_store_blob_path (src, &d->digest);
-  cleanup_close int fd = open (path, O_RDONLY | O_CLOEXEC);
+  struct ib_blob_loc l;
+  if (ib_store_locate_blob (src, &d->digest, &l, err) < 0)
+    return -1;
+  cleanup_close int fd = ib_blob_loc_open (&l, &d->digest, err);
+  uint64_t length = l.length;
+  ib_blob_loc_clear (&l);
+  if (fd < 0 || import_limited (dst, fd, length, d, err) < 0)
+    return ib_error_wrap (err, "copy from `%s`", ib_store_source (src));
+  return 0;
+}
+
+/* The bytes of D, unchecked: from memory, a range of a file, or a file. */
+static int
+read_blob_bytes (const struct ib_store *s, const ib_digest *d, size_t max, char **out, size_t *len, ib_error_t *err)
+{
+  const struct ib_view_blob *b = s->view ? ib_view_find (s->view, d) : NULL;
+  if (b && b->bytes)
+    {
+      if (b->length > max)
+        return ib_error (err, IB_EINTEGRITY, "blob %s is larger than %zu bytes", d->s, max);
+      *out = ib_xmalloc (b->length + 1);
+      memcpy (*out, b->bytes, b->length);
+      (*out)[b->length] = '\0';
+      *len = b->length;
+      return 0;
+    }
+  struct ib_blob_loc l;
+  if (ib_store_locate_blob (s, d, &l, err) < 0)
+    return -1;
+  if (l.offset == 0 && l.length == UINT64_MAX)
+    {
+      int r = ib_read_file (l.path, max, out, len, err);
+      ib_blob_loc_clear (&l);
+      return r;
+    }
+  cleanup_close int fd = ib_blob_loc_open (&l, d, err);
+  ib_blob_loc_clear (&l);
   if (fd < 0)
-    return ib_error_errno (err, errno, IB_EINTEGRITY, "blob %s is missing from `%s`", d->digest.s, src->root);
-  if (ib_store_import_fd (dst, fd, d, err) < 0)
-    return ib_error_wrap (err, "copy from `%s`", src->root);
+    return -1;
+  if (l.length > max)
+    return ib_error (err, IB_EINTEGRITY, "blob %s is larger than %zu bytes", d->s, max);
+  char *buf = ib_xmalloc (l.length + 1);
+  ssize_t got = ib_read_full (fd, buf, l.length);
+  if (got != (ssize_t) l.length)
+    {
+      free (buf);
+      return ib_error (err, IB_EINTEGRITY, "blob %s is truncated", d->s);
+    }
+  buf[got] = '\0';
+  *out = buf;
+  *len = (size_t) got;
   return 0;
 }
 
@@ -301,15 +408,14 @@ int
 ib_store_read_blob (const struct ib_store *s, const ib_digest *d, size_t max, char **out, size_t *len,
                     ib_error_t *err)
 {
-  cleanup_free char *path = ib_store_blob_path (s, d);
   cleanup_free char *buf = NULL;
   size_t n;
-  if (ib_read_file (path, max, &buf, &n, err) < 0)
+  if (read_blob_bytes (s, d, max, &buf, &n, err) < 0)
     return ib_error_wrap (err, "read blob %s", d->s);
   ib_digest got;
   ib_sha256_buf (buf, n, &got);
   if (strcmp (got.s, d->s) != 0)
-    return ib_error (err, IB_EINTEGRITY, "blob %s in store `%s` has digest %s", d->s, s->root, got.s);
+    return ib_error (err, IB_EINTEGRITY, "blob %s in `%s` has digest %s", d->s, ib_store_source (s), got.s);
   *out = steal_pointer (&buf);
   if (len)
     *len = n;
@@ -319,6 +425,13 @@ ib_store_read_blob (const struct ib_store *s, const ib_digest *d, size_t max, ch
 static int
 load_index (const struct ib_store *s, cJSON **out, ib_error_t *err)
 {
+  if (s->view)
+    {
+      pthread_mutex_lock (&s->view->lock);
+      *out = cJSON_Duplicate (s->view->index, true);
+      pthread_mutex_unlock (&s->view->lock);
+      return 0;
+    }
   cleanup_free char *path = ib_path_join (s->root, "index.json");
   cleanup_free char *text = NULL;
   if (ib_read_file (path, MAX_INDEX_SIZE, &text, NULL, err) < 0)
@@ -498,19 +611,11 @@ list_referrer (struct ib_store *s, cJSON *list, const struct ib_descriptor *mani
   cJSON_AddItemToArray (list, r);
 }
 
-int
-ib_store_tag (struct ib_store *s, const char *name, const struct ib_descriptor *manifest,
-              const struct ib_descriptor *referrer, ib_error_t *err)
+/* INDEX with NAME pointing at MANIFEST and REFERRER listed about it. */
+static void
+index_tag (struct ib_store *s, cJSON *index, const char *name, const struct ib_descriptor *manifest,
+           const struct ib_descriptor *referrer)
 {
-  if (!ib_store_has_blob (s, &manifest->digest))
-    return ib_error (err, IB_EINTEGRITY, "tag `%s`: manifest %s is not in the store", name ? name : "-",
-                     manifest->digest.s);
-  cleanup_close int lock = lock_store (s, err);
-  if (lock < 0)
-    return -1;
-  cJSON *index;
-  if (load_index (s, &index, err) < 0)
-    return -1;
   cJSON *list = cJSON_GetObjectItemCaseSensitive (index, "manifests");
   for (int i = cJSON_GetArraySize (list) - 1; name && i >= 0; i--)
     {
@@ -527,6 +632,30 @@ ib_store_tag (struct ib_store *s, const char *name, const struct ib_descriptor *
     }
   if (referrer)
     list_referrer (s, list, manifest, referrer);
+}
+
+int
+ib_store_tag (struct ib_store *s, const char *name, const struct ib_descriptor *manifest,
+              const struct ib_descriptor *referrer, ib_error_t *err)
+{
+  if (!ib_store_has_blob (s, &manifest->digest))
+    return ib_error (err, IB_EINTEGRITY, "tag `%s`: manifest %s is not in the store", name ? name : "-",
+                     manifest->digest.s);
+  if (s->view)
+    {
+      /* A view's index is in memory: the artifact is never written. */
+      pthread_mutex_lock (&s->view->lock);
+      index_tag (s, s->view->index, name, manifest, referrer);
+      pthread_mutex_unlock (&s->view->lock);
+      return 0;
+    }
+  cleanup_close int lock = lock_store (s, err);
+  if (lock < 0)
+    return -1;
+  cJSON *index;
+  if (load_index (s, &index, err) < 0)
+    return -1;
+  index_tag (s, index, name, manifest, referrer);
   char *text = cJSON_PrintUnformatted (index);
   cJSON_Delete (index);
   cleanup_free char *path = ib_path_join (s->root, "index.json");

@@ -28,8 +28,51 @@ int ib_store_open_existing (const char *root, struct ib_store **out, ib_error_t 
 void ib_store_free (struct ib_store *s);
 const char *ib_store_root (const struct ib_store *s);
 
+/* Where a blob lives in a store on disk (writers and pushes only; readers
+ * use ib_store_locate_blob, which also knows views). */
 char *ib_store_blob_path (const struct ib_store *s, const ib_digest *d);
 bool ib_store_has_blob (const struct ib_store *s, const ib_digest *d);
+
+/* Where a blob's bytes are: LENGTH bytes from OFFSET of PATH (a store's or
+ * a layout's blob file, or a member of an uncompressed archive); LENGTH is
+ * UINT64_MAX for "to the end of the file". */
+struct ib_blob_loc
+{
+  char *path;
+  uint64_t offset, length;
+};
+int ib_store_locate_blob (const struct ib_store *s, const ib_digest *d, struct ib_blob_loc *out, ib_error_t *err);
+void ib_blob_loc_clear (struct ib_blob_loc *l);
+/* Open L for reading, positioned at its first byte (IB_EINTEGRITY when the
+ * file is missing: a blob that a manifest names is not there). */
+int ib_blob_loc_open (const struct ib_blob_loc *l, const ib_digest *d, ib_error_t *err);
+
+/* ---- reading an artifact in place (imgverify) ------------------------------
+ * A view is a read-only store over an artifact: an OCI layout's blobs where
+ * they are, or the members of a docker-archive where they are in the file.
+ * Nothing is copied and nothing is written to the artifact: its index lives
+ * in memory, made-up blobs (a classic archive's manifest) too, and derived
+ * data (file lists, symbol and kernel caches) goes to the local store at
+ * LOCAL_ROOT, keyed by digests as always.
+ *
+ * Trust: a store's blobs were hashed when written, so what is cached about
+ * them may be reused.  A view's bytes are whatever the artifact holds now,
+ * so a cache keyed by one of its blobs' digests is consulted only once this
+ * run has hashed that blob (ib_store_mark_hashed): a damaged artifact is
+ * never "verified" by what a good copy left in the caches. */
+int ib_store_open_layout_view (const char *local_root, const char *dir, struct ib_store **out, ib_error_t *err);
+/* An empty view named SOURCE, filled with ib_store_view_add_range and
+ * ib_store_put_blob (in memory). */
+int ib_store_open_view (const char *local_root, const char *source, struct ib_store **out, ib_error_t *err);
+void ib_store_view_add_range (struct ib_store *s, const ib_digest *d, const char *path, uint64_t offset,
+                              uint64_t length);
+/* Remove PATH (a temporary file the ranges point into) when S is freed. */
+void ib_store_view_own_file (struct ib_store *s, const char *path);
+bool ib_store_is_view (const struct ib_store *s);
+/* The artifact a view reads, else the store's root: for messages. */
+const char *ib_store_source (const struct ib_store *s);
+bool ib_store_blob_trusted (const struct ib_store *s, const ib_digest *d);
+void ib_store_mark_hashed (struct ib_store *s, const ib_digest *d);
 /* A folder for derived data of one kind (created on demand). */
 int ib_store_cache_dir (const struct ib_store *s, const char *kind, char **out, ib_error_t *err);
 

@@ -151,6 +151,56 @@ ib_image_pull (struct ib_store *s, const char *text, const struct ib_platform *p
   return r < 0 ? ib_error_wrap (err, "image `%s`", text) : 0;
 }
 
+/* The manifest that REF names inside the view S. */
+static int
+view_manifest (struct ib_store *s, const struct ib_ref *ref, struct ib_descriptor *out, ib_error_t *err)
+{
+  if (ref->kind == IB_REF_DOCKER_ARCHIVE)
+    return ib_docker_archive_read (s, ref, out, err);
+  return ref->name ? ib_store_resolve (s, ref->name, out, err) : ib_store_only_image (s, out, err);
+}
+
+int
+ib_image_open_in_place (const char *local_root, const char *text, const struct ib_platform *platform,
+                        const struct ib_remote_options *remote, struct ib_store **store, struct ib_image **out,
+                        ib_error_t *err)
+{
+  struct ib_ref ref;
+  if (ib_ref_parse (text, &ref, err) < 0)
+    return -1;
+  struct ib_store *s = NULL;
+  int r;
+  if (ref.kind == IB_REF_OCI || ref.kind == IB_REF_DOCKER_ARCHIVE)
+    {
+      r = ref.kind == IB_REF_OCI ? ib_store_open_layout_view (local_root, ref.location, &s, err)
+                                 : ib_store_open_view (local_root, ref.location, &s, err);
+      struct ib_descriptor manifest = { 0 };
+      if (r == 0)
+        r = view_manifest (s, &ref, &manifest, err);
+      if (r == 0)
+        r = ib_image_load (s, &manifest, platform, out, err);
+      ib_descriptor_clear (&manifest);
+      if (r < 0)
+        ib_error_wrap (err, "image `%s`", text);
+    }
+  else
+    {
+      struct ib_remote_options o = remote ? *remote : (struct ib_remote_options) { 0 };
+      o.refetch = ref.kind == IB_REF_REGISTRY;
+      r = ib_store_open (local_root, &s, err);
+      if (r == 0)
+        r = ib_image_pull (s, text, platform, &o, out, err);
+    }
+  ib_ref_clear (&ref);
+  if (r < 0)
+    {
+      ib_store_free (s);
+      return -1;
+    }
+  *store = s;
+  return 0;
+}
+
 int
 ib_image_push (struct ib_store *s, const struct ib_image *img, const char *text, const char *name,
                const struct ib_remote_options *remote, ib_error_t *err)

@@ -56,6 +56,18 @@ int ib_check_image_name (const char *name, ib_error_t *err);
  * PLATFORM or the host's). */
 int ib_image_pull (struct ib_store *s, const char *ref, const struct ib_platform *platform,
                    const struct ib_remote_options *remote, struct ib_image **out, ib_error_t *err);
+/* REF as imgverify must see it: its own bytes, never the store's copy of
+ * the same digests.  An oci: layout and a docker-archive: file are read in
+ * place through a view (store.h: nothing copied, nothing written to them,
+ * caches in the local store at LOCAL_ROOT used only for blobs hashed in
+ * this run); a registry's blobs are all fetched and hashed as it serves
+ * them, those the store has included; the store itself and the Docker
+ * Engine (whose archive is read whole into the store) are read as
+ * ib_image_pull reads them.  *STORE is the view or the local store, to free
+ * with ib_store_free. */
+int ib_image_open_in_place (const char *local_root, const char *ref, const struct ib_platform *platform,
+                            const struct ib_remote_options *remote, struct ib_store **store, struct ib_image **out,
+                            ib_error_t *err);
 int ib_image_push (struct ib_store *s, const struct ib_image *img, const char *ref, const char *name,
                    const struct ib_remote_options *remote, ib_error_t *err);
 /* Copy the manifest, config and layers of IMG (loaded from SRC) to DST. */

@@ -6,7 +6,12 @@
  * the way, and the small JSON files stay in memory.  Writing produces both
  * layouts at once (blobs/sha256/… named by manifest.json and index.json), so
  * old and new Docker and skopeo all accept it; `docker load` inflates
- * compressed layers itself, so layer blobs are carried as they are. */
+ * compressed layers itself, so layer blobs are carried as they are.
+ *
+ * Read into a view (imgverify), nothing is copied: each member's range of
+ * the file is recorded and read in place later.  A compressed archive has
+ * no addressable members: it is inflated once into a temporary file of the
+ * local store, removed when the view is freed. */
 #include <archive.h>
 #include <archive_entry.h>
 #include <errno.h>
@@ -149,6 +154,78 @@ keep_member_text (struct archive *a, struct archive_entry *ae, struct member *m,
   return 0;
 }
 
+/* A member of an archive read in place: its range is recorded.  One named
+ * by its digest (blobs/sha256/HEX) is taken at its name until the verifier
+ * hashes it; the others (a classic archive's layer.tar and config) are
+ * hashed now, since nothing else names their digest. */
+static int
+view_member_data (struct ib_store *s, struct archive *a, struct archive_entry *ae, const char *file, struct member *m,
+                  ib_error_t *err)
+{
+  uint64_t offset = (uint64_t) archive_filter_bytes (a, 0);
+  la_int64_t size = archive_entry_size (ae);
+  if (size < 0 || archive_entry_sparse_count (ae) > 0)
+    return ib_error (err, IB_EINTEGRITY, "`%s`: member `%s` is sparse or has no size", file, m->path);
+  cleanup_free char *named = strncmp (m->path, "blobs/sha256/", 13) == 0 ? ib_xasprintf ("sha256:%s", m->path + 13)
+                                                                        : NULL;
+  if (named && ib_digest_check (named, NULL) == 0)
+    {
+      strcpy (m->digest.s, named);
+      m->size = (uint64_t) size;
+      archive_read_data_skip (a);
+    }
+  else
+    {
+      ib_sha256 *h = ib_sha256_new ();
+      cleanup_free char *buf = ib_xmalloc (1 << 20);
+      la_ssize_t n;
+      m->size = 0;
+      while ((n = archive_read_data (a, buf, 1 << 20)) > 0)
+        {
+          ib_sha256_update (h, buf, (size_t) n);
+          m->size += (uint64_t) n;
+        }
+      ib_sha256_final (h, &m->digest);
+      ib_sha256_free (h);
+      if (n < 0)
+        return ib_error (err, IB_EINTEGRITY, "`%s` is damaged or truncated: member `%s`: %s", file, m->path,
+                         archive_error_string (a));
+    }
+  ib_store_view_add_range (s, &m->digest, file, offset, (uint64_t) size);
+  return 0;
+}
+
+/* Inflate a compressed archive into a temporary file that the view S owns,
+ * so that its members have ranges.  *PLAIN is that file's name. */
+static int
+inflate_for_view (struct ib_store *s, const char *file, char **plain, ib_error_t *err)
+{
+  cleanup_free char *dir = NULL;
+  if (ib_store_cache_dir (s, "tmp", &dir, err) < 0)
+    return -1;
+  cleanup_free char *tmp = ib_path_join (dir, "archive-XXXXXX");
+  cleanup_close int fd = mkostemp (tmp, O_CLOEXEC);
+  if (fd < 0)
+    return ib_error_errno (err, errno, IB_EENV, "create `%s`", tmp);
+  ib_store_view_own_file (s, tmp);
+  struct archive *a = archive_read_new ();
+  archive_read_support_format_raw (a);
+  archive_read_support_filter_all (a);
+  struct archive_entry *ae;
+  int ret = archive_read_open_filename (a, file, 1 << 20) == ARCHIVE_OK && archive_read_next_header (a, &ae) == ARCHIVE_OK
+                ? 0
+                : ib_error (err, IB_EINTEGRITY, "open `%s`: %s", file, archive_error_string (a));
+  cleanup_free char *buf = ib_xmalloc (1 << 20);
+  la_ssize_t n;
+  while (ret == 0 && (n = archive_read_data (a, buf, 1 << 20)) != 0)
+    ret = n < 0 ? ib_error (err, IB_EINTEGRITY, "`%s` is damaged or truncated: %s", file, archive_error_string (a))
+                : ib_write_all (fd, buf, (size_t) n, tmp, err);
+  archive_read_free (a);
+  if (ret == 0)
+    *plain = steal_pointer (&tmp);
+  return ret;
+}
+
 static int
 read_members (struct ib_store *s, const char *file, struct archive_members *out, ib_error_t *err)
 {
@@ -159,6 +236,14 @@ read_members (struct ib_store *s, const char *file, struct archive_members *out,
   int ret = 0;
   if (archive_read_open_filename (a, file, 1 << 20) != ARCHIVE_OK)
     ret = ib_error (err, IB_EINTEGRITY, "open `%s`: %s", file, archive_error_string (a));
+  if (ret == 0 && ib_store_is_view (s) && archive_filter_count (a) > 1)
+    {
+      archive_read_free (a);
+      cleanup_free char *plain = NULL;
+      if (inflate_for_view (s, file, &plain, err) < 0)
+        return -1;
+      return read_members (s, plain, out, err);
+    }
   struct archive_entry *ae;
   int x = ARCHIVE_OK;
   while (ret == 0 && (x = archive_read_next_header (a, &ae)) == ARCHIVE_OK)
@@ -187,6 +272,8 @@ read_members (struct ib_store *s, const char *file, struct archive_members *out,
         }
       else if (is_small_json (path))
         ret = keep_member_text (a, ae, m, err);
+      else if (ib_store_is_view (s))
+        ret = view_member_data (s, a, ae, file, m, err);
       else
         ret = store_member_data (s, a, file, m, err);
     }
@@ -214,8 +301,9 @@ check_blob_names (const struct archive_members *a, const char *file, ib_error_t 
 static const char *
 layer_media_type (struct ib_store *s, const ib_digest *d)
 {
-  cleanup_free char *path = ib_store_blob_path (s, d);
-  cleanup_close int fd = open (path, O_RDONLY | O_CLOEXEC);
+  struct ib_blob_loc l = { 0 };
+  cleanup_close int fd = ib_store_locate_blob (s, d, &l, NULL) == 0 ? ib_blob_loc_open (&l, d, NULL) : -1;
+  ib_blob_loc_clear (&l);
   unsigned char magic[4] = { 0 };
   if (fd >= 0 && ib_read_full (fd, magic, 4) == 4)
     {

@@ -315,7 +315,7 @@ layer_reader_checks_digests (struct test_ctx *t)
   CHECK (t, ib_layer_write (s, e, 3, &o, &r, &err) == 0);
   cleanup_free char *path = ib_store_blob_path (s, &r.desc.digest);
   struct ib_fs_list *l = NULL;
-  CHECK (t, ib_fs_list_layer (s, path, &r.desc, &r.diff_id, &l, &err) == 0);
+  CHECK (t, ib_fs_list_layer (s, &r.desc, &r.diff_id, &l, &err) == 0);
   CHECK (t, l && l->n == 6);
   CHECK (t, l && strcmp (l->e[0].path, "bin") == 0 && l->e[0].type == IB_FS_DIR);
   CHECK (t, l && strcmp (l->e[1].path, "bin/sh") == 0 && strcmp (l->e[1].link, "busybox") == 0);
@@ -325,25 +325,52 @@ layer_reader_checks_digests (struct test_ctx *t)
   CHECK (t, l && l->e[4].mode == 0644);
   ib_fs_list_free (l);
   /* The cached list reads back the same. */
-  CHECK (t, ib_fs_list_layer (s, path, &r.desc, &r.diff_id, &l, &err) == 0 && l->n == 6);
+  CHECK (t, ib_fs_list_layer (s, &r.desc, &r.diff_id, &l, &err) == 0 && l->n == 6);
   CHECK (t, l && strcmp (l->e[1].link, "busybox") == 0);
   ib_fs_list_free (l);
   /* A wrong diff_id is caught by the reader. */
   ib_digest wrong;
   ib_sha256_buf ("x", 1, &wrong);
   struct ib_layer_reader *rd;
-  CHECK (t, ib_layer_reader_open (path, &r.desc, &wrong, &rd, &err) == 0);
+  CHECK (t, ib_layer_reader_open (s, &r.desc, &wrong, &rd, &err) == 0);
   struct archive_entry *ae;
   while (ib_layer_reader_next (rd, &ae, &err) == 1)
     ;
   CHECK (t, ib_layer_reader_end (rd, NULL, &err) < 0 && strstr (err->msg, "diff_id"));
   ib_error_release (&err);
   ib_layer_reader_free (rd);
+  /* A view over a layout whose copy of the blob is damaged: the cache that
+   * the store's good copy left is not used until the view's bytes are
+   * hashed, and hashing them fails. */
+  cleanup_free char *layout = ib_path_join (test_tmpdir (), "layout");
+  struct ib_store *lay = NULL;
+  CHECK (t, ib_store_open (layout, &lay, &err) == 0);
+  CHECK (t, ib_store_copy_blob (s, lay, &r.desc, &err) == 0);
+  ib_store_free (lay);
+  cleanup_free char *lblob = ib_xasprintf ("%s/blobs/sha256/%s", layout, r.desc.digest.s + 7);
+  FILE *f = fopen (lblob, "r+b");
+  int byte = f && fseek (f, (long) r.desc.size / 2, SEEK_SET) == 0 ? fgetc (f) : EOF;
+  CHECK (t, byte != EOF && fseek (f, (long) r.desc.size / 2, SEEK_SET) == 0 && fputc (byte ^ 0xff, f) != EOF);
+  if (f)
+    fclose (f);
+  struct ib_store *view = NULL;
+  CHECK (t, ib_store_open_layout_view (root, layout, &view, &err) == 0);
+  CHECK (t, view && !ib_store_blob_trusted (view, &r.desc.digest));
+  CHECK (t, view && ib_fs_list_layer (view, &r.desc, &r.diff_id, &l, &err) < 0 && err->class == IB_EINTEGRITY);
+  ib_error_release (&err);
+  CHECK (t, view && !ib_store_blob_trusted (view, &r.desc.digest));
+  ib_store_free (view);
+  /* The good copy, through a view, is hashed once and then trusted. */
+  CHECK (t, ib_store_open_layout_view (root, root, &view, &err) == 0);
+  CHECK (t, ib_fs_list_layer (view, &r.desc, &r.diff_id, &l, &err) == 0 && l->n == 6);
+  ib_fs_list_free (l);
+  CHECK (t, ib_store_blob_trusted (view, &r.desc.digest));
+  ib_store_free (view);
   /* A truncated blob is an integrity error. */
   CHECK (t, truncate (path, (off_t) r.desc.size / 2) == 0);
   cleanup_free char *cache = ib_xasprintf ("%s/imgbuild/files/%s", root, r.diff_id.s + 7);
   unlink (cache);
-  CHECK (t, ib_fs_list_layer (s, path, &r.desc, &r.diff_id, &l, &err) < 0);
+  CHECK (t, ib_fs_list_layer (s, &r.desc, &r.diff_id, &l, &err) < 0);
   CHECK (t, err && err->class == IB_EINTEGRITY);
   ib_error_release (&err);
   ib_descriptor_clear (&r.desc);
