@@ -58,7 +58,8 @@ t_damage_is_caught_with_its_exit_code() {
   cp -r good bad-layer
   layer=$(skopeo inspect --raw oci:good:dcp2:1 | jq -r '.layers[-2].digest' | cut -d: -f2)
   flip_byte "bad-layer/blobs/sha256/$layer" 50
-  IMGBUILD_STORE=$PWD/s1 expect_fail 4 "blob sha256:$layer: content has digest" "$IV" oci:bad-layer:dcp2:1
+  # Read in place, the damage shows as corrupt gzip data or a wrong digest.
+  IMGBUILD_STORE=$PWD/s1 expect_fail 4 "sha256:$layer" "$IV" oci:bad-layer:dcp2:1
   # The same damage inside the local store itself.
   cp -al "$IMGBUILD_STORE" s-store
   rm "s-store/blobs/sha256/$layer"
