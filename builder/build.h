@@ -36,6 +36,7 @@ struct ib_build_options
   struct ib_remote_options remote; /* registries: TLS, credentials */
   bool json;
   bool quiet;
+  bool allow_unsafe_base; /* build over a base with hostile entries, each a warning */
   enum
   {
     IB_SMOKE_AUTO,     /* run when GPUs exist, else say plainly that it skipped */

@@ -26,9 +26,40 @@
 
 /* ---- layers on disk ------------------------------------------------------ */
 
+/* Does REL (clean, relative) pass through a symbolic link below ROOT, its
+ * last component included when WITH_LAST?  Extraction never writes through
+ * one, whatever the entries say: the link may point anywhere on this
+ * machine (libarchive's SECURE_SYMLINKS covers what it writes itself; the
+ * whiteouts and hard links written here are checked here). */
+static bool
+through_symlink (const char *root, const char *rel, bool with_last)
+{
+  cleanup_free char *path = ib_path_join (root, rel);
+  size_t skip = strlen (root);
+  for (char *c = path + skip + 1; *c; c++)
+    {
+      if (*c != '/')
+        continue;
+      *c = '\0';
+      struct stat st;
+      bool link = lstat (path, &st) == 0 && S_ISLNK (st.st_mode);
+      *c = '/';
+      if (link)
+        return true;
+    }
+  struct stat st;
+  return with_last && lstat (path, &st) == 0 && S_ISLNK (st.st_mode);
+}
+
 static int
 write_whiteout (const char *root, const char *path, ib_error_t *err)
 {
+  const char *name = strrchr (path, '/') ? strrchr (path, '/') + 1 : path;
+  const char *gone = name + 4;
+  if (strcmp (name, ".wh..wh..opq") != 0 && (*gone == '\0' || strcmp (gone, ".") == 0 || strcmp (gone, "..") == 0))
+    return ib_error (err, IB_EINTEGRITY, "whiteout `%s` names no file", path);
+  if (through_symlink (root, path, false))
+    return ib_error (err, IB_EINTEGRITY, "whiteout `%s` is under a symbolic link", path);
   cleanup_free char *full = ib_path_join (root, path);
   char *slash = strrchr (full, '/');
   const char *base = slash + 1;
@@ -57,14 +88,25 @@ extract_entry (struct archive *disk, struct ib_layer_reader *r, struct archive_e
   const char *base = strrchr (clean, '/') ? strrchr (clean, '/') + 1 : clean;
   if (strncmp (base, ".wh.", 4) == 0)
     return write_whiteout (root, clean, err);
+  /* Device nodes, FIFOs and sockets are not made: a container gets its
+   * /dev from the runtime, and a node in the store would open this
+   * machine's devices to whoever reads the store. */
+  mode_t type = archive_entry_filetype (ae);
+  if (archive_entry_hardlink (ae) == NULL
+      && (type == AE_IFCHR || type == AE_IFBLK || type == AE_IFIFO || type == AE_IFSOCK))
+    return 0;
+  if (through_symlink (root, clean, false))
+    return ib_error (err, IB_EINTEGRITY, "entry `%s` is under a symbolic link", clean);
   cleanup_free char *full = ib_path_join (root, clean);
   archive_entry_set_pathname (ae, full);
   const char *hard = archive_entry_hardlink (ae);
   if (hard)
     {
       cleanup_free char *hc = ib_clean_tar_path (hard);
-      if (hc == NULL)
+      if (hc == NULL || hard[0] == '/')
         return ib_error (err, IB_EINTEGRITY, "hard link `%s` leaves the layer", hard);
+      if (through_symlink (root, hc, true))
+        return ib_error (err, IB_EINTEGRITY, "hard link `%s` to `%s` goes through a symbolic link", clean, hard);
       cleanup_free char *hfull = ib_path_join (root, hc);
       archive_entry_set_hardlink (ae, hfull);
     }
@@ -101,7 +143,7 @@ ib_image_layer_dir (struct ib_store *s, const struct ib_image *img, size_t i, ch
   struct archive *disk = archive_write_disk_new ();
   archive_write_disk_set_options (disk, ARCHIVE_EXTRACT_OWNER | ARCHIVE_EXTRACT_PERM | ARCHIVE_EXTRACT_TIME
                                             | ARCHIVE_EXTRACT_SECURE_NODOTDOT | ARCHIVE_EXTRACT_SECURE_SYMLINKS
-                                            | ARCHIVE_EXTRACT_UNLINK);
+                                            | ARCHIVE_EXTRACT_SECURE_NOABSOLUTEPATHS | ARCHIVE_EXTRACT_UNLINK);
   int ret = mkdtemp (tmp) ? 0 : ib_error_errno (err, errno, IB_EENV, "mkdtemp `%s`", tmp);
   if (ret == 0)
     ret = ib_layer_reader_open (s, &img->layers[i], &img->diff_ids[i], &r, err);

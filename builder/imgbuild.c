@@ -71,6 +71,13 @@ static const char usage[] =
     "                          --from); the definition gate then fails when the\n"
     "                          base's files differ from their pins.  Prints the\n"
     "                          lock's path\n"
+    "      --allow-unsafe-base build over a base whose layers have hostile entries\n"
+    "                          (names with `..` or absolute, links leaving the\n"
+    "                          root, device nodes, FIFOs, setuid/setgid files,\n"
+    "                          duplicates, whiteouts of . or .., names over\n"
+    "                          PATH_MAX, malformed headers), each a warning in\n"
+    "                          the report; without it such a base is refused\n"
+    "                          (exit 4, the first entry named)\n"
     "      --json              print the build report as JSON on stdout (schema\n"
     "                          imgbuild.report/v1, docs/imgbuild-report.schema.json):\n"
     "                          each gate's pass, fail or skip (with its reason),\n"
@@ -97,7 +104,8 @@ static const char usage[] =
     "  2  usage\n"
     "  3  the definition gate failed (bad target, missing source, a base file\n"
     "     that drifted from its pin in manifest.lock, ...)\n"
-    "  4  integrity: a digest or size does not match, content is malformed\n"
+    "  4  integrity: a digest or size does not match, content is malformed,\n"
+    "     the base has hostile entries (see --allow-unsafe-base)\n"
     "  5  symbol or native link gate    6  kernel gate, [target] checks    7  smoke test\n"
     "  8  environment: I/O error, missing tool, registry or Docker Engine\n"
     "     unreachable, credentials refused, retries exhausted\n"
@@ -139,6 +147,7 @@ parse_args (int argc, char **argv, struct cli *c)
     OPT_TLS_VERIFY,
     OPT_AUTHFILE,
     OPT_LOCK,
+    OPT_ALLOW_UNSAFE_BASE,
   };
   static const struct option longopts[] = {
     { "file", required_argument, NULL, 'f' },         { "tag", required_argument, NULL, 't' },
@@ -149,6 +158,7 @@ parse_args (int argc, char **argv, struct cli *c)
     { "load", no_argument, NULL, OPT_LOAD },           { "push", required_argument, NULL, OPT_PUSH },
     { "tls-verify", required_argument, NULL, OPT_TLS_VERIFY }, { "authfile", required_argument, NULL, OPT_AUTHFILE },
     { "lock", no_argument, NULL, OPT_LOCK },
+    { "allow-unsafe-base", no_argument, NULL, OPT_ALLOW_UNSAFE_BASE },
     { "quiet", no_argument, NULL, 'q' },              { "help", no_argument, NULL, 'h' },
     { "version", no_argument, NULL, 'V' },            { NULL, 0, NULL, 0 },
   };
@@ -175,6 +185,7 @@ parse_args (int argc, char **argv, struct cli *c)
         push_arg (&c->outputs, &c->n_outputs, optarg);
         break;
       case OPT_AUTHFILE: c->opt.remote.auth_file = optarg; break;
+      case OPT_ALLOW_UNSAFE_BASE: c->opt.allow_unsafe_base = true; break;
       case OPT_TLS_VERIFY:
         if (ib_parse_tls_verify (optarg, &c->opt.remote) < 0)
           {

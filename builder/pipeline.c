@@ -95,6 +95,31 @@ resolve_base (struct ib_build *b, ib_error_t *err)
   return 0;
 }
 
+/* A base whose layers hold hostile entries (layers/tarcheck.h: names
+ * leaving the root, devices, setuid files, ...) is refused: the image
+ * would carry them to every node.  --allow-unsafe-base builds over it, each
+ * entry a warning in the report. */
+static int
+check_base_entries (struct ib_build *b, ib_error_t *err)
+{
+  const struct ib_fsview *view = NULL;
+  if (b->base->n_layers == 0)
+    return 0;
+  if (ib_build_base_view (b, &view, err) < 0)
+    return -1;
+  size_t n;
+  const char *const *h = ib_fsview_hazards (view, &n);
+  bool allow = b->opt->allow_unsafe_base;
+  for (size_t i = 0; i < n; i++)
+    ib_report_problem (b->report, "base", "%s%s", allow ? "warning: " : "", h[i]);
+  if (n == 0 || allow)
+    return 0;
+  const char *from = b->opt->from ? b->opt->from : b->def->from;
+  return ib_error (err, IB_EINTEGRITY,
+                   "base `%s` has %zu unsafe entr%s (the first: %s); --allow-unsafe-base builds over it anyway", from,
+                   n, n == 1 ? "y" : "ies", h[0]);
+}
+
 /* The layer entries of the definition's items, targets made relative. */
 static int
 plan_overlay (struct ib_build *b, ib_error_t *err)
@@ -223,7 +248,7 @@ write_outputs (struct ib_build *b, ib_error_t *err)
 static int
 pipeline (struct ib_build *b, ib_error_t *err)
 {
-  if (resolve_base (b, err) < 0 || run_gates (b, IB_PHASE_INPUTS, err) < 0 || write_overlay (b, err) < 0
+  if (resolve_base (b, err) < 0 || check_base_entries (b, err) < 0 || run_gates (b, IB_PHASE_INPUTS, err) < 0 || write_overlay (b, err) < 0
       || write_prebake (b, err) < 0 || commit_image (b, err) < 0 || run_gates (b, IB_PHASE_IMAGE, err) < 0)
     return -1;
   /* Every gate passed: the name is written last, in one atomic step, with

@@ -56,6 +56,16 @@ check_layer (struct pool *p, struct item *it)
         ;
       if (x == 0)
         ib_layer_reader_end (r, NULL, &err);
+      /* Hostile entries are integrity errors too, one line each. */
+      size_t nh;
+      const char *const *h = ib_layer_reader_hazards (r, &nh);
+      for (size_t i = 0; err == NULL && i < nh; i++)
+        {
+          char *more = ib_xasprintf ("%s%slayer %s: %s", it->problem ? it->problem : "", it->problem ? "\n" : "",
+                                     it->desc.digest.s, h[i]);
+          free (it->problem);
+          it->problem = more;
+        }
       ib_layer_reader_free (r);
     }
   if (err)
@@ -158,7 +168,13 @@ report_items (struct item *items, size_t n, ib_problem_fn fn, void *data, struct
       if (items[i].problem)
         {
           st->bad++;
-          fn (data, true, items[i].problem);
+          for (char *line = items[i].problem, *next; line; line = next)
+            {
+              next = strchr (line, '\n');
+              if (next)
+                *next++ = '\0';
+              fn (data, true, line);
+            }
         }
       free (items[i].problem);
       free (items[i].path);

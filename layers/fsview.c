@@ -12,7 +12,7 @@
 #include "../util/fsutil.h"
 #include "layer_reader.h"
 
-#define CACHE_MAGIC "imgbuild-files 1"
+#define CACHE_MAGIC "imgbuild-files 2"
 #define MAX_CACHE_SIZE (1u << 30)
 
 /* ---- one layer's list ---------------------------------------------------- */
@@ -31,8 +31,18 @@ ib_fs_list_free (struct ib_fs_list *l)
     return;
   for (size_t i = 0; i < l->n; i++)
     entry_clear (&l->e[i]);
+  for (size_t i = 0; i < l->n_hazards; i++)
+    free (l->hazards[i]);
+  free (l->hazards);
   free (l->e);
   free (l);
+}
+
+static void
+add_hazard (struct ib_fs_list *l, const char *text)
+{
+  l->hazards = ib_xrealloc (l->hazards, (l->n_hazards + 1) * sizeof (*l->hazards));
+  l->hazards[l->n_hazards++] = ib_xstrdup (text);
 }
 
 static int
@@ -152,6 +162,10 @@ compute_list (struct ib_store *s, const struct ib_descriptor *blob, const ib_dig
     }
   if (x == 0)
     x = ib_layer_reader_end (r, NULL, err);
+  size_t nh;
+  const char *const *h = ib_layer_reader_hazards (r, &nh);
+  for (size_t i = 0; x == 0 && i < nh; i++)
+    add_hazard (l, h[i]);
   ib_layer_reader_free (r);
   if (x < 0)
     return -1;
@@ -160,7 +174,8 @@ compute_list (struct ib_store *s, const struct ib_descriptor *blob, const ib_dig
 }
 
 /* Cache text: a header line, then one line per entry:
- * TYPE MODE SIZE DIGEST|- PATH[\tLINK], with '\\', '\t' and '\n' escaped. */
+ * TYPE MODE SIZE DIGEST|- PATH[\tLINK], with '\\', '\t' and '\n' escaped;
+ * then one line "! TEXT" per hostile entry. */
 static void
 put_escaped (FILE *f, const char *s)
 {
@@ -215,6 +230,12 @@ save_list (const char *path, const ib_digest *diff_id, const struct ib_fs_list *
         }
       fputc ('\n', f);
     }
+  for (size_t i = 0; i < l->n_hazards; i++)
+    {
+      fputs ("! ", f);
+      put_escaped (f, l->hazards[i]);
+      fputc ('\n', f);
+    }
   fclose (f);
   int r = ib_write_file_atomic (path, text, len, 0644, err);
   free (text);
@@ -240,6 +261,13 @@ load_list (const char *path, const ib_digest *diff_id, struct ib_fs_list *l)
       if (eol == NULL)
         return false;
       *eol = '\0';
+      if (c[0] == '!' && c[1] == ' ')
+        {
+          cleanup_free char *h = unescape (c + 2);
+          add_hazard (l, h);
+          c = eol + 1;
+          continue;
+        }
       struct ib_fs_entry *e = list_append (l, &cap);
       char digest[65];
       unsigned long long size;
@@ -291,6 +319,8 @@ struct ib_fsview
 {
   size_t n, cap;
   struct ib_fs_entry *e; /* sorted by path; entries own their strings */
+  char **hazards;
+  size_t n_hazards;
 };
 
 struct ib_fsview *
@@ -306,8 +336,18 @@ ib_fsview_free (struct ib_fsview *v)
     return;
   for (size_t i = 0; i < v->n; i++)
     entry_clear (&v->e[i]);
+  for (size_t i = 0; i < v->n_hazards; i++)
+    free (v->hazards[i]);
+  free (v->hazards);
   free (v->e);
   free (v);
+}
+
+const char *const *
+ib_fsview_hazards (const struct ib_fsview *v, size_t *n)
+{
+  *n = v->n_hazards;
+  return (const char *const *) v->hazards;
 }
 
 static size_t
@@ -423,6 +463,11 @@ ib_fsview_of_image (struct ib_store *s, const struct ib_image *img, struct ib_fs
           return -1;
         }
       ib_fsview_push (v, l, (int) i);
+      for (size_t k = 0; k < l->n_hazards; k++)
+        {
+          v->hazards = ib_xrealloc (v->hazards, (v->n_hazards + 1) * sizeof (*v->hazards));
+          v->hazards[v->n_hazards++] = ib_xasprintf ("layer %s: %s", img->layers[i].digest.s, l->hazards[k]);
+        }
       ib_fs_list_free (l);
     }
   *out = v;

@@ -41,6 +41,8 @@ struct ib_fs_list
 {
   size_t n;
   struct ib_fs_entry *e; /* sorted by path */
+  size_t n_hazards;      /* hostile entries (tarcheck.h), "entry `NAME`: WHY" */
+  char **hazards;
 };
 
 /* The file list of one layer of S, computed (and the layer's digests
@@ -50,6 +52,7 @@ int ib_fs_list_layer (struct ib_store *s, const struct ib_descriptor *blob, cons
                       struct ib_fs_list **out, ib_error_t *err);
 void ib_fs_list_free (struct ib_fs_list *l);
 
+
 struct ib_fsview;
 
 struct ib_fsview *ib_fsview_new (void);
@@ -58,6 +61,9 @@ void ib_fsview_push (struct ib_fsview *v, const struct ib_fs_list *list, int lay
 /* The view of a whole image, every layer's list from the store. */
 int ib_fsview_of_image (struct ib_store *s, const struct ib_image *img, struct ib_fsview **out, ib_error_t *err);
 const struct ib_fs_entry *ib_fsview_lookup (const struct ib_fsview *v, const char *path);
+/* The hostile entries of the image's layers (tarcheck.h), each "layer
+ * DIGEST: entry `NAME`: WHY"; *N is their count. */
+const char *const *ib_fsview_hazards (const struct ib_fsview *v, size_t *n);
 size_t ib_fsview_count (const struct ib_fsview *v);
 /* E with its symlinks followed (relative to their folder, at most 16 hops)
  * to a regular file of the view; NULL when they lead nowhere. */

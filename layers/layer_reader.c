@@ -11,6 +11,7 @@
 
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
+#include "tarcheck.h"
 
 #define IN_CHUNK (256u << 10)
 #define OUT_CHUNK (1u << 20)
@@ -40,6 +41,7 @@ struct ib_layer_reader
   z_stream z;
   ZSTD_DStream *zs;
   struct archive *a;
+  struct ib_tar_check *check;
   ib_error_t pending; /* an error raised inside a libarchive callback */
   void (*progress) (void *, unsigned long long);
   void *progress_data;
@@ -209,6 +211,7 @@ ib_layer_reader_open (struct ib_store *s, const struct ib_descriptor *blob, cons
     }
   r->blob_hash = ib_sha256_new ();
   r->tar_hash = ib_sha256_new ();
+  r->check = ib_tar_check_new ();
   r->in = ib_xmalloc (IN_CHUNK);
   r->out = ib_xmalloc (OUT_CHUNK);
   if (reader_start (r, blob, err) < 0)
@@ -239,8 +242,17 @@ ib_layer_reader_next (struct ib_layer_reader *r, struct archive_entry **entry, i
   if (x == ARCHIVE_EOF)
     return 0;
   if (x == ARCHIVE_OK || x == ARCHIVE_WARN)
-    return 1;
+    {
+      ib_tar_check_entry (r->check, *entry, x == ARCHIVE_WARN ? archive_error_string (r->a) : NULL);
+      return 1;
+    }
   return archive_fail (r, err);
+}
+
+const char *const *
+ib_layer_reader_hazards (const struct ib_layer_reader *r, size_t *n)
+{
+  return ib_tar_check_problems (r->check, n);
 }
 
 ssize_t
@@ -298,6 +310,7 @@ ib_layer_reader_free (struct ib_layer_reader *r)
     close (r->fd);
   ib_sha256_free (r->blob_hash);
   ib_sha256_free (r->tar_hash);
+  ib_tar_check_free (r->check);
   ib_descriptor_clear (&r->blob);
   ib_error_release (&r->pending);
   free (r->in);

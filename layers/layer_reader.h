@@ -27,6 +27,9 @@ void ib_layer_reader_on_progress (struct ib_layer_reader *r, void (*fn) (void *,
 int ib_layer_reader_next (struct ib_layer_reader *r, struct archive_entry **entry, ib_error_t *err);
 /* Read the current entry's data; 0 at its end. */
 ssize_t ib_layer_reader_data (struct ib_layer_reader *r, void *buf, size_t len, ib_error_t *err);
+/* The hostile entries seen so far (tarcheck.h), each "entry `NAME`: WHY";
+ * valid until the next call on R. */
+const char *const *ib_layer_reader_hazards (const struct ib_layer_reader *r, size_t *n);
 /* Drain, then check both digests.  DIFF_ID may be NULL. */
 int ib_layer_reader_end (struct ib_layer_reader *r, ib_digest *diff_id, ib_error_t *err);
 void ib_layer_reader_free (struct ib_layer_reader *r);

@@ -390,7 +390,7 @@ fsview_applies_whiteouts (struct test_ctx *t)
                               fe ("c", 'f'), fe ("d", 'd'), fe ("d/q", 'f') };
   /* Layer 1: delete a/x, make b opaque (b/new only), replace folder d by a file. */
   struct ib_fs_entry l1[] = { fe ("a/x", IB_FS_WHITEOUT), fe ("b", IB_FS_OPAQUE), fe ("b/new", 'f'), fe ("d", 'f') };
-  struct ib_fs_list list0 = { 8, l0 }, list1 = { 4, l1 };
+  struct ib_fs_list list0 = { .n = 8, .e = l0 }, list1 = { .n = 4, .e = l1 };
   struct ib_fsview *v = ib_fsview_new ();
   ib_fsview_push (v, &list0, 0);
   ib_fsview_push (v, &list1, 1);
@@ -405,7 +405,7 @@ fsview_applies_whiteouts (struct test_ctx *t)
   CHECK (t, ib_fsview_count (v) == 6);
   /* Deleting a folder deletes what is under it. */
   struct ib_fs_entry l2[] = { fe ("a", IB_FS_WHITEOUT) };
-  struct ib_fs_list list2 = { 1, l2 };
+  struct ib_fs_list list2 = { .n = 1, .e = l2 };
   ib_fsview_push (v, &list2, 2);
   CHECK (t, ib_fsview_lookup (v, "a") == NULL && ib_fsview_lookup (v, "a/y") == NULL);
   CHECK (t, ib_fsview_count (v) == 4);

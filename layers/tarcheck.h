@@ -1,0 +1,36 @@
+/* Hostile layer entries: what a tar may say that escapes or abuses the root
+ * it is unpacked into.  Every layer read through the layer reader goes
+ * through this check (a base's included), so that the entries are named
+ * rather than silently carried: imgverify reports them as integrity errors
+ * and imgbuild refuses a base that has any, unless told otherwise.
+ *
+ * What is reported, each as "entry `NAME`: WHY":
+ *   a name with a `..` component, or an absolute name;
+ *   a hard link whose target is absolute, has `..`, or is not an earlier
+ *   entry of the layer; a symbolic link whose relative target climbs above
+ *   the root (an absolute target resolves inside the root, as runtimes do);
+ *   character and block devices, FIFOs and sockets;
+ *   setuid and setgid files;
+ *   the same path twice;
+ *   a whiteout of `.`, `..` or the root;
+ *   a name longer than PATH_MAX, or a component longer than NAME_MAX;
+ *   a header that libarchive warns about (malformed PAX records, PAX
+ *   values that contradict the header). */
+#ifndef IB_TARCHECK_H
+#define IB_TARCHECK_H
+
+#include <archive_entry.h>
+#include <stddef.h>
+
+struct ib_tar_check;
+
+struct ib_tar_check *ib_tar_check_new (void);
+void ib_tar_check_free (struct ib_tar_check *c);
+/* One entry, as read; WARNING is libarchive's message when reading its
+ * header returned ARCHIVE_WARN, else NULL. */
+void ib_tar_check_entry (struct ib_tar_check *c, struct archive_entry *ae, const char *warning);
+/* The problems so far, in the order of the entries; valid until the next
+ * entry or the check is freed. */
+const char *const *ib_tar_check_problems (const struct ib_tar_check *c, size_t *n);
+
+#endif

@@ -1,0 +1,57 @@
+# Hostile content (issue 13): a corpus of base images whose layers escape
+# or abuse the root (tests/hostile/make_corpus.py: `..`, absolute names,
+# links leaving the root, devices, FIFOs, setuid/setgid, duplicates,
+# whiteouts of `..` and the root, names over PATH_MAX, a lying PAX record,
+# entries under a link of the layer).  imgverify names each (exit 4, layer
+# and entry); imgbuild refuses each as a base unless --allow-unsafe-base;
+# extracting them for a container writes nothing outside its folder.
+
+make_corpus() {
+  mkdir -p outside
+  /usr/bin/python3 "$ROOT/tests/hostile/make_corpus.py" corpus "$PWD/outside" >kinds.tsv
+  [ "$(wc -l <kinds.tsv)" -ge 19 ]
+  # A definition that builds over any of them.
+  mkdir -p def
+  echo hello >def/hello.txt
+  printf '[image]\nname = over:1\nfrom = scratch\n[copy]\nfile hello.txt /hello.txt\n[new]\n/hello.txt\n' >def/image.conf
+}
+
+t_hostile_corpus_named_by_imgverify_and_refused_by_imgbuild() {
+  make_corpus
+  "$IV" oci:corpus/clean:base
+  "$IB" -q --smoke=off --from oci:corpus/clean:base def -t clean:1 >/dev/null
+  while IFS=$'\t' read -r kind shown; do
+    log "kind $kind"
+    expect_fail 4 "layer sha256:[0-9a-f]{64}: entry \`" "$IV" oci:corpus/$kind:base
+    grep 'error:' stderr.txt | grep -qF "entry \`$shown"
+    expect_fail 4 "base \`oci:corpus/$kind:base\` has [0-9]+ unsafe entr.*--allow-unsafe-base" \
+      "$IB" --smoke=off --from "oci:corpus/$kind:base" def -t "$kind:1"
+    grep -qF "entry \`$shown" stderr.txt
+    refute grep -qF "\"$kind:1\"" "$IMGBUILD_STORE/index.json"
+  done <kinds.tsv
+  # Told to, imgbuild builds over such a base; each entry is a warning.
+  "$IB" --json --smoke=off --allow-unsafe-base --from oci:corpus/setuid:base def -t setuid:1 >r.json 2>err.txt
+  jq -e '.status == "pass" and ([.problems[] | select(.message | test("^warning: layer sha256:.*entry `bin/su2`: setuid"))] | length == 1)' r.json
+  grep -q 'warning: layer sha256:.*bin/su2' err.txt
+  # The cached file lists keep what was found: a second build is refused too.
+  expect_fail 4 "bin/su2" "$IB" --smoke=off --from oci:corpus/setuid:base def -t again:1
+}
+
+# Every layer extracted for a container (imgverify --run, the smoke test's
+# runner), then a look for stray files outside the store's layer folders.
+t_hostile_extraction_writes_nothing_outside_its_folder() {
+  make_corpus
+  while IFS=$'\t' read -r kind shown; do
+    "$IV" --run "oci:corpus/$kind:base" -- /bin/true >/dev/null 2>&1 || true
+  done <kinds.tsv
+  [ -d "$IMGBUILD_STORE/imgbuild/rootfs" ]
+  ls -A outside >outside.txt
+  stray=$(find /tmp /etc /root /var/tmp "$PWD" -xdev -name 'ibstray*' 2>/dev/null |
+    grep -v "^$IMGBUILD_STORE/imgbuild/rootfs/[0-9a-f]\{64\}/" | grep -v "^$PWD/corpus/" || true)
+  echo "outside: $(cat outside.txt); stray: $stray"
+  [ ! -s outside.txt ] && [ -z "$stray" ]
+  # No device node, FIFO or socket was made in a layer folder (whiteouts
+  # are the only character devices, 0/0).
+  [ -z "$(find "$IMGBUILD_STORE/imgbuild/rootfs" \( -type b -o -type p -o -type s \) -print)" ]
+  [ -z "$(find "$IMGBUILD_STORE/imgbuild/rootfs" -type c ! -name '.wh.*' -exec stat -c '%t,%T %n' {} + | grep -v '^0,0 ')" ]
+}
