@@ -133,10 +133,13 @@ ib_image_layer_dir (struct ib_store *s, const struct ib_image *img, size_t i, ch
   /* A view's layer is extracted again until this run has hashed it: the
    * folder of a good copy says nothing about the artifact's bytes. */
   bool trusted = ib_store_blob_trusted (s, &img->layers[i].digest);
-  if (trusted && stat (dir, &st) == 0)
+  if (stat (dir, &st) == 0)
     {
-      *out = dir;
-      return 0;
+      if (trusted)
+        {
+          *out = dir;
+          return 0;
+        }
     }
   cleanup_free char *tmp = ib_xasprintf ("%s.tmp-XXXXXX", dir);
   struct ib_layer_reader *r = NULL;

@@ -592,8 +592,16 @@ oci_index_json (const struct ib_image *img, const char *name, const struct ib_de
 static la_ssize_t
 fd_write_cb (struct archive *a, void *data, const void *buf, size_t len)
 {
-  (void) a;
-  return ib_write_all (*(int *) data, buf, len, "archive", NULL) < 0 ? -1 : (la_ssize_t) len;
+  /* libarchive reports what the callback says: without it a full disk
+   * read "(null)". */
+  ib_error_t e = NULL;
+  if (ib_write_all (*(int *) data, buf, len, "archive", &e) < 0)
+    {
+      archive_set_error (a, EIO, "%s", e->msg);
+      ib_error_release (&e);
+      return -1;
+    }
+  return (la_ssize_t) len;
 }
 
 static int
