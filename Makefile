@@ -112,6 +112,11 @@ fuzz:
 	$(MAKE) SANITIZE=fuzz fuzzers
 	tests/fuzz/run.sh $(FUZZ_SECONDS)
 
+# The same suite with the long variants: imgverify of a 2 GiB layout with
+# the store on an 8 MiB tmpfs (tests/integration/inplace.sh).
+test-all:
+	IMGBUILD_TEST_BIG_MB=2048 $(MAKE) test
+
 # Deliberate bugs (tests/mutations.txt), each in a scratch copy of the tree,
 # each of which its tests must catch; long (about an hour on 2 cores), not
 # part of `make test`.  MUTATE=REGEX picks mutations by name.

@@ -146,7 +146,7 @@ ib_image_layer_dir (struct ib_store *s, const struct ib_image *img, size_t i, ch
   struct archive *disk = archive_write_disk_new ();
   archive_write_disk_set_options (disk, ARCHIVE_EXTRACT_OWNER | ARCHIVE_EXTRACT_PERM | ARCHIVE_EXTRACT_TIME
                                             | ARCHIVE_EXTRACT_SECURE_NODOTDOT | ARCHIVE_EXTRACT_SECURE_SYMLINKS
-                                            | ARCHIVE_EXTRACT_SECURE_NOABSOLUTEPATHS | ARCHIVE_EXTRACT_UNLINK);
+                                            | ARCHIVE_EXTRACT_UNLINK);
   int ret = mkdtemp (tmp) ? 0 : ib_error_errno (err, errno, IB_EENV, "mkdtemp `%s`", tmp);
   if (ret == 0)
     ret = ib_layer_reader_open (s, &img->layers[i], &img->diff_ids[i], &r, err);

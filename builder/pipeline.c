@@ -111,7 +111,7 @@ check_base_entries (struct ib_build *b, ib_error_t *err)
   const char *const *h = ib_fsview_hazards (view, &n);
   bool allow = b->opt->allow_unsafe_base;
   for (size_t i = 0; i < n; i++)
-    ib_report_problem (b->report, "base", "%s%s", allow ? "warning: " : "", h[i]);
+    ib_report_problem (b->report, "base", !allow, "%s", h[i]);
   if (n == 0 || allow)
     return 0;
   const char *from = b->opt->from ? b->opt->from : b->def->from;

@@ -309,9 +309,12 @@ job_init (struct prebake *p, struct job *j, const struct ib_prebake_source *src,
   ib_sha256_final (h, &j->srckey);
   ib_sha256_free (h);
   const char *k = ib_digest_hex (j->srckey.s);
-  j->deps_out = ib_xasprintf ("%s/%s.deps-out", p->cache, k);
-  j->log = ib_xasprintf ("%s/%s.log", p->cache, k);
-  j->tmp_out = ib_xasprintf ("%s/%s.fatbin-tmp", p->cache, k);
+  /* Per process: builds running at once into one store may compile the
+   * same source; each writes its own files and renames the result. */
+  int pid = (int) getpid ();
+  j->deps_out = ib_xasprintf ("%s/%s.deps-out-%d", p->cache, k, pid);
+  j->log = ib_xasprintf ("%s/%s.log-%d", p->cache, k, pid);
+  j->tmp_out = ib_xasprintf ("%s/%s.fatbin-tmp-%d", p->cache, k, pid);
   return 0;
 }
 
