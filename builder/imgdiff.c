@@ -41,7 +41,7 @@ static int
 stack_overlay (struct ib_side *side, ib_error_t *err)
 {
   const struct ib_definition *d = side->def;
-  struct ib_fs_list l = { 0, ib_xcalloc (d->n_items + 1, sizeof (struct ib_fs_entry)) };
+  struct ib_fs_list l = { .n = 0, .e = ib_xcalloc (d->n_items + 1, sizeof (struct ib_fs_entry)) };
   side->source_paths = ib_xcalloc (d->n_items + 1, sizeof (char *));
   side->sources = ib_xcalloc (d->n_items + 1, sizeof (char *));
   int r = 0;
