@@ -112,11 +112,6 @@ fuzz:
 	$(MAKE) SANITIZE=fuzz fuzzers
 	tests/fuzz/run.sh $(FUZZ_SECONDS)
 
-# The same suite with the long variants: imgverify of a 2 GiB layout with
-# the store on an 8 MiB tmpfs (tests/integration/inplace.sh).
-test-all:
-	IMGBUILD_TEST_BIG_MB=2048 $(MAKE) test
-
 # Deliberate bugs (tests/mutations.txt), each in a scratch copy of the tree,
 # each of which its tests must catch; long (about an hour on 2 cores), not
 # part of `make test`.  MUTATE=REGEX picks mutations by name.
@@ -125,10 +120,11 @@ mutate: all
 
 # Everything, with the long campaigns at full size (the 1,000-mutant syntax
 # campaigns against CPython 3.11 and 3.13) and the tall_ tests (the link
-# gate against glibc's ldd -r on the real Debian bases).
+# gate against glibc's ldd -r on the real Debian bases), and imgverify of a
+# 2 GiB layout with the store on an 8 MiB tmpfs (tests/integration/inplace.sh).
 test-all: test-deps
 	$(MAKE) all
-	IMGBUILD_TEST_ALL=1 tests/run.sh
+	IMGBUILD_TEST_ALL=1 IMGBUILD_TEST_BIG_MB=2048 tests/run.sh
 
 clean:
 	rm -rf $(BUILD) build-asan build-fuzz $(STAND_IN_SO)

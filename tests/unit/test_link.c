@@ -31,7 +31,7 @@ fsview_resolves_links_in_every_component (struct test_ctx *t)
                               le ("opt/up", 'l', "../usr/lib/x"), le ("usr", 'd', NULL), le ("usr/lib", 'd', NULL),
                               le ("usr/lib/x", 'd', NULL), le ("usr/lib/x/ld.so", 'f', NULL),
                               le ("usr/lib/x/libc.so.6", 'f', NULL) };
-  struct ib_fs_list list = { sizeof (l0) / sizeof (l0[0]), l0 };
+  struct ib_fs_list list = { .n = sizeof (l0) / sizeof (l0[0]), .e = l0 };
   struct ib_fsview *v = ib_fsview_new ();
   ib_fsview_push (v, &list, 0);
   char *canon = NULL;
