@@ -55,13 +55,13 @@ run_test() {
     # Skipped (skip_test): not a pass, and said so with its reason.
     T_SKIP=$((T_SKIP + 1))
     echo "skip $name: $(cat "$dir/skip.reason")"
-    rm -rf "$dir"
+    [ -n "${IB_KEEP:-}" ] || rm -rf "$dir"
   elif [ "$rc" = 0 ]; then
     T_PASS=$((T_PASS + 1))
     echo "ok $name"
     # A passed test's registries, stores and archives go at once: the suite
     # would otherwise hold gigabytes until the end (a failed one is kept).
-    rm -rf "$dir"
+    [ -n "${IB_KEEP:-}" ] || rm -rf "$dir"
   else
     T_FAIL=$((T_FAIL + 1))
     echo "FAIL $name"
@@ -316,5 +316,5 @@ push_base() {
 
 finish() {
   docker_stop
-  rm -rf "$T_TOP"
+  [ -n "${IB_KEEP:-}" ] || rm -rf "$T_TOP"
 }

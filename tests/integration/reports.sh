@@ -34,16 +34,17 @@ failed_report_is_complete() { # REPORT.json CODE GATE
 t_failing_definition_gate_lists_every_problem() {
   build_base
   copy_images d
-  # Two errors: a target the base lacks, and a source that does not exist.
+  # Three errors: a target the base lacks, a source that does not exist,
+  # and (the definition has a manifest.lock) a replaced target without a pin.
   add_to_section d/dsv41-flash-dcp2/image.conf copy "file files/engram.py $R_VLLM/not_in_base.py"
   add_to_section d/dsv41-flash-dcp2/image.conf copy "file files/no_such_source.py $R_VLLM/envs.py"
   rc=0
   "$IB" --json d/dsv41-flash-dcp2 >r.json 2>err.txt || rc=$?
   [ "$rc" = 3 ]
   failed_report_is_complete r.json 3 definition
-  jq -e '[.problems[] | select(.gate == "definition" and .severity == "error")] | length == 2' r.json
+  jq -e '[.problems[] | select(.gate == "definition" and .severity == "error")] | length == 3' r.json
   jq -e '[.problems[].message] | any(contains("not_in_base.py` does not exist in the base"))
-         and any(contains("no_such_source.py"))' r.json
+         and any(contains("no_such_source.py")) and any(contains("envs.py has no pin"))' r.json
   # Both on stderr too, and one error line.
   grep -q 'not_in_base.py` does not exist in the base' err.txt
   grep -q 'no_such_source.py' err.txt
