@@ -189,7 +189,7 @@ t_kill_at_any_moment_keeps_the_store_consistent() {
   echo "x = 0" >d/dsv41-flash-dcp2/files/extra.py
   "$IB" -q d/dsv41-flash-dcp2 -t warm:1 >/dev/null
   echo "x = -1" >d/dsv41-flash-dcp2/files/extra.py
-  strace -f -qq -e trace=write -o writes.txt "$IB" -q d/dsv41-flash-dcp2 -t counted:1 >/dev/null
+  traced -f -qq -e trace=write -o writes.txt "$IB" -q d/dsv41-flash-dcp2 -t counted:1 >/dev/null
   # strace counts `when=N` per process: N is taken from the process that
   # writes most (imgbuild itself; the syntax checker it starts writes too).
   total=$(grep 'write(' writes.txt | awk '{print $1}' | sort | uniq -c | sort -rn | awk 'NR == 1 {print $1}')
@@ -200,7 +200,7 @@ t_kill_at_any_moment_keeps_the_store_consistent() {
     echo "x = $i  # round $i" >d/dsv41-flash-dcp2/files/extra.py
     n=$((total * i / 13 + 1))
     rc=0
-    strace -f -qq -o /dev/null -e trace=write -e inject=write:signal=KILL:when=$n \
+    traced -f -qq -o /dev/null -e trace=write -e inject=write:signal=KILL:when=$n \
       "$IB" -q d/dsv41-flash-dcp2 -t killed:$i >/dev/null 2>&1 || rc=$?
     [ "$rc" = 0 ] || killed=$((killed + 1))
     if ls -A "$IMGBUILD_STORE/blobs/sha256" | grep -q '^\.tmp-'; then left=$((left + 1)); fi

@@ -40,7 +40,7 @@ t_runner_runs_a_program_inside_the_image() {
   ls "$IMGBUILD_STORE/imgbuild/rootfs" | sort >dirs1
   [ "$(wc -l <dirs1)" = 3 ]
   stat -c '%n %i' "$IMGBUILD_STORE"/imgbuild/rootfs/*/ >t1
-  strace -f -qq -e trace=openat,open -o opens.txt \
+  traced -f -qq -e trace=openat,open -o opens.txt \
     "$IV" --run dsv41-flash-dcp2:local -- "$PWD/hello" "$SITE/vllm/v1/attention/backends/mla/sparse_swa.py" >out2.txt
   head -n -1 out2.txt | cmp - "$ROOT/images/dsv41-flash-dcp2/files/sparse_swa.py"
   grep -q "$IMGBUILD_STORE/index.json" opens.txt # the trace saw the run's opens

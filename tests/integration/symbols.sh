@@ -60,14 +60,14 @@ t_symbol_gate_passes_and_is_warm_the_second_time() {
   # from outside, not from the gate's own counter: the base's layer blob is
   # never opened.
   base=$(skopeo inspect --raw "oci:$IMGBUILD_STORE:dsv41-flash-b12x:local" | jq -r '.layers[0].digest' | cut -d: -f2)
-  strace -f -qq -e trace=openat,open -o opens.txt "$IB" -t again:1 dsv41-flash-dcp2 2>second.err >/dev/null
+  traced -f -qq -e trace=openat,open -o opens.txt "$IB" -t again:1 dsv41-flash-dcp2 2>second.err >/dev/null
   grep -q 'gate symbols *pass' second.err
   grep -q "$IMGBUILD_STORE/index.json" opens.txt # the trace saw the build's opens
   refute grep -q "blobs/sha256/$base" opens.txt
   grep -Eq 'symbols: .* 23 read, [1-9][0-9]* cached' second.err
   # Cold (its cache gone), the same build must read the base layer.
   rm -rf "$IMGBUILD_STORE/imgbuild/pysyms" "$IMGBUILD_STORE/imgbuild/elfsyms"
-  strace -f -qq -e trace=openat,open -o cold.txt "$IB" -t cold:1 dsv41-flash-dcp2 2>cold.err >/dev/null
+  traced -f -qq -e trace=openat,open -o cold.txt "$IB" -t cold:1 dsv41-flash-dcp2 2>cold.err >/dev/null
   grep -q "blobs/sha256/$base" cold.txt
 }
 
