@@ -10,7 +10,8 @@ PKGS := libarchive libcjson libcrypto zlib libzstd liblz4 libcurl
 CFLAGS ?= -O2 -g
 CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fno-common
 CPPFLAGS += -DIB_IMAGES_DIR='"$(CURDIR)/images"'
-LDLIBS += $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -larchive -lcjson -lcrypto -lz -lzstd -llz4 -lcurl) -lm -lpthread
+PKG_CONFIG ?= pkg-config
+LDLIBS += $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null || echo -larchive -lcjson -lcrypto -lz -lzstd -llz4 -lcurl) -lm -lpthread
 ifeq ($(SANITIZE),1)
 CFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer
 LDFLAGS += -fsanitize=address,undefined
@@ -29,7 +30,7 @@ STAND_IN_SO := images/dsv41-flash-b12x/native/_b12x_C.abi3.so images/dsv41-flash
 NVCC ?= $(shell command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)
 SI := images/dsv41-flash-b12x
 
-.PHONY: all deps test-deps image images verify stand-in test test-all mutate fuzzers fuzz clean install
+.PHONY: all deps test-deps image images verify stand-in test test-all test-arm64 arm64 mutate fuzzers fuzz clean install
 all: $(PROGS) $(BUILD)/unit-tests $(STAND_IN_SO)
 
 $(BUILD)/obj/%.o: %.c $(wildcard */*.h)
@@ -126,8 +127,25 @@ test-all: test-deps
 	$(MAKE) all
 	IMGBUILD_TEST_ALL=1 IMGBUILD_TEST_BIG_MB=2048 tests/run.sh
 
+# aarch64 (DGX Spark): the tools and unit tests cross-built with Debian's
+# aarch64-linux-gnu-gcc against the arm64 -dev packages (multiarch) into
+# build-arm64/, never touching build/; build-arm64/qemu/ holds wrappers
+# that run them under qemu-aarch64.  `make test-arm64` runs the unit tests
+# and the integration suites that need no daemon and no GPU with them.
+ARM64 := build-arm64
+ARM64_SUITES ?= ^(unit|arm64)$$
+arm64:
+	@scripts/install-deps.sh arm64
+	$(MAKE) BUILD=$(ARM64) CC=aarch64-linux-gnu-gcc \
+	  PKG_CONFIG='env PKG_CONFIG_LIBDIR=/usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig pkg-config' \
+	  $(ARM64)/imgbuild $(ARM64)/imgverify $(ARM64)/dcp2_smoke $(ARM64)/unit-tests
+	scripts/qemu-wrap.sh $(ARM64)
+test-arm64: test-deps arm64
+	$(MAKE) all
+	IB_BUILD=$(ARM64)/qemu IB_NATIVE_BUILD=$(BUILD) tests/run.sh '$(ARM64_SUITES)'
+
 clean:
-	rm -rf $(BUILD) build-asan build-fuzz $(STAND_IN_SO)
+	rm -rf $(BUILD) build-asan build-fuzz $(ARM64) $(STAND_IN_SO)
 
 # imgbuild and imgverify in bin/ (their --help is the complete reference),
 # the smoke program in libexec/imgbuild/, the definitions in share/.

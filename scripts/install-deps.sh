@@ -2,16 +2,22 @@
 # Install what imgbuild needs from Debian's archive: `build` for the tools and
 # the main job, `fuzz` for the libFuzzer harnesses (clang), `test` for
 # the test suite's real peers (Docker Engine, skopeo,
-# umoci, runc, the registry).  Only missing packages are installed.
+# umoci, runc, the registry), `arm64` for the aarch64 cross-build and its
+# tests (Debian's cross compiler, the arm64 -dev packages through multiarch,
+# qemu-user, and the arm64 libraries the tests read).  Only missing packages
+# are installed.
 set -eu
 build=(gcc g++ make pkg-config libarchive-dev libcjson-dev libssl-dev zlib1g-dev libzstd-dev liblz4-dev
        libcurl4-openssl-dev busybox-static python3 ca-certificates)
 fuzz=(clang libclang-rt-dev)
 test=(skopeo umoci docker.io runc docker-registry apache2-utils openssl curl tmux jq iproute2 procps python3-jsonschema strace
       time file gcc-aarch64-linux-gnu binutils)
+arm64=(gcc-aarch64-linux-gnu qemu-user libarchive-dev:arm64 libcjson-dev:arm64 libssl-dev:arm64 zlib1g-dev:arm64
+       libzstd-dev:arm64 liblz4-dev:arm64 libcurl4-openssl-dev:arm64 libstdc++6:arm64 libpython3.11:arm64)
 want=("${build[@]}")
 [ "${1:-build}" = test ] && want+=("${test[@]}" "${fuzz[@]}")
 [ "${1:-build}" = fuzz ] && want+=("${fuzz[@]}")
+[ "${1:-build}" = arm64 ] && want+=("${arm64[@]}")
 missing=()
 for p in "${want[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -23,5 +29,10 @@ if [ "$(id -u)" != 0 ]; then
 fi
 echo "install-deps: installing ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
-apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# The :arm64 packages come from the same archive once dpkg knows the
+# architecture (multiarch); they install beside the amd64 ones.
+if [ "${1:-build}" = arm64 ] && ! dpkg --print-foreign-architectures | grep -qx arm64; then
+  dpkg --add-architecture arm64
+fi
+apt-get -o DPkg::Lock::Timeout=600 update -qq
+apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
