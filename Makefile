@@ -1,5 +1,6 @@
 # imgbuild — see README.md.  `make image` and `make test` do all the set-up.
 CC ?= gcc
+CXX ?= g++
 PREFIX ?= /usr/local
 # SANITIZE=1: ASan+UBSan (build-asan/, and `make test SANITIZE=1` runs the
 # suite on it); SANITIZE=fuzz: clang with libFuzzer (build-fuzz/, `make
@@ -11,19 +12,27 @@ CFLAGS ?= -O2 -g
 CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fno-common
 CPPFLAGS += -DIB_IMAGES_DIR='"$(CURDIR)/images"'
 PKG_CONFIG ?= pkg-config
-LDLIBS += $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null || echo -larchive -lcjson -lcrypto -lz -lzstd -llz4 -lcurl) -lm -lpthread
+LDLIBS += $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null || echo -larchive -lcjson -lcrypto -lz -lzstd -llz4 -lcurl) -lm -lpthread -lstdc++
+# recipe/toml_shim.cc, the one C++ file: toml++ (libtomlplusplus-dev,
+# header-only here) behind a C interface; exceptions and RTTI off.
+CXXFLAGS ?= -O2 -g
+CXXFLAGS += -std=c++17 -Wall -Wextra -Werror -fno-exceptions -fno-rtti
 ifeq ($(SANITIZE),1)
 CFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer
+CXXFLAGS += -fsanitize=address,undefined -fno-sanitize=vptr -fno-omit-frame-pointer
 LDFLAGS += -fsanitize=address,undefined
 endif
 ifeq ($(SANITIZE),fuzz)
 CC := clang
+CXX := clang++
 CFLAGS += -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+CXXFLAGS += -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize=vptr -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 LDFLAGS += -fsanitize=address,undefined
 endif
 
-LIB_SRC := $(wildcard util/*.c layers/*.c symbol-check/*.c link-check/*.c kernels/*.c kernels/dcp2/dcp2_math.c) $(filter-out builder/imgbuild.c builder/imgverify.c,$(wildcard builder/*.c))
-LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+LIB_SRC := $(wildcard util/*.c layers/*.c symbol-check/*.c link-check/*.c kernels/*.c kernels/dcp2/dcp2_math.c recipe/*.c) $(filter-out builder/imgbuild.c builder/imgverify.c,$(wildcard builder/*.c))
+LIB_CXX := $(wildcard recipe/*.cc)
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(LIB_CXX:%.cc=$(BUILD)/obj/%.o)
 UNIT_SRC := $(wildcard tests/unit/*.c)
 PROGS := $(BUILD)/imgbuild $(BUILD)/imgverify $(BUILD)/dcp2_smoke
 STAND_IN_SO := images/dsv41-flash-b12x/native/_b12x_C.abi3.so images/dsv41-flash-b12x/native/libflashinfer_dcp.so
@@ -36,6 +45,10 @@ all: $(PROGS) $(BUILD)/unit-tests $(STAND_IN_SO)
 $(BUILD)/obj/%.o: %.c $(wildcard */*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/obj/%.o: %.cc $(wildcard */*.h)
+	@mkdir -p $(dir $@)
+	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -c $< -o $@
 
 $(BUILD)/libimgbuild.a: $(LIB_OBJ)
 	ar rcs $@ $^
@@ -136,7 +149,7 @@ ARM64 := build-arm64
 ARM64_SUITES ?= ^(unit|arm64)$$
 arm64:
 	@scripts/install-deps.sh arm64
-	$(MAKE) BUILD=$(ARM64) CC=aarch64-linux-gnu-gcc \
+	$(MAKE) BUILD=$(ARM64) CC=aarch64-linux-gnu-gcc CXX=aarch64-linux-gnu-g++ \
 	  PKG_CONFIG='env PKG_CONFIG_LIBDIR=/usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig pkg-config' \
 	  $(ARM64)/imgbuild $(ARM64)/imgverify $(ARM64)/dcp2_smoke $(ARM64)/unit-tests
 	scripts/qemu-wrap.sh $(ARM64)

@@ -1052,3 +1052,32 @@ ib_definition_from_dockerfile (const char *path, const char *context, char *cons
   *out = d;
   return 0;
 }
+
+char *
+ib_definition_find (const char *target)
+{
+  if (strchr (target, '/') || strcmp (target, ".") == 0)
+    return ib_xstrdup (target);
+  const char *env = getenv ("IMGBUILD_IMAGES");
+  /* An installed imgbuild finds ../share/imgbuild/images beside it. */
+  char self[4096] = "";
+  ssize_t n = readlink ("/proc/self/exe", self, sizeof (self) - 64);
+  if (n > 0)
+    {
+      self[n] = '\0';
+      strcpy (strrchr (self, '/'), "/../share/imgbuild/images");
+    }
+  const char *roots[] = { env && *env ? env : NULL, "images", IB_IMAGES_DIR, n > 0 ? self : NULL };
+  for (size_t i = 0; i < 4; i++)
+    {
+      if (roots[i] == NULL)
+        continue;
+      char *p = ib_path_join (roots[i], target);
+      struct stat st;
+      if (stat (p, &st) == 0 && S_ISDIR (st.st_mode))
+        return p;
+      free (p);
+    }
+  return ib_xstrdup (target);
+}
+

@@ -95,6 +95,10 @@ int ib_definition_load (const char *path, struct ib_definition **out, ib_error_t
 int ib_definition_from_dockerfile (const char *path, const char *context, char *const *build_args,
                                    size_t n_build_args, struct ib_definition **out, ib_error_t *err);
 void ib_definition_free (struct ib_definition *d);
+/* NAME's folder: $IMGBUILD_IMAGES/NAME, ./images/NAME, the source tree's
+ * images/NAME, then the installed share/imgbuild/images/NAME; a NAME with a
+ * '/' (or ".") is a folder already.  Malloc'd; NAME itself when none is. */
+char *ib_definition_find (const char *name);
 
 /* The image path an item writes ("/usr/…/x.py"), NULL if it cannot be
  * cleaned (absolute manifest target, ".."). */

@@ -230,41 +230,6 @@ parse_args (int argc, char **argv, struct cli *c)
   return 0;
 }
 
-static bool
-is_dir (const char *p)
-{
-  struct stat st;
-  return stat (p, &st) == 0 && S_ISDIR (st.st_mode);
-}
-
-/* NAME → the folder of its definition. */
-static char *
-find_definition (const char *target)
-{
-  if (strchr (target, '/') || strcmp (target, ".") == 0)
-    return ib_xstrdup (target);
-  const char *env = getenv ("IMGBUILD_IMAGES");
-  /* An installed imgbuild finds ../share/imgbuild/images beside it. */
-  char self[4096] = "";
-  ssize_t n = readlink ("/proc/self/exe", self, sizeof (self) - 64);
-  if (n > 0)
-    {
-      self[n] = '\0';
-      strcpy (strrchr (self, '/'), "/../share/imgbuild/images");
-    }
-  const char *roots[] = { env && *env ? env : NULL, "images", IB_IMAGES_DIR, n > 0 ? self : NULL };
-  for (size_t i = 0; i < 4; i++)
-    {
-      if (roots[i] == NULL)
-        continue;
-      char *p = ib_path_join (roots[i], target);
-      if (is_dir (p))
-        return p;
-      free (p);
-    }
-  return ib_xstrdup (target);
-}
-
 int
 main (int argc, char **argv)
 {
@@ -281,7 +246,7 @@ main (int argc, char **argv)
     r = ib_definition_from_dockerfile (c.file, c.context, c.build_args, c.n_build_args, &def, &err);
   else
     {
-      cleanup_free char *dir = find_definition (c.target);
+      cleanup_free char *dir = ib_definition_find (c.target);
       r = ib_definition_load (dir, &def, &err);
     }
   if (r == 0 && c.lock)

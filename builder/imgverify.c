@@ -14,6 +14,7 @@
 #include "imgdiff.h"
 #include "triage.h"
 #include "provenance.h"
+#include "recipes.h"
 #include "verify.h"
 #include "verify_image.h"
 #include "../layers/fsview.h"
@@ -37,6 +38,7 @@ static const char usage[] =
     "       imgverify --native [--ldd] [--json] REF [GLOB...]\n"
     "       imgverify --python-symbols FILE...\n"
     "       imgverify --run REF [--gpus] -- PROGRAM [ARG...]\n"
+    "       imgverify --recipe RECIPE.toml [REF]\n"
     "       imgverify --diff A B\n"
     "       imgverify --triage DEFINITION --against REF [--their-base REF2]\n"
     "                 [--require-superset]\n"
@@ -132,6 +134,21 @@ static const char usage[] =
     "                            definitions, dynamic symbols and kernels per SM\n"
     "                            added, removed or changed; a table on stdout, or\n"
     "                            --json (schema imgverify.diff/v1)\n"
+    "  --recipe RECIPE.toml [REF] a launcher recipe (TOML 1.0) against the image\n"
+    "                            it runs (REF, default its docker_image): every\n"
+    "                            --flag of args declared by the image's `vllm\n"
+    "                            serve` and its value one of the declared choices,\n"
+    "                            every [env] variable read by the image (or a\n"
+    "                            known outside one), TORCH_CUDA_ARCH_LIST and\n"
+    "                            FLASHINFER_CUDA_ARCH_LIST against the SASS the\n"
+    "                            image carries, [[extra_mounts]] against its file\n"
+    "                            system, the shape (TP, PP, DCP, nodes, shm).  One\n"
+    "                            line per check on stderr, RECIPE:LINE: CHECK\n"
+    "                            SUBJECT: pass|fail|unchecked|warning: WHY; exit 1\n"
+    "                            when one fails.  --json: imgverify.recipe/v1\n"
+    "                            {\"recipe\",\"ref\",\"checks\":[{\"file\",\"line\",\n"
+    "                            \"check\",\"subject\",\"status\",\"message\"}],\n"
+    "                            \"summary\",\"status\",\"exit_code\"}\n"
     "  --triage DEFINITION --against REF [--their-base REF2]\n"
     "                            the port's triage: per file the definition\n"
     "                            writes, one bucket: identical (the overlay's file\n"
@@ -158,6 +175,7 @@ static const char usage[] =
     "\n"
     "Exit codes:\n"
     "  0  everything checked passed\n"
+    "  1  --recipe: a check of the recipe against the image failed\n"
     "  2  usage\n"
     "  3  --triage: the definition is malformed\n"
     "  4  integrity: a blob, diff_id, manifest, config or overlay file does not\n"
@@ -561,6 +579,7 @@ main (int argc, char **argv)
     OPT_DRIVER,
     OPT_NATIVE,
     OPT_LDD,
+    OPT_RECIPE,
   };
   static const struct option longopts[] = {
     { "python-symbols", no_argument, NULL, OPT_PY },
@@ -586,6 +605,7 @@ main (int argc, char **argv)
     { "driver", required_argument, NULL, OPT_DRIVER },
     { "native", no_argument, NULL, OPT_NATIVE },
     { "ldd", no_argument, NULL, OPT_LDD },
+    { "recipe", required_argument, NULL, OPT_RECIPE },
     { "help", no_argument, NULL, 'h' },
     { NULL, 0, NULL, 0 },
   };
@@ -596,6 +616,7 @@ main (int argc, char **argv)
   struct ib_verify_image_options vo = { 0 };
   struct ib_triage_options to = { 0 };
   bool diff = false;
+  const char *recipe = NULL;
   int o;
   while ((o = getopt_long (argc, argv, "h", longopts, NULL)) != -1)
     switch (o)
@@ -604,6 +625,7 @@ main (int argc, char **argv)
       case OPT_KERNELS: kernels = true; break;
       case OPT_NATIVE: native = true; break;
       case OPT_LDD: as_ldd = true; break;
+      case OPT_RECIPE: recipe = optarg; break;
       case OPT_JSON: json = true; break;
       case OPT_STORE: whole_store = true; break;
       case OPT_STORE_DIR: store = optarg; break;
@@ -655,6 +677,17 @@ main (int argc, char **argv)
   vo.json = json;
   if (run && optind < argc)
     return run_in_image (store, &vo.remote, run, gpus, argc - optind, argv + optind);
+  if (recipe && optind + 1 >= argc)
+    {
+      struct ib_recipe_verify_options ro = { .recipe = recipe, .ref = optind < argc ? argv[optind] : NULL,
+                                             .store = store, .remote = vo.remote, .json = json };
+      return ib_recipe_verify_run (&ro);
+    }
+  if (recipe)
+    {
+      fputs (usage, stderr);
+      return IB_EUSAGE;
+    }
   if (diff && optind + 2 == argc)
     {
       struct ib_diff_options dop = { .store = store, .remote = vo.remote, .json = json };

@@ -1249,3 +1249,29 @@ ib_py_statements (const char *src, size_t len, struct ib_py_statement **out, siz
   free (lx.toks);
   return 0;
 }
+
+int
+ib_py_tokenize (const char *src, size_t len, struct ib_py_token **out, size_t *n, ib_error_t *err)
+{
+  struct lexer lx = { .src = src, .end = src + len, .p = src, .err = err };
+  *out = NULL;
+  *n = 0;
+  if (tokenize (&lx) < 0)
+    {
+      free (lx.toks);
+      return -1;
+    }
+  /* The same order as enum tok_kind, but kept apart: the lexer's own type
+   * may grow without changing this contract. */
+  static const enum ib_py_tok_kind kinds[] = { [T_NAME] = IB_PY_NAME,       [T_NUMBER] = IB_PY_NUMBER,
+                                               [T_STRING] = IB_PY_STRING,   [T_OP] = IB_PY_OP,
+                                               [T_NEWLINE] = IB_PY_NEWLINE, [T_INDENT] = IB_PY_INDENT,
+                                               [T_DEDENT] = IB_PY_DEDENT,   [T_END] = IB_PY_END };
+  struct ib_py_token *t = ib_xcalloc (lx.n ? lx.n : 1, sizeof (*t));
+  for (size_t i = 0; i < lx.n; i++)
+    t[i] = (struct ib_py_token){ kinds[lx.toks[i].kind], lx.toks[i].s, lx.toks[i].len, lx.toks[i].line };
+  free (lx.toks);
+  *out = t;
+  *n = lx.n;
+  return 0;
+}

@@ -101,4 +101,32 @@ int ib_py_statements (const char *src, size_t len, struct ib_py_statement **out,
  * climbed while they hold an __init__.py. */
 int ib_py_module_name_of_path (const char *path, char **module, char **package, ib_error_t *err);
 
+/* The tokens of a Python source, as this module's lexer sees them (strings
+ * whole, with prefix and quotes; f-strings as one token; comments and
+ * blank lines gone; INDENT/DEDENT from the columns): for other static
+ * readers of Python (recipe/'s flag and environment inventory). */
+enum ib_py_tok_kind
+{
+  IB_PY_NAME,
+  IB_PY_NUMBER,
+  IB_PY_STRING,
+  IB_PY_OP,
+  IB_PY_NEWLINE,
+  IB_PY_INDENT,
+  IB_PY_DEDENT,
+  IB_PY_END
+};
+
+struct ib_py_token
+{
+  enum ib_py_tok_kind kind;
+  const char *s; /* into SRC */
+  size_t len;
+  int line;
+};
+
+/* *OUT (malloc'd, *N tokens, the last IB_PY_END) points into SRC.  Only an
+ * unterminated string or bracket is an error. */
+int ib_py_tokenize (const char *src, size_t len, struct ib_py_token **out, size_t *n, ib_error_t *err);
+
 #endif

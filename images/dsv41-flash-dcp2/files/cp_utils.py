@@ -3,9 +3,36 @@
 Token at position p is owned by DCP rank (p // I) % dcp, I being the
 interleave size; ranks therefore hold interleaved runs of I tokens.
 """
+import argparse
+import os
+
 from vllm.distributed import (get_decode_context_model_parallel_rank,
                               get_decode_context_model_parallel_world_size)
+from vllm.engine.arg_utils import CLI_ARG_HOOKS
 from vllm.utils import cdiv
+
+
+def add_dcp_cli_args(parser: argparse.ArgumentParser) -> None:
+    """`vllm serve --dcp-comm-backend`: how DCP ranks combine attention
+    partials (ag_rs: all-gather + reduce-scatter; a2a: one all-to-all of
+    [dcp, B, H/dcp, D + LSE] packets)."""
+    parser.add_argument("--dcp-comm-backend", choices=["ag_rs", "a2a"], default="ag_rs")
+
+
+CLI_ARG_HOOKS.append(add_dcp_cli_args)
+
+
+def dcp_stage() -> int:
+    """DSV41_DCP_STAGE: how much of the DCP2 machinery is on (3: all)."""
+    return int(os.getenv("DSV41_DCP_STAGE", "3"))
+
+
+def dcp_combine_default() -> str:
+    return os.environ.get("DSV41_DCP_COMBINE", "ag_rs")
+
+
+def dcp_prefill_gather() -> bool:
+    return os.getenv("DSV41_DCP_PREFILL_GATHER", "0") == "1"
 
 
 def dcp_token_owner(pos: int, dcp: int, interleave: int = 1) -> int:
