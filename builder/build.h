@@ -19,7 +19,7 @@
 
 #include "../layers/fsview.h"
 #include "../layers/image.h"
-#include "../layers/registry.h"
+#include "../layers/transport.h"
 #include "../layers/store.h"
 #include "../layers/tarlayer.h"
 #include "definition.h"

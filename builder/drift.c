@@ -6,7 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../layers/transport.h"
+#include "../transports/refs.h"
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
 #include "filesum.h"

@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "../layers/digest.h"
-#include "../layers/transport.h"
+#include "../transports/refs.h"
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
 

@@ -14,7 +14,7 @@
 
 #include "../layers/fsview.h"
 #include "../layers/image.h"
-#include "../layers/registry.h"
+#include "../layers/transport.h"
 #include "../layers/store.h"
 #include "definition.h"
 #include "filesum.h"

@@ -22,7 +22,7 @@
 #include "../kernels/jitbudget.h"
 #include "../kernels/kgate.h"
 #include "../link-check/linkgate.h"
-#include "../layers/transport.h"
+#include "../transports/refs.h"
 #include <sys/stat.h>
 #include "../symbol-check/pysyms.h"
 #include "../util/cleanup.h"

@@ -1,7 +1,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../layers/transport.h"
+#include "../transports/refs.h"
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
 #include "build.h"

@@ -1,6 +1,6 @@
 #include "report.h"
 
-#include "../layers/registry.h"
+#include "../layers/transport.h"
 
 #include <pthread.h>
 #include <stdarg.h>

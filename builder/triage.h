@@ -23,7 +23,7 @@
 
 #include <stdbool.h>
 
-#include "../layers/registry.h"
+#include "../layers/transport.h"
 
 struct ib_triage_options
 {

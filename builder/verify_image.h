@@ -11,7 +11,7 @@
 
 #include <stdbool.h>
 
-#include "../layers/registry.h"
+#include "../layers/transport.h"
 
 struct ib_verify_image_options
 {

@@ -1,20 +1,46 @@
-/* Image references and the transports behind them, named as skopeo and
- * podman name them:
- *   NAME:TAG                 the local store
- *   oci:DIR[:NAME:TAG]       an OCI image layout
- *   docker-archive:FILE[:NAME:TAG]   a `docker save` archive (classic or OCI)
- *   docker-daemon:NAME:TAG   the Docker Engine, over its unix socket
- *   docker://HOST[:PORT]/REPO[:TAG|@DIGEST]   a registry
- *   scratch                  the empty image
- * A transport is one small interface with one file per transport:
- * `pull` brings an image's manifest, config and layers into the store,
- * checking every digest, and `push` writes an image of the store out. */
+/* The interface every transport implements (the transports are in
+ * transports/, the table that picks one for a reference is
+ * transports/refs.h): a reference parsed into its kind, location and name,
+ * and the two operations on it.  `pull` brings an image's manifest, config
+ * and layers into the store, checking every digest; `push` writes an image
+ * of the store out.  Also what the command line says about remote
+ * transports, and how transports report progress. */
 #ifndef IB_TRANSPORT_H
 #define IB_TRANSPORT_H
 
+#include <stdbool.h>
+#include <stdint.h>
+
 #include "image.h"
-#include "registry.h"
 #include "store.h"
+
+/* What transports tell people: the progress of long transfers (START
+ * gives a handle that ADD feeds with the bytes moved and END closes) and
+ * one NOTE line per transfer ("pushed …: 5 blobs uploaded …").  The
+ * transports call them; the program draws and reports (layers/ knows
+ * nothing of the report).  Any may be NULL. */
+struct ib_transfer_report
+{
+  void *(*start) (void *data, const char *what, uint64_t total);
+  void (*add) (void *handle, uint64_t n);
+  void (*end) (void *handle);
+  void (*note) (void *data, const char *text);
+  void *data;
+};
+
+/* What the command line says about remote transports. */
+struct ib_remote_options
+{
+  bool tls_verify_off; /* --tls-verify=false: also allows plain HTTP */
+  const char *auth_file; /* --authfile; else $REGISTRY_AUTH_FILE, else Docker's config.json */
+  const struct ib_transfer_report *progress; /* NULL: silent */
+  bool refetch; /* fetch and hash every blob even when the store has it:
+                   imgverify checks what the registry serves */
+};
+
+/* "true"/"false" of --tls-verify=BOOL into OPT. */
+int ib_parse_tls_verify (const char *arg, struct ib_remote_options *opt);
+
 
 struct ib_ref;
 
@@ -47,58 +73,14 @@ struct ib_ref
   const struct ib_remote_options *remote; /* for registries; NULL: defaults */
 };
 
-int ib_ref_parse (const char *s, struct ib_ref *out, ib_error_t *err);
 void ib_ref_clear (struct ib_ref *r);
 /* NAME:TAG with a non-empty name and tag, no spaces. */
 int ib_check_image_name (const char *name, ib_error_t *err);
-
-/* Resolve REF into the store and load it (scratch gives the empty image of
- * PLATFORM or the host's). */
-int ib_image_pull (struct ib_store *s, const char *ref, const struct ib_platform *platform,
-                   const struct ib_remote_options *remote, struct ib_image **out, ib_error_t *err);
-/* REF as imgverify must see it: its own bytes, never the store's copy of
- * the same digests.  An oci: layout and a docker-archive: file are read in
- * place through a view (store.h: nothing copied, nothing written to them,
- * caches in the local store at LOCAL_ROOT used only for blobs hashed in
- * this run); a registry's blobs are all fetched and hashed as it serves
- * them, those the store has included; the store itself and the Docker
- * Engine (whose archive is read whole into the store) are read as
- * ib_image_pull reads them.  *STORE is the view or the local store, to free
- * with ib_store_free. */
-int ib_image_open_in_place (const char *local_root, const char *ref, const struct ib_platform *platform,
-                            const struct ib_remote_options *remote, struct ib_store **store, struct ib_image **out,
-                            ib_error_t *err);
-int ib_image_push (struct ib_store *s, const struct ib_image *img, const char *ref, const char *name,
-                   const struct ib_remote_options *remote, ib_error_t *err);
 /* Copy the manifest, config and layers of IMG (loaded from SRC) to DST. */
 int ib_image_copy_blobs (const struct ib_store *src, struct ib_store *dst, const struct ib_image *img,
                          ib_error_t *err);
-
-/* The docker-archive reader and writer, shared with the Docker Engine
- * transport (which moves the same archives over the daemon's API).  A
- * writer's SKIP_LAYERS leading layers are listed but not included. */
-int ib_docker_archive_read (struct ib_store *s, const struct ib_ref *ref, struct ib_descriptor *manifest,
-                            ib_error_t *err);
-int ib_docker_archive_write (struct ib_store *s, const struct ib_image *img, const char *file, const char *tag,
-                             size_t skip_layers, ib_error_t *err);
-
-/* The Docker Engine's socket: $DOCKER_HOST as unix://PATH, else
- * /var/run/docker.sock. */
-char *ib_docker_socket_path (void);
-
-extern const struct ib_transport ib_transport_store;
-extern const struct ib_transport ib_transport_docker_daemon;
-extern const struct ib_transport ib_transport_oci;
-extern const struct ib_transport ib_transport_docker_archive;
-extern const struct ib_transport ib_transport_registry;
-
 /* A line about a transfer of REF, for the program's report (nothing when
  * the reference came without one). */
 void ib_transport_note (const struct ib_ref *ref, const char *fmt, ...) __attribute__ ((format (printf, 2, 3)));
-
-/* docker://HOST[:PORT]/REPO[:TAG|@DIGEST] into OUT: LOCATION is HOST/REPO
- * (Docker Hub's names completed as Docker does), NAME the tag (default
- * latest) or digest. */
-int ib_registry_ref_parse (const char *s, struct ib_ref *out, ib_error_t *err);
 
 #endif

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../layers/transport.h"
+#include "../../transports/transports.h"
 #include "fuzz.h"
 
 static void

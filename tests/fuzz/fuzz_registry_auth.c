@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../layers/registry_http.h"
+#include "../../registry/http.h"
 #include "fuzz.h"
 
 #define BEARER_MARK "bearer-4f0c1e9a7d"

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "../../layers/image.h"
-#include "../../layers/registry_http.h"
+#include "../../registry/http.h"
 #include "fuzz.h"
 
 static const char *const media_types[] = {

@@ -3,8 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../layers/registry_http.h"
-#include "../../layers/transport.h"
+#include "../../registry/http.h"
+#include "../../transports/refs.h"
 #include "../../util/cleanup.h"
 #include "../../util/fsutil.h"
 #include "test.h"

@@ -16,7 +16,7 @@
 
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
-#include "registry_http.h"
+#include "http.h"
 
 void
 ib_http_call_clear (struct ib_http_call *c)

@@ -14,35 +14,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "descriptor.h"
-#include "store.h"
-
-/* What transports tell people: the progress of long transfers (START
- * gives a handle that ADD feeds with the bytes moved and END closes) and
- * one NOTE line per transfer ("pushed …: 5 blobs uploaded …").  The
- * transports call them; the program draws and reports (layers/ knows
- * nothing of the report).  Any may be NULL. */
-struct ib_transfer_report
-{
-  void *(*start) (void *data, const char *what, uint64_t total);
-  void (*add) (void *handle, uint64_t n);
-  void (*end) (void *handle);
-  void (*note) (void *data, const char *text);
-  void *data;
-};
-
-/* What the command line says about remote transports. */
-struct ib_remote_options
-{
-  bool tls_verify_off; /* --tls-verify=false: also allows plain HTTP */
-  const char *auth_file; /* --authfile; else $REGISTRY_AUTH_FILE, else Docker's config.json */
-  const struct ib_transfer_report *progress; /* NULL: silent */
-  bool refetch; /* fetch and hash every blob even when the store has it:
-                   imgverify checks what the registry serves */
-};
-
-/* "true"/"false" of --tls-verify=BOOL into OPT. */
-int ib_parse_tls_verify (const char *arg, struct ib_remote_options *opt);
+#include "../layers/descriptor.h"
+#include "../layers/store.h"
+#include "../layers/transport.h"
 
 /* Bytes and blobs moved by one client: the tests and the report count them. */
 struct ib_registry_stats

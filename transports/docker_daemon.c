@@ -16,7 +16,7 @@
 
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
-#include "transport.h"
+#include "transports.h"
 
 #define API "http://docker/v1.41"
 

@@ -2,7 +2,7 @@
  * store's own code: a layout is a store. */
 #include <stdlib.h>
 
-#include "transport.h"
+#include "transports.h"
 
 static int
 oci_pull (struct ib_store *s, const struct ib_ref *ref, const struct ib_platform *platform,

@@ -12,22 +12,11 @@
 
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
-#include "image.h"
-#include "registry_http.h"
+#include "../layers/image.h"
+#include "http.h"
 
 #define MANIFEST_ACCEPT                                                                                          \
   IB_MT_OCI_MANIFEST ", " IB_MT_OCI_INDEX ", " IB_MT_DOCKER_MANIFEST ", " IB_MT_DOCKER_LIST
-
-int
-ib_parse_tls_verify (const char *arg, struct ib_remote_options *opt)
-{
-  if (strcmp (arg, "true") == 0 || strcmp (arg, "false") == 0)
-    {
-      opt->tls_verify_off = strcmp (arg, "false") == 0;
-      return 0;
-    }
-  return -1;
-}
 
 static bool
 is_loopback (const char *host)

@@ -22,9 +22,9 @@
 
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
-#include "layer_reader.h"
-#include "tarlayer.h"
-#include "transport.h"
+#include "../layers/layer_reader.h"
+#include "../layers/tarlayer.h"
+#include "transports.h"
 
 #define MAX_JSON (16u << 20)
 

@@ -15,7 +15,7 @@
 
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
-#include "registry_http.h"
+#include "http.h"
 
 #define MAX_AUTH_FILE (1u << 20)
 

@@ -18,8 +18,8 @@
 
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
-#include "registry.h"
-#include "transport.h"
+#include "../registry/registry.h"
+#include "transports.h"
 
 static bool
 valid_repo (const char *repo)
