@@ -13,7 +13,7 @@
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
 #include "elfsyms.h"
-#include "pymodules.h"
+#include "pyfinder.h"
 #include "pysyms.h"
 #include "symcache.h"
 

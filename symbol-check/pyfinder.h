@@ -3,8 +3,8 @@
  * way importlib's path finder does for one sys.path entry (package
  * __init__.py, source module, extension module of this interpreter's
  * suffixes, namespace folder, in that order). */
-#ifndef IB_PYMODULES_H
-#define IB_PYMODULES_H
+#ifndef IB_PYFINDER_H
+#define IB_PYFINDER_H
 
 #include <stdbool.h>
 

@@ -1,4 +1,4 @@
-#include "pymodules.h"
+#include "pyfinder.h"
 
 #include <stdio.h>
 #include <stdlib.h>
