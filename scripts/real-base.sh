@@ -22,8 +22,9 @@
 #
 # --arch arm64 on an x86-64 host: debootstrap --foreign downloads the arm64
 # packages and every .deb is unpacked with dpkg -x (no maintainer scripts run:
-# the files are the packages' own, unconfigured; enough for the file-level
-# gates, not for a chroot, which would need qemu-user's binfmt).
+# the files are the packages' own, unconfigured, plus the links of their
+# `update-alternatives --install` lines; enough for the file-level gates, not
+# for a chroot, which would need qemu-user's binfmt).
 # Needs root (debootstrap), debootstrap and umoci (installed when missing).
 set -euo pipefail
 
@@ -74,6 +75,20 @@ if [ ! -f "$dir/complete" ]; then
     debootstrap --foreign --variant=minbase --arch="$arch" --include="$packages" "$suite" "$tmp/rootfs" "$mirror" \
       >"$tmp/debootstrap.log" 2>&1 || { tail -20 "$tmp/debootstrap.log" >&2; exit 8; }
     for deb in "$tmp"/rootfs/var/cache/apt/archives/*.deb; do dpkg -x "$deb" "$tmp/rootfs"; done
+    # No maintainer script runs, but the links they make with
+    # update-alternatives are files the loader follows (libblas.so.3 and
+    # liblapack.so.3 are OpenBLAS's through them): replay every package's
+    # literal `update-alternatives --install` against the tree.
+    mkdir -p "$tmp/rootfs/etc/alternatives" "$tmp/rootfs/var/lib/dpkg/alternatives" "$tmp/rootfs/var/log"
+    for deb in "$tmp"/rootfs/var/cache/apt/archives/*.deb; do
+      dpkg-deb --ctrl-tarfile "$deb" | tar -xO ./postinst 2>/dev/null |
+        sed -e ':a' -e '/\\$/{N;s/\\\n//;ba' -e '}' |
+        grep -E '^[[:space:]]*update-alternatives --install ' | grep -v '[$`]' || true
+    done | while read -r _ _ link name path prio rest; do
+      [ -z "$rest" ] || continue  # slaves: none in what the gates need
+      update-alternatives --root "$tmp/rootfs" --install "$link" "$name" "$path" "$prio" >/dev/null 2>&1 ||
+        echo "real-base: update-alternatives $name: not replayed" >&2
+    done
     rm -rf "$tmp/rootfs/debootstrap"
   fi
   rm -f "$tmp"/rootfs/var/cache/apt/archives/*.deb
