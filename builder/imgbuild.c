@@ -1,4 +1,5 @@
 /* imgbuild: the command line over ib_build_run. */
+#include <cjson/cJSON.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +22,7 @@
 static const char usage[] =
     "Usage: imgbuild [OPTIONS] NAME|DIR\n"
     "       imgbuild [OPTIONS] -f DOCKERFILE -t NAME:TAG [CONTEXT]\n"
+    "       imgbuild --gc [--store DIR] [--json]\n"
     "\n"
     "Build an image as a thin overlay over its base, run every gate, and tag it\n"
     "in the local store only when all of them pass: definition, symbols, native\n"
@@ -78,6 +80,12 @@ static const char usage[] =
     "                          PATH_MAX, malformed headers), each a warning in\n"
     "                          the report; without it such a base is refused\n"
     "                          (exit 4, the first entry named)\n"
+    "      --gc                build nothing: remove from the store the blobs no\n"
+    "                          tag and no referrer reaches, the temporaries and run\n"
+    "                          folders of killed builds, and the caches of removed\n"
+    "                          blobs; waits for the builds using the store to end\n"
+    "                          (builds started meanwhile wait for it).  With --json\n"
+    "                          the figures as JSON on stdout\n"
     "      --json              print the build report as JSON on stdout (schema\n"
     "                          imgbuild.report/v1, docs/imgbuild-report.schema.json):\n"
     "                          each gate's pass, fail or skip (with its reason),\n"
@@ -121,6 +129,7 @@ struct cli
   size_t n_build_args;
   bool load;
   bool lock;
+  bool gc;
 };
 
 static void
@@ -148,6 +157,7 @@ parse_args (int argc, char **argv, struct cli *c)
     OPT_AUTHFILE,
     OPT_LOCK,
     OPT_ALLOW_UNSAFE_BASE,
+    OPT_GC,
   };
   static const struct option longopts[] = {
     { "file", required_argument, NULL, 'f' },         { "tag", required_argument, NULL, 't' },
@@ -158,7 +168,7 @@ parse_args (int argc, char **argv, struct cli *c)
     { "load", no_argument, NULL, OPT_LOAD },           { "push", required_argument, NULL, OPT_PUSH },
     { "tls-verify", required_argument, NULL, OPT_TLS_VERIFY }, { "authfile", required_argument, NULL, OPT_AUTHFILE },
     { "lock", no_argument, NULL, OPT_LOCK },
-    { "allow-unsafe-base", no_argument, NULL, OPT_ALLOW_UNSAFE_BASE },
+    { "allow-unsafe-base", no_argument, NULL, OPT_ALLOW_UNSAFE_BASE }, { "gc", no_argument, NULL, OPT_GC },
     { "quiet", no_argument, NULL, 'q' },              { "help", no_argument, NULL, 'h' },
     { "version", no_argument, NULL, 'V' },            { NULL, 0, NULL, 0 },
   };
@@ -176,6 +186,7 @@ parse_args (int argc, char **argv, struct cli *c)
       case OPT_JSON: c->opt.json = true; break;
       case OPT_LOAD: c->load = true; break;
       case OPT_LOCK: c->lock = true; break;
+      case OPT_GC: c->gc = true; break;
       case OPT_PUSH:
         if (strncmp (optarg, "docker://", 9) != 0)
           {
@@ -218,6 +229,8 @@ parse_args (int argc, char **argv, struct cli *c)
     }
   else if (optind < argc)
     c->target = argv[optind++];
+  if (c->gc)
+    return optind == argc && !c->file && !c->target ? 0 : -1;
   if (optind != argc || (!c->file && !c->target))
     return -1;
   if (c->file && !c->opt.name)
@@ -230,6 +243,42 @@ parse_args (int argc, char **argv, struct cli *c)
   return 0;
 }
 
+/* imgbuild --gc */
+static int
+run_gc (const struct cli *c)
+{
+  ib_error_t err = NULL;
+  cleanup_free char *root = ib_store_default_path (c->opt.store);
+  struct ib_store *s = NULL;
+  struct ib_gc_result g;
+  int r = ib_store_open_existing (root, &s, &err);
+  if (r == 0)
+    r = ib_store_gc (s, &g, &err);
+  ib_store_free (s);
+  if (r < 0)
+    return ib_error_report ("imgbuild", &err);
+  if (c->opt.json)
+    {
+      cJSON *j = cJSON_CreateObject ();
+      cJSON_AddStringToObject (j, "store", root);
+      cJSON_AddNumberToObject (j, "blobs_removed", (double) g.blobs_removed);
+      cJSON_AddNumberToObject (j, "bytes_removed", (double) g.bytes_removed);
+      cJSON_AddNumberToObject (j, "blobs_kept", (double) g.blobs_kept);
+      cJSON_AddNumberToObject (j, "temporaries", (double) g.temporaries);
+      cJSON_AddNumberToObject (j, "cache_entries", (double) g.cache_entries);
+      cJSON_AddNumberToObject (j, "referrers_dropped", (double) g.referrers_dropped);
+      cleanup_free char *text = cJSON_PrintUnformatted (j);
+      cJSON_Delete (j);
+      puts (text);
+    }
+  if (!c->opt.quiet)
+    fprintf (stderr, "imgbuild: gc %s: %zu blobs removed (%.1f MB), %zu kept, %zu referrers dropped, %zu temporaries, "
+             "%zu cache entries\n",
+             root, g.blobs_removed, (double) g.bytes_removed / 1e6, g.blobs_kept, g.referrers_dropped, g.temporaries,
+             g.cache_entries);
+  return 0;
+}
+
 int
 main (int argc, char **argv)
 {
@@ -239,6 +288,8 @@ main (int argc, char **argv)
       fputs (usage, stderr);
       return IB_EUSAGE;
     }
+  if (c.gc)
+    return run_gc (&c);
   ib_error_t err = NULL;
   struct ib_definition *def = NULL;
   int r;

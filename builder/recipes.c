@@ -5,6 +5,7 @@
 
 #include "../layers/fsview.h"
 #include "../recipe/pyinventory.h"
+#include "../transports/refs.h"
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
 #include "definition.h"

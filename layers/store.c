@@ -62,6 +62,28 @@ sweep_temporaries (const char *blobs)
   closedir (d);
 }
 
+/* The users lock, shared: a garbage collection (store_gc.c) takes it
+ * exclusively, so it never runs while a build has blobs that no tag names
+ * yet. */
+static int
+lock_users (const char *root, ib_error_t *err)
+{
+  cleanup_free char *dir = ib_path_join (root, "imgbuild");
+  if (ib_mkdir_p (dir, 0755, err) < 0)
+    return -1;
+  cleanup_free char *path = ib_path_join (dir, "users.lock");
+  int fd = open (path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0)
+    return ib_error_errno (err, errno, IB_EENV, "open `%s`", path);
+  while (flock (fd, LOCK_SH) < 0)
+    if (errno != EINTR)
+      {
+        close (fd);
+        return ib_error_errno (err, errno, IB_EENV, "lock `%s`", path);
+      }
+  return fd;
+}
+
 int
 ib_store_open (const char *root, struct ib_store **out, ib_error_t *err)
 {
@@ -83,7 +105,11 @@ ib_store_open (const char *root, struct ib_store **out, ib_error_t *err)
         return ib_error_wrap (err, "open store `%s`", root);
     }
   sweep_temporaries (blobs);
+  int users = lock_users (root, err);
+  if (users < 0)
+    return ib_error_wrap (err, "open store `%s`", root);
   struct ib_store *s = ib_xcalloc (1, sizeof (*s));
+  s->users_fd = users;
   s->root = ib_xstrdup (root);
   s->blobs = steal_pointer (&blobs);
   *out = s;
@@ -106,6 +132,8 @@ ib_store_free (struct ib_store *s)
   if (s == NULL)
     return;
   ib_view_free (s->view);
+  if (s->users_fd >= 0)
+    close (s->users_fd);
   free (s->root);
   free (s->blobs);
   free (s);

@@ -127,4 +127,19 @@ void ib_descriptors_free (struct ib_descriptor *list, size_t n);
  * NULL (none, or not in the store). */
 char *ib_store_artifact_definition (const struct ib_store *s, const ib_digest *art);
 
+/* What a garbage collection removed. */
+struct ib_gc_result
+{
+  size_t blobs_removed, blobs_kept, temporaries, cache_entries, referrers_dropped;
+  uint64_t bytes_removed;
+};
+/* Remove the blobs that no tag and no referrer of index.json reaches (through
+ * manifests, indexes and artifact manifests; a referrer counts when its
+ * subject does, else it leaves index.json too), the temporaries and run
+ * folders of killed processes, and the cache entries derived from a removed
+ * blob.  Waits until no other process has the store open (every open holds
+ * the users lock shared; this takes it exclusively); processes that open it
+ * meanwhile wait for the collection. */
+int ib_store_gc (struct ib_store *s, struct ib_gc_result *out, ib_error_t *err);
+
 #endif

@@ -36,6 +36,7 @@ struct ib_store
   char *root;  /* the layout; for a view, the local store that holds the caches */
   char *blobs; /* root/blobs/sha256 */
   struct ib_store_view *view; /* NULL: a store on disk */
+  int users_fd; /* imgbuild/users.lock, held shared while open (store_gc.c); -1 for a view */
 };
 
 /* The view's side of store.c's functions. */

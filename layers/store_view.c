@@ -19,6 +19,7 @@ new_view (const char *local_root, const char *source)
   s->root = ib_xstrdup (local_root);
   s->blobs = ib_path_join (local_root, "blobs/sha256");
   s->view = ib_xcalloc (1, sizeof (*s->view));
+  s->users_fd = -1;
   s->view->source = ib_xstrdup (source);
   pthread_mutex_init (&s->view->lock, NULL);
   return s;

@@ -369,7 +369,7 @@ tokenize (struct lexer *lx)
 }
 
 int
-ib_py_tokenize (const char *src, size_t len, struct tok **out, size_t *n, ib_error_t *err)
+ib_py_lex (const char *src, size_t len, struct tok **out, size_t *n, ib_error_t *err)
 {
   struct lexer lx = { .src = src, .end = src + len, .p = src, .err = err };
   if (tokenize (&lx) < 0)

@@ -28,6 +28,6 @@ struct tok
 
 /* SRC as tokens, the last one T_END; *OUT to free.  -1 with ERR set
  * ("line N: ...") where CPython's tokenizer refuses the source. */
-int ib_py_tokenize (const char *src, size_t len, struct tok **out, size_t *n, ib_error_t *err);
+int ib_py_lex (const char *src, size_t len, struct tok **out, size_t *n, ib_error_t *err);
 
 #endif

@@ -763,7 +763,7 @@ ib_py_scan (const char *src, size_t len, const char *package, struct ib_py_modul
 {
   struct tok *toks;
   size_t n_toks;
-  if (ib_py_tokenize (src, len, &toks, &n_toks, err) < 0)
+  if (ib_py_lex (src, len, &toks, &n_toks, err) < 0)
     return -1;
   struct ib_py_module *m = ib_xcalloc (1, sizeof (*m));
   struct parser ps = { .t = toks, .package = package, .m = m };
@@ -837,7 +837,7 @@ ib_py_statements (const char *src, size_t len, struct ib_py_statement **out, siz
   size_t n_toks;
   *out = NULL;
   *n = 0;
-  if (ib_py_tokenize (src, len, &toks, &n_toks, err) < 0)
+  if (ib_py_lex (src, len, &toks, &n_toks, err) < 0)
     return -1;
   size_t cap = 0;
   int depth = 0;
@@ -874,25 +874,23 @@ ib_py_statements (const char *src, size_t len, struct ib_py_statement **out, siz
 int
 ib_py_tokenize (const char *src, size_t len, struct ib_py_token **out, size_t *n, ib_error_t *err)
 {
-  struct lexer lx = { .src = src, .end = src + len, .p = src, .err = err };
+  struct tok *toks;
+  size_t n_toks;
   *out = NULL;
   *n = 0;
-  if (tokenize (&lx) < 0)
-    {
-      free (lx.toks);
-      return -1;
-    }
+  if (ib_py_lex (src, len, &toks, &n_toks, err) < 0)
+    return -1;
   /* The same order as enum tok_kind, but kept apart: the lexer's own type
    * may grow without changing this contract. */
   static const enum ib_py_tok_kind kinds[] = { [T_NAME] = IB_PY_NAME,       [T_NUMBER] = IB_PY_NUMBER,
                                                [T_STRING] = IB_PY_STRING,   [T_OP] = IB_PY_OP,
                                                [T_NEWLINE] = IB_PY_NEWLINE, [T_INDENT] = IB_PY_INDENT,
                                                [T_DEDENT] = IB_PY_DEDENT,   [T_END] = IB_PY_END };
-  struct ib_py_token *t = ib_xcalloc (lx.n ? lx.n : 1, sizeof (*t));
-  for (size_t i = 0; i < lx.n; i++)
-    t[i] = (struct ib_py_token){ kinds[lx.toks[i].kind], lx.toks[i].s, lx.toks[i].len, lx.toks[i].line };
-  free (lx.toks);
+  struct ib_py_token *t = ib_xcalloc (n_toks ? n_toks : 1, sizeof (*t));
+  for (size_t i = 0; i < n_toks; i++)
+    t[i] = (struct ib_py_token){ kinds[toks[i].kind], toks[i].s, toks[i].len, toks[i].line };
+  free (toks);
   *out = t;
-  *n = lx.n;
+  *n = n_toks;
   return 0;
 }

@@ -1,4 +1,4 @@
-/* A registry's JSON (layers/image.c, layers/registry_http.c): manifests
+/* A registry's JSON (layers/image.c, registry/http.c): manifests
  * and indexes as ib_manifest_parse resolves them one step at a time, and
  * the {"errors":[…]} body of a refusal.  The first byte picks the media
  * type the registry claimed and the platform asked for; the rest is the

@@ -64,3 +64,54 @@ t_robust_four_parallel_builds_into_one_store() {
   "$IV" variant:1
   "$IV" big:1
 }
+
+# imgbuild --gc while builds run: it waits for them (every open store holds
+# the users lock shared), then removes exactly what nothing reaches: the
+# seed's untagged warm-up image, a planted orphan blob, a temporary of a
+# killed build and the cache entry of a removed blob; every tag and its
+# provenance referrer survive and verify.  Untagging an image then frees its
+# blobs and drops its referrer from index.json.
+t_robust_gc_in_the_middle_of_builds_keeps_what_is_needed() {
+  build_base
+  copy_images d
+  echo "# variant" >>d/dsv41-flash-dcp2/files/engram.py
+  local S=$IMGBUILD_STORE orphan
+  orphan=$(printf 'orphan blob' | sha256sum | cut -d' ' -f1)
+  printf 'orphan blob' >"$S/blobs/sha256/$orphan"
+  head -c 4096 /dev/urandom >"$S/blobs/sha256/.tmp-killed"
+  mkdir -p "$S/imgbuild/files/$orphan"
+  : >"$S/imgbuild/files/$orphan/list"
+  local pids=() rc=0
+  "$IB" -q --smoke=off dsv41-flash-dcp2 >a.out 2>a.err & pids+=($!)
+  "$IB" -q --smoke=off d/dsv41-flash-dcp2 -t variant:1 >c.out 2>c.err & pids+=($!)
+  # gc starts once a build holds the store (the users lock is taken).
+  for _ in $(seq 200); do flock -n -x "$S/imgbuild/users.lock" true || break; sleep 0.05; done
+  refute flock -n -x "$S/imgbuild/users.lock" true
+  "$IB" --gc --json >gc.json 2>gc.err & pids+=($!)
+  for p in "${pids[@]}"; do wait "$p" || rc=$?; done
+  cat ./*.err
+  [ "$rc" = 0 ]
+  jq -e '.blobs_removed >= 2 and .temporaries == 1 and .cache_entries >= 1' gc.json
+  [ ! -e "$S/blobs/sha256/$orphan" ] && [ ! -e "$S/blobs/sha256/.tmp-killed" ] && [ ! -e "$S/imgbuild/files/$orphan" ]
+  "$IV" --store
+  "$IV" dsv41-flash-dcp2:local
+  "$IV" variant:1
+  skopeo inspect "oci:$S:variant:1" >/dev/null
+  # Everything is reachable now: a second collection removes nothing.
+  "$IB" --gc --json >gc2.json
+  jq -e '.blobs_removed == 0 and .referrers_dropped == 0' gc2.json
+  # Untag variant:1: its own blobs and its provenance referrer go, the
+  # base's layers (shared with dsv41-flash-dcp2:local) stay.
+  local variant
+  variant=$(cut -d' ' -f2 c.out)
+  jq -e --arg d "$variant" '[.manifests[] | select(.annotations["vnd.imgbuild.subject"] == $d)] | length >= 1' "$S/index.json"
+  jq -c '.manifests |= map(select(.annotations["org.opencontainers.image.ref.name"] != "variant:1"))' \
+    "$S/index.json" >"$S/index.new" && mv "$S/index.new" "$S/index.json"
+  "$IB" --gc --json >gc3.json
+  jq -e '.blobs_removed >= 3 and .referrers_dropped >= 1' gc3.json
+  [ ! -e "$S/blobs/sha256/${variant#sha256:}" ]
+  jq -e --arg d "$variant" '[.manifests[] | select(.annotations["vnd.imgbuild.subject"] == $d)] | length == 0' "$S/index.json"
+  "$IV" --store
+  "$IV" dsv41-flash-dcp2:local
+  expect_fail 9 'variant:1' "$IV" variant:1
+}
