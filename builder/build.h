@@ -34,6 +34,9 @@ struct ib_build_options
   char *const *outputs;  /* references to write the image to after the tag */
   size_t n_outputs;
   struct ib_remote_options remote; /* registries: TLS, credentials */
+  char *const *load_hosts; /* --load: Docker Engines to load the tagged image
+                              into ("" this machine's), in parallel */
+  size_t n_load_hosts;
   bool json;
   bool quiet;
   bool allow_unsafe_base; /* build over a base with hostile entries, each a warning */

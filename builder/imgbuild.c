@@ -9,8 +9,10 @@
 
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
+#include "../transports/docker_client.h"
 #include "build.h"
 #include "drift.h"
+#include "load_nodes.h"
 
 #ifndef IB_IMAGES_DIR
 #define IB_IMAGES_DIR "/usr/local/share/imgbuild/images"
@@ -64,9 +66,21 @@ static const char usage[] =
     "                          it when this machine has GPUs, else say that it\n"
     "                          skipped; the default), required (no tag without a\n"
     "                          pass), off\n"
-    "      --load              after tagging, load the image into the Docker Engine\n"
-    "                          ($DOCKER_HOST or /var/run/docker.sock), sending only\n"
-    "                          the layers it does not have\n"
+    "      --load [HOST]       after tagging, load the image into a Docker Engine,\n"
+    "                          sending only the layers it does not have (it finds\n"
+    "                          them by chain ID), then check that NAME:TAG there is\n"
+    "                          our image ID.  HOST as DOCKER_HOST names it:\n"
+    "                          ssh://[USER@]HOST[:PORT] (`ssh HOST docker system\n"
+    "                          dial-stdio`, with your own SSH configuration, keys\n"
+    "                          and known hosts; BatchMode: no prompts) or\n"
+    "                          unix:///PATH; none: $DOCKER_HOST, else\n"
+    "                          /var/run/docker.sock.  Repeatable: the nodes load in\n"
+    "                          parallel (IMGBUILD_LOAD_JOBS at once, default 4); a\n"
+    "                          node that fails is named and does not stop the\n"
+    "                          others, and the exit code is 0 only when every node\n"
+    "                          has the image (a rerun sends only what is missing)\n"
+    "      --nodes FILE        --load each host of FILE: one a line, `#` comments;\n"
+    "                          a line without \"://\" is ssh://LINE\n"
     "      --lock              build nothing: write NAME's manifest.lock, the drift\n"
     "                          pins of the base files its targets replace (sha256\n"
     "                          and definitions of each) against its base (or\n"
@@ -127,7 +141,9 @@ struct cli
   size_t n_outputs;
   char **build_args;
   size_t n_build_args;
-  bool load;
+  char **load_hosts;
+  size_t n_load_hosts;
+  const char *nodes_file;
   bool lock;
   bool gc;
 };
@@ -152,6 +168,7 @@ parse_args (int argc, char **argv, struct cli *c)
     OPT_BUILD_ARG,
     OPT_SMOKE,
     OPT_LOAD,
+    OPT_NODES,
     OPT_PUSH,
     OPT_TLS_VERIFY,
     OPT_AUTHFILE,
@@ -165,7 +182,8 @@ parse_args (int argc, char **argv, struct cli *c)
     { "platform", required_argument, NULL, OPT_PLATFORM }, { "output", required_argument, NULL, OPT_OUTPUT },
     { "build-arg", required_argument, NULL, OPT_BUILD_ARG }, { "json", no_argument, NULL, OPT_JSON },
     { "smoke", required_argument, NULL, OPT_SMOKE },
-    { "load", no_argument, NULL, OPT_LOAD },           { "push", required_argument, NULL, OPT_PUSH },
+    { "load", optional_argument, NULL, OPT_LOAD },     { "push", required_argument, NULL, OPT_PUSH },
+    { "nodes", required_argument, NULL, OPT_NODES },
     { "tls-verify", required_argument, NULL, OPT_TLS_VERIFY }, { "authfile", required_argument, NULL, OPT_AUTHFILE },
     { "lock", no_argument, NULL, OPT_LOCK },
     { "allow-unsafe-base", no_argument, NULL, OPT_ALLOW_UNSAFE_BASE }, { "gc", no_argument, NULL, OPT_GC },
@@ -184,7 +202,14 @@ parse_args (int argc, char **argv, struct cli *c)
       case OPT_OUTPUT: push_arg (&c->outputs, &c->n_outputs, optarg); break;
       case OPT_BUILD_ARG: push_arg (&c->build_args, &c->n_build_args, optarg); break;
       case OPT_JSON: c->opt.json = true; break;
-      case OPT_LOAD: c->load = true; break;
+      case OPT_LOAD:
+        /* `--load HOST` as well as `--load=HOST`: a definition's name
+         * never has "://". */
+        if (optarg == NULL && optind < argc && strstr (argv[optind], "://"))
+          optarg = argv[optind++];
+        push_arg (&c->load_hosts, &c->n_load_hosts, optarg ? optarg : "");
+        break;
+      case OPT_NODES: c->nodes_file = optarg; break;
       case OPT_LOCK: c->lock = true; break;
       case OPT_GC: c->gc = true; break;
       case OPT_PUSH:
@@ -279,6 +304,20 @@ run_gc (const struct cli *c)
   return 0;
 }
 
+/* --load HOST and --nodes FILE, checked before a byte is built. */
+static int
+load_hosts (struct cli *c, ib_error_t *err)
+{
+  for (size_t i = 0; i < c->n_load_hosts; i++)
+    if (c->load_hosts[i][0] && ib_docker_host_check (c->load_hosts[i], err) < 0)
+      return ib_error_wrap (err, "--load");
+  if (c->nodes_file && ib_load_nodes_file (c->nodes_file, &c->load_hosts, &c->n_load_hosts, err) < 0)
+    return -1;
+  c->opt.load_hosts = c->load_hosts;
+  c->opt.n_load_hosts = c->n_load_hosts;
+  return 0;
+}
+
 int
 main (int argc, char **argv)
 {
@@ -292,10 +331,11 @@ main (int argc, char **argv)
     return run_gc (&c);
   ib_error_t err = NULL;
   struct ib_definition *def = NULL;
-  int r;
-  if (c.file)
+  size_t n_given = c.n_load_hosts;
+  int r = load_hosts (&c, &err);
+  if (r == 0 && c.file)
     r = ib_definition_from_dockerfile (c.file, c.context, c.build_args, c.n_build_args, &def, &err);
-  else
+  else if (r == 0)
     {
       cleanup_free char *dir = ib_definition_find (c.target);
       r = ib_definition_load (dir, &def, &err);
@@ -312,24 +352,22 @@ main (int argc, char **argv)
           printf ("%s\n", path);
         }
       ib_definition_free (def);
+      for (size_t i = n_given; i < c.n_load_hosts; i++)
+        free (c.load_hosts[i]);
+      free (c.load_hosts);
       free (c.outputs);
       free (c.build_args);
       return r < 0 ? ib_error_report ("imgbuild", &err) : 0;
     }
   ib_digest manifest;
-  cleanup_free char *load = NULL;
-  if (r == 0 && c.load)
-    {
-      load = ib_xasprintf ("docker-daemon:%s", c.opt.name ? c.opt.name : def->name);
-      push_arg (&c.outputs, &c.n_outputs, load);
-      c.opt.outputs = c.outputs;
-      c.opt.n_outputs = c.n_outputs;
-    }
   if (r == 0)
     r = ib_build_run (def, &c.opt, &manifest, &err);
   if (r == 0 && !c.opt.json)
     printf ("%s %s\n", c.opt.name ? c.opt.name : def->name, manifest.s);
   ib_definition_free (def);
+  for (size_t i = n_given; i < c.n_load_hosts; i++)
+    free (c.load_hosts[i]);
+  free (c.load_hosts);
   free (c.outputs);
   free (c.build_args);
   return r < 0 ? ib_error_report ("imgbuild", &err) : 0;

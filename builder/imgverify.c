@@ -22,6 +22,7 @@
 #include "../kernels/jitbudget.h"
 #include "../kernels/kgate.h"
 #include "../link-check/linkgate.h"
+#include "../transports/docker_client.h"
 #include "../transports/refs.h"
 #include <sys/stat.h>
 #include "../symbol-check/pysyms.h"
@@ -60,6 +61,13 @@ static const char usage[] =
     "has.  Cached file lists and symbol/kernel results are used only for\n"
     "blobs hashed in this run.\n"
     "\n"
+    "  --host HOST               the Docker Engine of docker-daemon:NAME:TAG, as\n"
+    "                            DOCKER_HOST names it: ssh://[USER@]HOST[:PORT]\n"
+    "                            (over `ssh HOST docker system dial-stdio`, your\n"
+    "                            SSH configuration) or unix:///PATH.  Besides its\n"
+    "                            integrity, the image's ID must be ours (the\n"
+    "                            config digest of the store's NAME:TAG, when the\n"
+    "                            store has it): check every node before a rollout\n"
     "  --definition DIR          check against this definition (its sources'\n"
     "                            digests, its gates)\n"
     "  --require-gates LIST      gates that must run for at least one definition\n"
@@ -580,6 +588,7 @@ main (int argc, char **argv)
     OPT_NATIVE,
     OPT_LDD,
     OPT_RECIPE,
+    OPT_HOST,
   };
   static const struct option longopts[] = {
     { "python-symbols", no_argument, NULL, OPT_PY },
@@ -606,6 +615,7 @@ main (int argc, char **argv)
     { "native", no_argument, NULL, OPT_NATIVE },
     { "ldd", no_argument, NULL, OPT_LDD },
     { "recipe", required_argument, NULL, OPT_RECIPE },
+    { "host", required_argument, NULL, OPT_HOST },
     { "help", no_argument, NULL, 'h' },
     { NULL, 0, NULL, 0 },
   };
@@ -640,6 +650,14 @@ main (int argc, char **argv)
       case OPT_THEIR_BASE: to.their_base = optarg; break;
       case OPT_SUPERSET: to.require_superset = true; break;
       case OPT_AUTHFILE: vo.remote.auth_file = optarg; break;
+      case OPT_HOST:
+        {
+          ib_error_t e = NULL;
+          if (ib_docker_host_check (optarg, &e) < 0)
+            return ib_error_report ("imgverify", &e);
+          vo.remote.docker_host = optarg;
+        }
+        break;
       case OPT_REQUIRE_GATES:
         {
           ib_error_t err = NULL;

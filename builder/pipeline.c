@@ -6,6 +6,7 @@
 #include "../util/fsutil.h"
 #include "build.h"
 #include "gates.h"
+#include "load_nodes.h"
 #include "provenance.h"
 
 int
@@ -263,7 +264,12 @@ pipeline (struct ib_build *b, ib_error_t *err)
   if (r < 0)
     return -1;
   ib_report_note (b->report, "tagged %s %s", b->name, b->image->manifest.digest.s);
-  return write_outputs (b, err);
+  if (write_outputs (b, err) < 0)
+    return -1;
+  if (b->opt->n_load_hosts == 0)
+    return 0;
+  return ib_load_nodes (b->store, b->image, b->name, (const char *const *) b->opt->load_hosts, b->opt->n_load_hosts,
+                        b->report, err);
 }
 
 static void

@@ -193,8 +193,14 @@ struct ib_progress
   bool running;
 };
 
-static void
-human_bytes (double b, char *buf, size_t n)
+bool
+ib_report_interactive (const struct ib_report *r)
+{
+  return r->tty && !r->quiet;
+}
+
+void
+ib_human_bytes (double b, char *buf, size_t n)
 {
   const char *unit[] = { "B", "kB", "MB", "GB", "TB" };
   int u = 0;
@@ -217,9 +223,9 @@ draw (struct ib_progress *p, bool last)
   double rate = secs > 0 ? done / secs : 0;
   double left = rate > 0 && p->total > done ? (p->total - done) / rate : 0;
   char d[32], t[32], rt[32];
-  human_bytes ((double) done, d, sizeof (d));
-  human_bytes ((double) p->total, t, sizeof (t));
-  human_bytes (rate, rt, sizeof (rt));
+  ib_human_bytes ((double) done, d, sizeof (d));
+  ib_human_bytes ((double) p->total, t, sizeof (t));
+  ib_human_bytes (rate, rt, sizeof (rt));
   char bar[31];
   int fill = (int) (frac * 30);
   for (int i = 0; i < 30; i++)

@@ -55,6 +55,12 @@ struct ib_progress *ib_progress_start (struct ib_report *r, const char *what, un
 void ib_progress_add (struct ib_progress *p, unsigned long long n);
 void ib_progress_end (struct ib_progress *p);
 
+/* Whether progress may be drawn: stderr is a terminal, the report is not
+ * quiet. */
+bool ib_report_interactive (const struct ib_report *r);
+/* "12.3 MB" */
+void ib_human_bytes (double b, char *buf, size_t n);
+
 /* The same bars for registry transfers (layers/ calls them). */
 struct ib_transfer_report;
 void ib_report_transfers (struct ib_report *r, struct ib_transfer_report *out);

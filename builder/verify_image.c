@@ -398,6 +398,43 @@ finish (struct ib_build *b, const struct ib_verify_image_options *o, struct verd
   return code;
 }
 
+/* A Docker Engine's image (docker-daemon:NAME:TAG, on this machine or a
+ * node's with --host) has our image ID: the config digest of the store's
+ * NAME:TAG, which a pipeline checks on every node before a rollout.  No
+ * comparison when the store has no NAME:TAG. */
+static void
+check_image_id (struct ib_build *b, const struct ib_verify_image_options *o, const char *text, struct verdict *v)
+{
+  struct ib_ref ref;
+  if (ib_ref_parse (text, &ref, NULL) < 0)
+    return;
+  struct ib_descriptor ours = { 0 };
+  struct ib_image *img = NULL;
+  ib_error_t e = NULL;
+  if (ref.kind == IB_REF_DOCKER_DAEMON && ib_store_resolve (b->store, ref.location, &ours, &e) == 0
+      && ib_image_load (b->store, &ours, NULL, &img, &e) == 0)
+    {
+      cJSON *id = cJSON_AddObjectToObject (ib_report_json (b->report), "image_id");
+      const char *host = o->remote.docker_host ? o->remote.docker_host : "local";
+      cJSON_AddStringToObject (id, "host", host);
+      cJSON_AddStringToObject (id, "daemon", b->image->config.digest.s);
+      cJSON_AddStringToObject (id, "ours", img->config.digest.s);
+      bool same = strcmp (b->image->config.digest.s, img->config.digest.s) == 0;
+      cJSON_AddBoolToObject (id, "match", same);
+      if (!same)
+        {
+          ib_report_problem (b->report, "integrity", true, "%s at %s is image %s, not ours (%s in the store is %s)",
+                             text, host, b->image->config.digest.s, ref.location, img->config.digest.s);
+          ib_error (&e, IB_EINTEGRITY, "%s at %s is not our image %s", text, host, img->config.digest.s);
+          keep (v, &e, "integrity");
+        }
+    }
+  ib_error_release (&e);
+  ib_image_free (img);
+  ib_descriptor_clear (&ours);
+  ib_ref_clear (&ref);
+}
+
 static int
 pull (struct ib_build *b, const struct ib_verify_image_options *o, const char *ref, ib_error_t *err)
 {
@@ -431,6 +468,8 @@ ib_verify_image_ref (const char *ref, const struct ib_verify_image_options *o)
   int r = pull (&b, o, ref, &err);
   if (r == 0)
     check_integrity (&b, o, &v);
+  if (r == 0)
+    check_image_id (&b, o, ref, &v);
   bool gates = r == 0 && v.first == NULL;
   if (gates && ib_provenance_read_all (b.store, b.image, &records, &n_records, &err) < 0)
     {

@@ -36,6 +36,9 @@ struct ib_remote_options
   const struct ib_transfer_report *progress; /* NULL: silent */
   bool refetch; /* fetch and hash every blob even when the store has it:
                    imgverify checks what the registry serves */
+  const char *docker_host; /* docker-daemon: references: the Docker Engine
+                              (transports/docker_client.h); NULL: $DOCKER_HOST,
+                              else the local socket */
 };
 
 /* "true"/"false" of --tls-verify=BOOL into OPT. */

@@ -215,6 +215,72 @@ docker_stop() {
   rm -rf "$T_TOP/dd" "$T_TOP/de" 2>/dev/null || true
 }
 
+# node_start DIR: a Docker Engine of its own, a stand-in for one node of a
+# cluster: socket DIR/d.sock, data root, exec root and pid file in DIR
+# (several run side by side), no bridge or iptables; a test service, so it
+# stops when the test ends.  node_docker DIR ARGS...: the docker CLI on it.
+node_start() {
+  local dir=$1
+  mkdir -p "$dir"
+  service "$dir/dockerd.log" dockerd --host "unix://$dir/d.sock" --data-root "$dir/dd" --exec-root "$dir/de" \
+    --pidfile "$dir/d.pid" --iptables=false --ip-masq=false --bridge=none --storage-driver=vfs
+  for _ in $(seq 1 120); do
+    docker -H "unix://$dir/d.sock" version >/dev/null 2>&1 && return 0
+    sleep 0.5
+  done
+  echo "dockerd in $dir did not start:" >&2
+  tail -20 "$dir/dockerd.log" >&2
+  return 1
+}
+node_docker() {
+  local dir=$1
+  shift
+  docker -H "unix://$dir/d.sock" "$@"
+}
+
+# ssh_keys KEYS: a client key (id, also the authorized key) and a host key
+# (host_key) made for the test.
+ssh_keys() {
+  mkdir -p "$1"
+  ssh-keygen -q -t ed25519 -N '' -C imgbuild-test -f "$1/id"
+  ssh-keygen -q -t ed25519 -N '' -C imgbuild-test-host -f "$1/host_key"
+  cp "$1/id.pub" "$1/authorized_keys"
+}
+
+# ssh_node_start DIR KEYS: Debian's sshd for the node in DIR on a loopback
+# port of its own, with the keys of KEYS, never the machine's SSH
+# configuration or keys; its sessions have DOCKER_HOST=unix://DIR/d.sock, so
+# `docker system dial-stdio` reaches that node's daemon.  Sets SSHD_PORT.
+ssh_node_start() {
+  local dir=$1 keys=$2
+  SSHD_PORT=$(free_port)
+  # sshd's privilege separation folder (Debian's package leaves it to its service).
+  mkdir -p /run/sshd
+  {
+    echo "ListenAddress 127.0.0.1"
+    echo "Port $SSHD_PORT"
+    echo "HostKey $keys/host_key"
+    echo "AuthorizedKeysFile $keys/authorized_keys"
+    echo "PidFile none"
+    echo "StrictModes no"
+    echo "UsePAM no"
+    echo "PasswordAuthentication no"
+    echo "KbdInteractiveAuthentication no"
+    echo "PermitRootLogin prohibit-password"
+    echo "AllowUsers $(id -un)"
+    echo "SetEnv DOCKER_HOST=unix://$dir/d.sock"
+    echo "LogLevel VERBOSE"
+  } >"$dir/sshd_config"
+  service "$dir/sshd.log" /usr/sbin/sshd -D -e -f "$dir/sshd_config"
+  for _ in $(seq 1 100); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$SSHD_PORT") 2>/dev/null && return 0
+    sleep 0.1
+  done
+  echo "sshd in $dir did not start:" >&2
+  cat "$dir/sshd.log" >&2
+  return 1
+}
+
 # Services a test starts (registries, proxies, token services) run in the
 # background with their pids in the test's folder; the runner stops them
 # when the test ends, whatever its result.

@@ -589,19 +589,32 @@ oci_index_json (const struct ib_image *img, const char *name, const struct ib_de
   return text;
 }
 
+struct out
+{
+  ib_stream_write_fn write;
+  void *data;
+};
+
 static la_ssize_t
-fd_write_cb (struct archive *a, void *data, const void *buf, size_t len)
+out_write_cb (struct archive *a, void *data, const void *buf, size_t len)
 {
   /* libarchive reports what the callback says: without it a full disk
    * read "(null)". */
+  struct out *o = data;
   ib_error_t e = NULL;
-  if (ib_write_all (*(int *) data, buf, len, "archive", &e) < 0)
+  if (o->write (o->data, buf, len, &e) < 0)
     {
       archive_set_error (a, EIO, "%s", e->msg);
       ib_error_release (&e);
       return -1;
     }
   return (la_ssize_t) len;
+}
+
+static int
+fd_write (void *data, const void *buf, size_t len, ib_error_t *err)
+{
+  return ib_write_all (*(int *) data, buf, len, "archive", err);
 }
 
 static int
@@ -648,6 +661,22 @@ write_members (struct archive *a, struct ib_store *s, const struct ib_image *img
 }
 
 int
+ib_docker_archive_stream (struct ib_store *s, const struct ib_image *img, const char *tag, size_t skip_layers,
+                          ib_stream_write_fn write, void *data, ib_error_t *err)
+{
+  struct out o = { write, data };
+  struct archive *a = archive_write_new ();
+  archive_write_set_format_pax_restricted (a);
+  int r = archive_write_open2 (a, &o, NULL, out_write_cb, NULL, NULL) == ARCHIVE_OK
+              ? write_members (a, s, img, tag, skip_layers, err)
+              : ib_error (err, IB_EENV, "archive: %s", archive_error_string (a));
+  if (r == 0 && archive_write_close (a) != ARCHIVE_OK)
+    r = ib_error (err, IB_EENV, "archive: %s", archive_error_string (a));
+  archive_write_free (a);
+  return r;
+}
+
+int
 ib_docker_archive_write (struct ib_store *s, const struct ib_image *img, const char *file, const char *tag,
                          size_t skip_layers, ib_error_t *err)
 {
@@ -655,14 +684,9 @@ ib_docker_archive_write (struct ib_store *s, const struct ib_image *img, const c
   cleanup_close int fd = mkostemp (tmp, O_CLOEXEC);
   if (fd < 0)
     return ib_error_errno (err, errno, IB_EENV, "create `%s`", tmp);
-  struct archive *a = archive_write_new ();
-  archive_write_set_format_pax_restricted (a);
-  int r = archive_write_open2 (a, &fd, NULL, fd_write_cb, NULL, NULL) == ARCHIVE_OK
-              ? write_members (a, s, img, tag, skip_layers, err)
-              : ib_error (err, IB_EENV, "open `%s`: %s", tmp, archive_error_string (a));
-  if (r == 0 && archive_write_close (a) != ARCHIVE_OK)
-    r = ib_error (err, IB_EENV, "write `%s`: %s", tmp, archive_error_string (a));
-  archive_write_free (a);
+  int r = ib_docker_archive_stream (s, img, tag, skip_layers, fd_write, &fd, err);
+  if (r < 0)
+    ib_error_wrap (err, "write `%s`", tmp);
   if (r == 0 && (fchmod (fd, 0644) < 0 || fsync (fd) < 0 || rename (tmp, file) < 0))
     r = ib_error_errno (err, errno, IB_EENV, "write `%s`", file);
   if (r < 0)

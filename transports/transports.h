@@ -17,6 +17,30 @@ int ib_docker_archive_write (struct ib_store *s, const struct ib_image *img, con
  * /var/run/docker.sock. */
 char *ib_docker_socket_path (void);
 
+/* The same archive streamed: WRITE gets its bytes in order and returns 0,
+ * or -1 with *ERR set to stop. */
+typedef int (*ib_stream_write_fn) (void *data, const void *buf, size_t len, ib_error_t *err);
+int ib_docker_archive_stream (struct ib_store *s, const struct ib_image *img, const char *tag, size_t skip_layers,
+                              ib_stream_write_fn write, void *data, ib_error_t *err);
+
+/* What loading an image into one Docker Engine did. */
+struct ib_docker_load_result
+{
+  size_t n_layers;    /* the image's */
+  size_t present;     /* leading layers the daemon had (by chain ID) */
+  bool had_image;     /* it had the image ID already: only the tag was written */
+  uint64_t archive;   /* bytes of the archive sent (0 when it had the image) */
+  uint64_t bytes_up;  /* everything sent on the connection: requests, archive */
+  ib_digest image_id; /* what the daemon says NAME is, after the load */
+};
+/* Load IMG as NAME into the Docker Engine at HOST (docker_client.h's
+ * syntax; NULL: $DOCKER_HOST, else the local socket), sending only the
+ * layers it lacks, streamed (nothing written to disk); then check that
+ * NAME is our image ID there.  PROGRESS (may be NULL) gets the archive's
+ * bytes as they go. */
+int ib_docker_load (struct ib_store *s, const struct ib_image *img, const char *name, const char *host,
+                    const struct ib_transfer_report *progress, struct ib_docker_load_result *out, ib_error_t *err);
+
 extern const struct ib_transport ib_transport_store;
 extern const struct ib_transport ib_transport_docker_daemon;
 extern const struct ib_transport ib_transport_oci;
