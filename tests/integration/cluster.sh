@@ -127,14 +127,17 @@ t_cluster_node_stopped_mid_transfer_then_rerun() {
   refute node_docker n2 image inspect dsv41-flash-dcp2:local >/dev/null 2>&1
   relay_up 1 >/dev/null
   relay_up 2 >/dev/null
-  # The rerun, nodes from a file: node1 has the image (named only), node2
-  # gets the new layers.
+  # The rerun, nodes from a file, on a terminal: node1 has the image (only
+  # named), node2 gets the new layers; a progress line per node.
   rm n2/cut
   printf '# the cluster\nnode1\n%s  # by address\n' "$node2" >nodes.txt
-  "$IB" --json --nodes nodes.txt dsv41-flash-dcp2 >rerun.json 2>err2.txt
-  cat err2.txt
-  jq -e '.nodes[0].had_image and .nodes[0].archive_bytes == 0 and .nodes[1].status == "pass"
-    and .nodes[1].layers_present == 1 and .nodes[1].archive_bytes > 0' rerun.json
+  in_terminal "$PWD/t.sock" screen.txt "cd $PWD && env PATH=$PATH IMGBUILD_STORE=$IMGBUILD_STORE $IB --nodes nodes.txt dsv41-flash-dcp2"
+  cat screen.txt
+  grep -q 'EXIT=0' screen.txt
+  grep -Eq "imgbuild: load ssh://node1 +done" screen.txt
+  grep -Eq "imgbuild: load $node2 +done \[#+\] 100%" screen.txt
+  grep -q 'docker load ssh://node1: sent 0 bytes; 3 of 3 layers were already in the daemon (it had the image: tagged only)' screen.txt
+  grep -q "docker load $node2: sent [1-9][0-9]* bytes; 1 of 3 layers were already in the daemon; image" screen.txt
   [ "$(relay_up 1)" -lt 65536 ]
   node_files 1 >n1.sums
   node_files 2 >n2.sums

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "../../registry/http.h"
+#include "../../transports/docker_client.h"
 #include "../../transports/refs.h"
 #include "../../util/cleanup.h"
 #include "../../util/fsutil.h"
@@ -151,4 +152,47 @@ registry_bearer_scopes (struct test_ctx *t)
   CHECK (t, err && strstr (err->msg, "`Negotiate`"));
   ib_error_release (&err);
   free_fake (r);
+}
+
+/* Docker's host syntax for --load and imgverify --host. */
+void
+docker_host_syntax (struct test_ctx *t)
+{
+  static const char *good[] = { "ssh://spark-2", "ssh://ci@spark-2", "ssh://ci@10.0.0.2:2222", "ssh://[::1]:22",
+                                "ssh://[fe80::1]", "unix:///var/run/docker.sock" };
+  static const struct
+  {
+    const char *host, *why;
+  } bad[] = {
+    { "tcp://10.0.0.2:2375", "tcp:// is not supported" },
+    { "ssh://", "no host" },
+    { "ssh://@h", "empty user" },
+    { "ssh://h:", "bad port" },
+    { "ssh://h:0", "bad port" },
+    { "ssh://h:70000", "bad port" },
+    { "ssh://h:22x", "bad port" },
+    { "ssh://h/path", "no path" },
+    { "ssh://-oProxyCommand=x", "may not start with `-`" },
+    { "ssh://-l@h", "may not start with `-`" },
+    { "unix://relative", "must be absolute" },
+    { "spark-2", "unknown scheme" },
+  };
+  for (size_t i = 0; i < sizeof (good) / sizeof (*good); i++)
+    {
+      ib_error_t err = NULL;
+      int r = ib_docker_host_check (good[i], &err);
+      CHECK (t, r == 0);
+      if (r < 0)
+        fprintf (stderr, "  %s: %s\n", good[i], err->msg);
+      ib_error_release (&err);
+    }
+  for (size_t i = 0; i < sizeof (bad) / sizeof (*bad); i++)
+    {
+      ib_error_t err = NULL;
+      CHECK (t, ib_docker_host_check (bad[i].host, &err) < 0);
+      CHECK (t, err && err->class == IB_EUSAGE && strstr (err->msg, bad[i].why));
+      if (err && !strstr (err->msg, bad[i].why))
+        fprintf (stderr, "  %s: %s\n", bad[i].host, err->msg);
+      ib_error_release (&err);
+    }
 }
