@@ -104,15 +104,21 @@ draw (struct run *run, bool first)
       ib_human_bytes ((double) sent, s, sizeof (s));
       ib_human_bytes ((double) total, t, sizeof (t));
       fprintf (stderr, "\r\033[Kimgbuild: load %-28s %s", node_name (nd), what[ph]);
-      if (ph == SENDING || ph == DONE)
+      if (ph == SENDING)
         {
-          double frac = total ? (double) sent / (double) total : 1.0;
+          /* The total leaves out the archive's headers: never 100% early. */
+          double frac = total ? (double) sent / (double) total : 0;
+          frac = frac > 0.99 ? 0.99 : frac;
           char bar[21];
           for (int k = 0; k < 20; k++)
             bar[k] = k < (int) (frac * 20) ? '#' : '.';
           bar[20] = '\0';
-          fprintf (stderr, " [%s] %3.0f%% %s / %s", bar, frac > 1 ? 100.0 : frac * 100, s, t);
+          fprintf (stderr, " [%s] %3.0f%% %s / %s", bar, frac * 100, s, t);
         }
+      else if (ph == DONE && nd->res.had_image)
+        fprintf (stderr, ": it had the image, named it");
+      else if (ph == DONE)
+        fprintf (stderr, ": sent %s, %zu of %zu layers were there", s, nd->res.present, nd->res.n_layers);
       fputc ('\n', stderr);
     }
   fflush (stderr);

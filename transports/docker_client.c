@@ -1,6 +1,6 @@
 /* The Docker Engine API over a unix socket or an SSH session (see
- * docker_client.h).  For ssh:// hosts curl connects to a private abstract
- * unix socket of ours, and each connection it opens there becomes the
+ * docker_client.h).  For ssh:// hosts curl connects to a private unix
+ * socket of ours, and each connection it opens there becomes the
  * stdin and stdout of `ssh HOST docker system dial-stdio`: the docker CLI
  * reaches an ssh:// host the same way, so a node needs nothing that the
  * docker CLI does not need. */
@@ -16,11 +16,9 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <stddef.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "../util/cleanup.h"
@@ -41,7 +39,7 @@ struct ib_docker
   size_t n_pids;
   int ssh_err;  /* the last ssh's stderr (a memfd) */
   int listen_fd; /* ssh: curl connects here, ssh gets the other end */
-  char *abstract; /* ... its abstract name */
+  char *sock_dir, *sock_path; /* ... its folder and path */
   uint64_t up;
   char curl_err[CURL_ERROR_SIZE];
 };
@@ -158,8 +156,7 @@ spawn_ssh (struct ib_docker *d, int fd)
 
 /* curl connected to our listening socket: a new connection waits there
  * (none when curl reuses one), and ssh gets its other end.  A connection
- * from another process (the name of an abstract socket is visible) is
- * dropped. */
+ * from another process is dropped. */
 static int
 on_connected (void *data, char *ip, char *local_ip, int port, int local_port)
 {
@@ -186,26 +183,30 @@ on_connected (void *data, char *ip, char *local_ip, int port, int local_port)
     }
 }
 
-/* The abstract unix socket curl connects to for an ssh:// host.  (curl
- * 7.88 ignores CURL_SOCKOPT_ALREADY_CONNECTED, so a socketpair handed to it
- * cannot be used.) */
+/* The unix socket curl connects to for an ssh:// host, in a folder of
+ * our own (0700) under $TMPDIR.  (curl 7.88 ignores
+ * CURL_SOCKOPT_ALREADY_CONNECTED, so a socketpair handed to it cannot be
+ * used; and it never reuses a connection to an abstract socket.)  Each
+ * connection curl opens there becomes one ssh session. */
 static int
 listen_ssh (struct ib_docker *d, ib_error_t *err)
 {
-  unsigned char rnd[12];
-  if (getentropy (rnd, sizeof (rnd)) < 0)
-    return ib_error_errno (err, errno, IB_EENV, "getentropy");
-  char name[80];
-  int n = snprintf (name, sizeof (name), "imgbuild-ssh-%d-", (int) getpid ());
-  for (size_t i = 0; i < sizeof (rnd); i++)
-    n += snprintf (name + n, sizeof (name) - (size_t) n, "%02x", rnd[i]);
-  d->abstract = ib_xstrdup (name);
+  const char *tmp = getenv ("TMPDIR");
+  d->sock_dir = ib_xasprintf ("%s/imgbuild-ssh-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+  if (mkdtemp (d->sock_dir) == NULL)
+    {
+      free (d->sock_dir);
+      d->sock_dir = NULL;
+      return ib_error_errno (err, errno, IB_EENV, "create a folder under %s", tmp && *tmp ? tmp : "/tmp");
+    }
+  d->sock_path = ib_path_join (d->sock_dir, "s");
   struct sockaddr_un sa = { .sun_family = AF_UNIX };
-  memcpy (sa.sun_path + 1, name, (size_t) n);
+  if (strlen (d->sock_path) >= sizeof (sa.sun_path))
+    return ib_error (err, IB_EENV, "socket path `%s` is too long ($TMPDIR)", d->sock_path);
+  strcpy (sa.sun_path, d->sock_path);
   d->listen_fd = socket (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (d->listen_fd < 0 || bind (d->listen_fd, (struct sockaddr *) &sa, (socklen_t) (offsetof (struct sockaddr_un, sun_path) + 1 + (size_t) n)) < 0
-      || listen (d->listen_fd, 8) < 0)
-    return ib_error_errno (err, errno, IB_EENV, "listen on a unix socket for ssh");
+  if (d->listen_fd < 0 || bind (d->listen_fd, (struct sockaddr *) &sa, sizeof (sa)) < 0 || listen (d->listen_fd, 8) < 0)
+    return ib_error_errno (err, errno, IB_EENV, "listen on `%s`", d->sock_path);
   return 0;
 }
 
@@ -216,24 +217,23 @@ ib_docker_free (struct ib_docker *d)
     return;
   if (d->curl)
     curl_easy_cleanup (d->curl); /* closes the socket: ssh sees its end */
+  /* Done with the node: as the docker CLI does, end the ssh sessions
+   * (the remote dial-stdio may wait for the daemon to close its side). */
   for (size_t i = 0; i < d->n_pids; i++)
     {
-      /* An ssh whose stdin is closed ends by itself; one that hangs on a
-       * dead node does not get to hold the build. */
-      int st;
-      for (int t = 0; t < 50 && waitpid (d->pids[i], &st, WNOHANG) == 0; t++)
-        nanosleep (&(struct timespec){ 0, 100000000 }, NULL);
-      if (kill (d->pids[i], 0) == 0 && waitpid (d->pids[i], &st, WNOHANG) == 0)
-        {
-          kill (d->pids[i], SIGTERM);
-          waitpid (d->pids[i], &st, 0);
-        }
+      kill (d->pids[i], SIGTERM);
+      waitpid (d->pids[i], NULL, 0);
     }
   if (d->ssh_err >= 0)
     close (d->ssh_err);
   if (d->listen_fd >= 0)
     close (d->listen_fd);
-  free (d->abstract);
+  if (d->sock_path)
+    unlink (d->sock_path);
+  if (d->sock_dir)
+    rmdir (d->sock_dir);
+  free (d->sock_path);
+  free (d->sock_dir);
   free (d->pids);
   free (d->text);
   free (d->socket);
@@ -344,7 +344,7 @@ setup (struct ib_docker *d, const char *path, struct sink *k)
     curl_easy_setopt (c, CURLOPT_UNIX_SOCKET_PATH, d->socket);
   else
     {
-      curl_easy_setopt (c, CURLOPT_ABSTRACT_UNIX_SOCKET, d->abstract);
+      curl_easy_setopt (c, CURLOPT_UNIX_SOCKET_PATH, d->sock_path);
       curl_easy_setopt (c, CURLOPT_PREREQFUNCTION, on_connected);
       curl_easy_setopt (c, CURLOPT_PREREQDATA, d);
     }
