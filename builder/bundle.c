@@ -395,7 +395,10 @@ make_config (const struct ib_image *img, const struct ib_run_options *o, const c
   add_mount (mounts, "/dev/pts", "devpts", "devpts",
              (const char *const[]){ "nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620", NULL });
   /* NCCL's shared-memory transport wants more than the usual 64 MiB. */
-  add_mount (mounts, "/dev/shm", "tmpfs", "shm", (const char *const[]){ "nosuid", "nodev", "mode=1777", "size=8g", NULL });
+  char shm[48] = "size=8g";
+  if (o->shm_bytes)
+    snprintf (shm, sizeof (shm), "size=%llu", o->shm_bytes);
+  add_mount (mounts, "/dev/shm", "tmpfs", "shm", (const char *const[]){ "nosuid", "nodev", "mode=1777", shm, NULL });
   add_mount (mounts, "/sys", "sysfs", "sysfs", (const char *const[]){ "nosuid", "noexec", "nodev", "ro", NULL });
   add_mount (mounts, "/tmp", "tmpfs", "tmpfs", (const char *const[]){ "nosuid", "nodev", "mode=1777", NULL });
   add_bind (mounts, o->program, o->program_target, true);

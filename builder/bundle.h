@@ -24,6 +24,7 @@ struct ib_run_options
   char *const *env;           /* added to the image's Env */
   size_t n_env;
   bool gpus;                  /* inject the GPUs */
+  unsigned long long shm_bytes; /* the size of /dev/shm; 0: 8 GiB */
   int timeout_s;
 };
 

@@ -68,6 +68,10 @@ ib_definition_free (struct ib_definition *d)
   free (d->prebake_flags);
   free (d->gate_text);
   ib_native_conf_clear (&d->native);
+  for (size_t i = 0; i < d->n_recipes; i++)
+    free (d->recipes[i]), free (d->recipe_origins[i]);
+  free (d->recipes);
+  free (d->recipe_origins);
   free (d->smoke_program);
   free (d->smoke_kernels);
   free (d->smoke_nccl);
@@ -575,6 +579,16 @@ parse_conf_line (struct ib_definition *d, const char *section, char *l, const ch
     return parse_image_key (d, k, v, origin, err);
   if (strcmp (section, "target") == 0)
     return ib_target_parse (&d->target, k, v, origin, err);
+  if (strcmp (section, "recipe") == 0)
+    {
+      if (strcmp (k, "file") != 0 || *v == '\0')
+        return ib_error (err, IB_EDEFINITION, "%s: [recipe] takes `file = PATH`", origin);
+      cleanup_free char *path = source_path (d, v);
+      size_t n = d->n_recipes;
+      add_string (&d->recipe_origins, &n, origin);
+      add_string (&d->recipes, &d->n_recipes, path);
+      return 0;
+    }
   if (strcmp (section, "env") == 0)
     add_env (d, k, v);
   else if (strcmp (section, "label") == 0)

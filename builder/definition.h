@@ -81,6 +81,12 @@ struct ib_definition
   int smoke_dcp, smoke_ranks, smoke_timeout;
   size_t n_smoke_args;
   char **smoke_args;
+  /* [recipe]: launcher recipes (`file = PATH`, relative to DIR) the recipe
+   * gate checks against the image; the first also gives the smoke test
+   * its shape (ranks, DCP, shm size). */
+  size_t n_recipes;
+  char **recipes;
+  char **recipe_origins; /* "image.conf:70" */
   /* The [symbols], [native], [kernels], [target] and [smoke] lines as written: recorded in the
    * image's provenance so that imgverify can run the same gates. */
   char *gate_text;

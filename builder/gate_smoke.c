@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../recipe/recipe.h"
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
 #include "bundle.h"
@@ -104,6 +105,55 @@ failure_line (const char *out)
   return l ? strndup (l, strcspn (l, "\n")) : ib_xstrdup ("(no output)");
 }
 
+/* What the smoke test runs: the [smoke] section's DCP size and ranks, or,
+ * when the definition names a recipe, the recipe's shape (its DCP size,
+ * TP x PP ranks, shm size), so that the test proves the configuration that
+ * will be served; with fewer GPUs than ranks, the largest multiple of the
+ * DCP size that fits, said in the report. */
+struct smoke_shape
+{
+  int dcp, ranks;
+  unsigned long long shm;
+};
+
+static int
+smoke_shape (struct ib_build *b, int gpus, struct smoke_shape *sh, ib_error_t *err)
+{
+  const struct ib_definition *d = b->def;
+  sh->dcp = d->smoke_dcp;
+  sh->ranks = d->smoke_ranks ? d->smoke_ranks : gpus - gpus % d->smoke_dcp;
+  sh->shm = 0;
+  if (d->n_recipes == 0)
+    return 0;
+  struct ib_recipe *r = NULL;
+  if (ib_recipe_load (d->recipes[0], &r, err) < 0)
+    return ib_error_wrap (err, "%s", d->recipe_origins[0]);
+  long tp = r->tensor_parallel_size ? r->tensor_parallel_size : 1;
+  long want = tp * (r->pipeline_parallel_size ? r->pipeline_parallel_size : 1);
+  sh->dcp = (int) r->dcp;
+  sh->shm = r->shm_bytes;
+  sh->ranks = want <= gpus ? (int) want : gpus - gpus % sh->dcp;
+  cleanup_free char *here = gpus == 0 ? ib_xstrdup ("this machine has no GPU")
+                            : want <= gpus
+                                ? ib_xasprintf ("%d ranks run here", sh->ranks)
+                                : ib_xasprintf ("this machine has %d GPU%s: %d ranks run here, fewer than the %ld served "
+                                                "(the largest shape that fits)",
+                                                gpus, gpus == 1 ? "" : "s", sh->ranks, want);
+  cJSON *j = cJSON_AddObjectToObject (ib_report_json (b->report), "smoke_shape");
+  cJSON_AddStringToObject (j, "recipe", r->path);
+  cJSON_AddNumberToObject (j, "ranks_served", (double) want);
+  cJSON_AddNumberToObject (j, "ranks", sh->ranks);
+  cJSON_AddNumberToObject (j, "dcp", sh->dcp);
+  cJSON_AddNumberToObject (j, "shm_bytes", (double) sh->shm);
+  ib_report_note (b->report,
+                  "smoke: shape of %s: TP %ld x PP %ld = %ld ranks over %ld nodes, DCP %ld, shm %s; %s", r->path, tp,
+                  r->pipeline_parallel_size ? r->pipeline_parallel_size : 1, want,
+                  r->required_nodes ? r->required_nodes : 1, r->dcp, r->shm_size ? r->shm_size : "(default 8g)",
+                  here);
+  ib_recipe_free (r);
+  return 0;
+}
+
 static int
 skip_or_refuse (struct ib_build *b, const char *why, ib_error_t *err)
 {
@@ -134,20 +184,23 @@ ib_gate_smoke (struct ib_build *b, ib_error_t *err)
   if (find_nccl (b, &nccl, err) < 0)
     return -1;
   int gpus = ib_gpu_count ();
+  struct smoke_shape sh;
+  if (smoke_shape (b, gpus, &sh, err) < 0)
+    return -1;
   if (gpus == 0)
     return skip_or_refuse (b, "this machine has no GPU (no /dev/nvidia0)", err);
-  if (gpus < d->smoke_dcp)
+  if (gpus < sh.dcp)
     {
       cleanup_free char *why = ib_xasprintf ("this machine has %d GPU%s, a DCP group needs %d", gpus,
-                                             gpus == 1 ? "" : "s", d->smoke_dcp);
+                                             gpus == 1 ? "" : "s", sh.dcp);
       return skip_or_refuse (b, why, err);
     }
   cleanup_free char *program = smoke_program (d);
   if (access (program, X_OK) < 0)
     return ib_error (err, IB_EENV, "the smoke program %s is missing (make builds it)", program);
   char dcp[16], ranks[16];
-  snprintf (dcp, sizeof (dcp), "%d", d->smoke_dcp);
-  snprintf (ranks, sizeof (ranks), "%d", d->smoke_ranks ? d->smoke_ranks : gpus - gpus % d->smoke_dcp);
+  snprintf (dcp, sizeof (dcp), "%d", sh.dcp);
+  snprintf (ranks, sizeof (ranks), "%d", sh.ranks);
   char **args = ib_xcalloc (8 + d->n_smoke_args, sizeof (char *));
   size_t n = 0;
   args[n++] = "--kernels", args[n++] = d->smoke_kernels, args[n++] = "--nccl", args[n++] = nccl;
@@ -157,10 +210,12 @@ ib_gate_smoke (struct ib_build *b, ib_error_t *err)
   char *env[] = { "NCCL_NVLS_ENABLE=0", "TORCH_SYMM_MEM_DISABLE_MULTICAST=1", "NVSHMEM_DISABLE_NVLS=1",
                   "NCCL_DEBUG=WARN" };
   struct ib_run_options o = { .program = program, .program_target = "/opt/imgbuild/dcp2_smoke", .args = args,
-                              .n_args = n, .env = env, .n_env = 4, .gpus = true, .timeout_s = d->smoke_timeout };
+                              .n_args = n, .env = env, .n_env = 4, .gpus = true, .timeout_s = d->smoke_timeout,
+                              .shm_bytes = sh.shm };
   struct ib_run_result res;
   double t0 = ib_now ();
-  ib_report_note (b->report, "smoke: %s ranks, dcp %s, in a container (%d GPUs on this machine)", ranks, dcp, gpus);
+  ib_report_note (b->report, "smoke: %s ranks, dcp %s, in a container (%d GPUs on this machine%s)", ranks, dcp, gpus,
+                  sh.shm ? ", /dev/shm as the recipe sizes it" : "");
   int r = ib_run_image (b->store, b->image, &o, &res, err);
   free (args);
   if (r < 0)

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "../util/fsutil.h"
+#include "recipes.h"
 
 /* In pipeline order within each phase. */
 static const struct ib_gate gates[] = {
@@ -15,6 +16,7 @@ static const struct ib_gate gates[] = {
   { "driver", IB_PHASE_IMAGE, ib_gate_driver },
   { "ptx", IB_PHASE_IMAGE, ib_gate_ptx },
   { "jit-budget", IB_PHASE_IMAGE, ib_gate_jit_budget },
+  { "recipe", IB_PHASE_IMAGE, ib_gate_recipe },
   { "smoke", IB_PHASE_IMAGE, ib_gate_smoke },
 };
 

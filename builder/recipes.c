@@ -154,3 +154,60 @@ ib_recipe_verify_run (const struct ib_recipe_verify_options *o)
   ib_recipe_free (r);
   return code;
 }
+
+/* One recipe against the candidate: failures are the gate's errors,
+ * unchecked lines and warnings its warnings, each a line of the report. */
+static int
+gate_one_recipe (struct ib_build *b, const struct ib_fsview *view, size_t i, struct ib_gate_sink *k, ib_error_t *err)
+{
+  const struct ib_definition *d = b->def;
+  struct ib_recipe *r = NULL;
+  struct ib_rcheck *c = NULL;
+  if (ib_recipe_load (d->recipes[i], &r, err) < 0)
+    return ib_error_wrap (err, "%s", d->recipe_origins[i]);
+  if (r->docker_image && d->name && strcmp (r->docker_image, d->name) != 0)
+    {
+      cleanup_free char *w = ib_xasprintf ("%s:%d: the recipe runs %s; this definition builds %s", r->path,
+                                           r->docker_image_line, r->docker_image, d->name);
+      ib_gate_sink_problem (k, false, w);
+    }
+  if (ib_recipe_check_image (b->store, b->image, view, r, &c, err) < 0)
+    {
+      ib_recipe_free (r);
+      return -1;
+    }
+  ib_recipe_overlay_hints (c, r);
+  for (size_t j = 0; j < c->n; j++)
+    {
+      const struct ib_rline *l = &c->l[j];
+      if (l->status == IB_R_PASS)
+        continue;
+      cleanup_free char *msg = ib_xasprintf ("%s:%d: %s %s: %s%s", c->recipe, l->line, l->check, l->subject,
+                                             l->status == IB_R_UNCHECKED ? "unchecked: " : "", l->message);
+      ib_gate_sink_problem (k, l->status == IB_R_FAIL, msg);
+    }
+  ib_report_note (b->report, "recipe: %s: %zu passed, %zu failed, %zu unchecked, %zu warnings", c->recipe,
+                  c->counts[IB_R_PASS], c->counts[IB_R_FAIL], c->counts[IB_R_UNCHECKED], c->counts[IB_R_WARN]);
+  ib_rcheck_free (c);
+  ib_recipe_free (r);
+  return 0;
+}
+
+int
+ib_gate_recipe (struct ib_build *b, ib_error_t *err)
+{
+  const struct ib_definition *d = b->def;
+  if (d->n_recipes == 0)
+    return ib_gate_skip (b, "no [recipe] in %s", ib_gate_definition_name (b));
+  const struct ib_fsview *view = NULL;
+  if (ib_build_image_view (b, &view, err) < 0)
+    return -1;
+  struct ib_gate_sink k = { b->report, "recipe", NULL, 0 };
+  for (size_t i = 0; i < d->n_recipes; i++)
+    if (gate_one_recipe (b, view, i, &k, err) < 0)
+      {
+        free (k.first_error);
+        return -1;
+      }
+  return ib_gate_sink_finish (&k, IB_EGATE, err);
+}

@@ -126,3 +126,42 @@ t_recipe_malformed_names_the_line() {
   printf 'shm_size = "1g"\n' >noimage.toml
   expect_fail 2 'names no docker_image' "$IV" --recipe noimage.toml
 }
+
+# d/dsv41-flash-dcp2 naming a recipe ([recipe] file = …, relative to the
+# definition's folder).
+recipe_definition() { # RECIPE-FILE
+  copy_images d
+  cp "$1" d/dsv41-flash-dcp2/recipe.toml
+  printf '\n[recipe]\n# The launcher recipe that runs this image.\nfile = recipe.toml\n' >>d/dsv41-flash-dcp2/image.conf
+}
+
+# imgbuild checks the recipes that use the image before it tags it: a
+# misspelt variable stops the build (exit 1, the recipe line named, no
+# tag); the seed's recipe passes, and its shape is the smoke test's.
+t_recipe_gate_checks_before_the_tag() {
+  build_base
+  sed -E 's/^DSV41_ENGRAM_DISK_THREADS =/DSV41_ENGRAM_DISK_THREDS =/' "$SEED_RECIPE" >bad.toml
+  recipe_definition bad.toml
+  local l
+  l=$(grep -n -m1 '^DSV41_ENGRAM_DISK_THREDS' bad.toml | cut -d: -f1)
+  expect_fail 1 "gate recipe: .*/recipe.toml:$l: env DSV41_ENGRAM_DISK_THREDS: nothing in the image reads it" \
+    "$IB" d/dsv41-flash-dcp2 --smoke=off
+  grep -Eq 'gate recipe +fail' stderr.txt
+  refute "$IV" dsv41-flash-dcp2:local 2>/dev/null
+  # The seed: the gate passes (its unchecked value is a warning), tagged.
+  recipe_definition "$SEED_RECIPE"
+  "$IB" d/dsv41-flash-dcp2 --json >report.json 2>err.txt
+  validate report.json
+  [ "$(jq -r '.gates[] | select(.name == "recipe") | .status' report.json)" = pass ]
+  jq -e '.problems[] | select(.gate == "recipe" and .severity == "warning") | .message
+         | test("recipe.toml:86: flag --reasoning-parser: unchecked: ")' report.json
+  # The smoke test's shape is the recipe's (no GPU here: it says so, skips).
+  jq -e '.smoke_shape | .ranks_served == 4 and .dcp == 2 and .shm_bytes == 34359738368' report.json
+  "$IB" d/dsv41-flash-dcp2 -t again:1 2>err.txt >/dev/null
+  grep -q 'recipe: .*/recipe.toml: 41 passed, 0 failed, 1 unchecked' err.txt
+  grep -Eq 'gate recipe +pass' err.txt
+  grep -q 'smoke: shape of .*/recipe.toml: TP 4 x PP 1 = 4 ranks over 4 nodes, DCP 2, shm 32gb; this machine has no GPU' err.txt
+  # Without [recipe] the gate says why it checked nothing.
+  "$IB" "$ROOT/images/dsv41-flash-dcp2" --smoke=off -t plain:1 2>err2.txt >/dev/null
+  grep -Eq 'gate recipe +skip .*no \[recipe\] in .*image.conf' err2.txt
+}
