@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -654,8 +655,12 @@ rank_main (struct api *a, int rank, int world, int dcp, const char *fatbin, cons
       char name[256] = "";
       a->ncclGetVersion (&v);
       a->cuDeviceGetName (name, sizeof (name), dev);
-      printf ("dcp2_smoke: %d ranks, dcp %d (%d groups), %s (compute %d.%d), NCCL %d.%d.%d, kernels %s\n", world,
-              dcp, world / dcp, name, major, minor, v / 10000, v / 100 % 100, v % 100, fatbin);
+      /* The size of /dev/shm (NCCL's shared-memory transport): the launch
+       * contract's shm_size when a recipe gives the shape. */
+      struct statvfs shm;
+      double shm_gib = statvfs ("/dev/shm", &shm) == 0 ? (double) shm.f_blocks * shm.f_frsize / (1 << 30) : 0;
+      printf ("dcp2_smoke: %d ranks, dcp %d (%d groups), %s (compute %d.%d), NCCL %d.%d.%d, kernels %s, /dev/shm %.1f GiB\n",
+              world, dcp, world / dcp, name, major, minor, v / 10000, v / 100 % 100, v % 100, fatbin, shm_gib);
       fflush (stdout);
     }
   size_t n;
