@@ -358,9 +358,8 @@ check_mount (struct ib_rcheck *c, const struct ib_recipe_mount *m, const struct 
         missing = p;
       *slash = '/';
     }
-  char *canon = NULL;
+  cleanup_free char *canon = NULL;
   const struct ib_fs_entry *e = ib_fsview_resolve (view, p, &canon);
-  cleanup_free char *canon_path = canon;
   if (e && e->type != IB_FS_DIR)
     {
       ib_rcheck_add (c, m->line, IB_R_FAIL, "mount", p,
