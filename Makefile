@@ -39,7 +39,7 @@ STAND_IN_SO := images/dsv41-flash-b12x/native/_b12x_C.abi3.so images/dsv41-flash
 NVCC ?= $(shell command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)
 SI := images/dsv41-flash-b12x
 
-.PHONY: all deps test-deps image images verify stand-in test test-all test-arm64 arm64 mutate fuzzers fuzz clean install
+.PHONY: all deps test-deps image images verify stand-in stand-in-arm64 test test-all test-arm64 arm64 mutate fuzzers fuzz clean install
 all: $(PROGS) $(BUILD)/unit-tests $(STAND_IN_SO)
 
 $(BUILD)/obj/%.o: %.c $(wildcard */*.h)
@@ -75,6 +75,43 @@ $(SI)/native/libflashinfer_dcp.so: $(SI)/native/flashinfer_dcp.cu $(SI)/flashinf
 	$(NVCC) -c -frandom-seed=2 -Xcompiler -fPIC -I$(SI)/flashinfer/include -gencode arch=compute_120,code=compute_120 $(SI)/flashinfer/csrc/dcp_lse_combine.cu -o $(SI)/native/dcp_lse_combine.o
 	$(NVCC) -shared -Xlinker --build-id=none -Xlinker --strip-all $(SI)/native/flashinfer_dcp.o $(SI)/native/dcp_lse_combine.o -o $@
 stand-in: $(STAND_IN_SO)
+
+# The same stand-in for aarch64 (imgbuild dsv41-flash-b12x --platform
+# linux/arm64 takes these by its [copy linux/arm64] lines): busybox from
+# Debian's busybox-static:arm64 (downloaded and unpacked: it cannot be
+# installed beside the amd64 one), the native extension cross-compiled, and
+# the two GPU libraries as aarch64 ELF files around device code that nvcc
+# writes as fatbins (nvcc cannot compile aarch64 host code here): FlashInfer's
+# kernels from the same sources, NCCL's sm_120 code from the x86-64 library.
+SIA := $(SI)/native/arm64
+STAND_IN_ARM64 := $(SIA)/busybox $(SIA)/_b12x_C.abi3.so $(SIA)/libflashinfer_dcp.so $(SIA)/libnccl.so.2
+ARM64_CC ?= aarch64-linux-gnu-gcc
+NCCL_X86 ?= /usr/local/cuda/lib/libnccl.so.2
+$(SIA)/busybox:
+	@mkdir -p $(SIA)/deb
+	cd $(SIA)/deb && rm -f busybox-static_*.deb && apt-get download -q -o APT::Sandbox::User=root busybox-static:arm64
+	dpkg-deb --fsys-tarfile $(SIA)/deb/busybox-static_*_arm64.deb | tar -xO ./bin/busybox >$@.tmp
+	chmod 0755 $@.tmp && mv $@.tmp $@
+$(SIA)/_b12x_C.abi3.so: $(SI)/native/b12x_ops.c $(SI)/native/b12x_ops.map
+	@mkdir -p $(SIA)
+	$(ARM64_CC) -O2 -shared -fPIC -Wl,--version-script=$(SI)/native/b12x_ops.map -Wl,--build-id=none $< -o $@
+$(SIA)/libflashinfer_dcp.so: $(SI)/native/flashinfer_dcp.cu $(SI)/flashinfer/csrc/dcp_lse_combine.cu $(SI)/flashinfer/include/dcp_common.cuh $(SI)/native/embed_fatbin.S $(SI)/native/flashinfer_dcp_host.c
+	@test -x "$(NVCC)" || { echo "the stand-in base needs nvcc (CUDA toolkit >= 12.9): set NVCC or install it in /usr/local/cuda" >&2; exit 8; }
+	@mkdir -p $(SIA)
+	$(NVCC) --fatbin -gencode arch=compute_121a,code=sm_121a $(SI)/native/flashinfer_dcp.cu -o $(SIA)/flashinfer_dcp.fatbin
+	$(NVCC) --fatbin -I$(SI)/flashinfer/include -gencode arch=compute_120,code=compute_120 $(SI)/flashinfer/csrc/dcp_lse_combine.cu -o $(SIA)/dcp_lse_combine.fatbin
+	$(ARM64_CC) -O2 -shared -fPIC -Wl,--build-id=none -s -DFATBIN='"$(SIA)/flashinfer_dcp.fatbin"' \
+	  -DFATBIN2='"$(SIA)/dcp_lse_combine.fatbin"' $(SI)/native/flashinfer_dcp_host.c $(SI)/native/embed_fatbin.S \
+	  -Wl,--no-as-needed -l:libstdc++.so.6 -o $@
+$(SIA)/libnccl.so.2: $(NCCL_X86) scripts/fatbin-select.py $(SI)/native/embed_fatbin.S $(SI)/native/nccl_host.c
+	@test -r "$(NCCL_X86)" || { echo "the arm64 stand-in takes NCCL's device code from $(NCCL_X86): set NCCL_X86" >&2; exit 8; }
+	@mkdir -p $(SIA)
+	objcopy -O binary --only-section=.nv_fatbin $(NCCL_X86) $(SIA)/nccl-x86.fatbin
+	scripts/fatbin-select.py $(SIA)/nccl-x86.fatbin $(SIA)/nccl.fatbin 120
+	rm -f $(SIA)/nccl-x86.fatbin
+	$(ARM64_CC) -O2 -shared -fPIC -Wl,--build-id=none -Wl,-soname,libnccl.so.2 -s -DFATBIN='"$(SIA)/nccl.fatbin"' \
+	  $(SI)/native/nccl_host.c $(SI)/native/embed_fatbin.S -o $@
+stand-in-arm64: $(STAND_IN_ARM64)
 
 deps:
 	@scripts/install-deps.sh build
@@ -154,11 +191,11 @@ arm64:
 	  $(ARM64)/imgbuild $(ARM64)/imgverify $(ARM64)/dcp2_smoke $(ARM64)/unit-tests
 	scripts/qemu-wrap.sh $(ARM64)
 test-arm64: test-deps arm64
-	$(MAKE) all
+	$(MAKE) all stand-in-arm64
 	IB_BUILD=$(ARM64)/qemu IB_NATIVE_BUILD=$(BUILD) tests/run.sh '$(ARM64_SUITES)'
 
 clean:
-	rm -rf $(BUILD) build-asan build-fuzz $(ARM64) $(STAND_IN_SO)
+	rm -rf $(BUILD) build-asan build-fuzz $(ARM64) $(STAND_IN_SO) $(SIA)
 
 # imgbuild and imgverify in bin/ (their --help is the complete reference),
 # the smoke program in libexec/imgbuild/, the definitions in share/.

@@ -50,7 +50,7 @@ struct ib_build_options
 
 struct ib_build
 {
-  const struct ib_definition *def;
+  struct ib_definition *def; /* its [copy OS/ARCH] lines are selected once the base is known */
   const struct ib_build_options *opt;
   const char *name;
   struct ib_store *store;
@@ -82,8 +82,9 @@ int ib_build_image_view (struct ib_build *b, const struct ib_fsview **out, ib_er
 int ib_build_run_gates (struct ib_build *b, int phase, ib_error_t *err);
 
 /* Build DEF.  On success the image is tagged (and written to the outputs);
- * *MANIFEST receives its digest. */
-int ib_build_run (const struct ib_definition *def, const struct ib_build_options *opt, ib_digest *manifest,
+ * *MANIFEST receives its digest.  DEF gains the items of its [copy OS/ARCH]
+ * sections for the base's platform (ib_definition_select_platform). */
+int ib_build_run (struct ib_definition *def, const struct ib_build_options *opt, ib_digest *manifest,
                   ib_error_t *err);
 
 #endif

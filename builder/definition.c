@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../layers/image.h"
 #include "../layers/layer_reader.h"
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
@@ -28,6 +29,13 @@ ib_definition_free (struct ib_definition *d)
       free (it->link);
       free (it->origin);
     }
+  for (size_t i = 0; i < d->n_platform_lines; i++)
+    {
+      free (d->platform_lines[i].platform);
+      free (d->platform_lines[i].line);
+      free (d->platform_lines[i].origin);
+    }
+  free (d->platform_lines);
   for (size_t i = 0; i < d->n_new; i++)
     free (d->new_paths[i]);
   for (size_t i = 0; i < d->n_env; i++)
@@ -546,9 +554,65 @@ parse_image_key (struct ib_definition *d, const char *k, const char *v, const ch
   return ib_error (err, IB_EDEFINITION, "%s: unknown key `%s` in [image]", origin, k);
 }
 
+/* "copy linux/arm64": the line waits for ib_definition_select_platform. */
+static int
+defer_platform_line (struct ib_definition *d, const char *platform, const char *l, const char *origin,
+                     ib_error_t *err)
+{
+  struct ib_platform p;
+  if (ib_platform_parse (platform, &p, err) < 0)
+    {
+      (*err)->class = IB_EDEFINITION;
+      return ib_error_wrap (err, "%s: section [copy %s]", origin, platform);
+    }
+  d->platform_lines = ib_xrealloc (d->platform_lines, (d->n_platform_lines + 1) * sizeof (*d->platform_lines));
+  d->platform_lines[d->n_platform_lines++] = (struct ib_platform_line){ .platform = ib_xstrdup (platform),
+                                                                        .line = ib_xstrdup (l),
+                                                                        .origin = ib_xstrdup (origin) };
+  return 0;
+}
+
+static const char *
+config_field (const cJSON *config, const char *key)
+{
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive (config, key);
+  return cJSON_IsString (v) ? v->valuestring : "";
+}
+
+int
+ib_definition_select_platform (struct ib_definition *d, const cJSON *config, size_t *matched, ib_error_t *err)
+{
+  size_t n = 0;
+  if (matched)
+    *matched = 0;
+  if (d->platform_selected)
+    return 0;
+  d->platform_selected = true;
+  for (size_t i = 0; i < d->n_platform_lines; i++)
+    {
+      const struct ib_platform_line *pl = &d->platform_lines[i];
+      struct ib_platform p;
+      if (ib_platform_parse (pl->platform, &p, err) < 0)
+        return -1;
+      if (strcmp (p.os, config_field (config, "os")) != 0
+          || strcmp (p.architecture, config_field (config, "architecture")) != 0
+          || (p.variant[0] && strcmp (p.variant, config_field (config, "variant")) != 0))
+        continue;
+      cleanup_free char *l = ib_xstrdup (pl->line);
+      if (parse_copy_line (d, l, pl->origin, err) < 0)
+        return -1;
+      n++;
+    }
+  if (matched)
+    *matched = n;
+  return 0;
+}
+
 static int
 parse_conf_line (struct ib_definition *d, const char *section, char *l, const char *origin, ib_error_t *err)
 {
+  if (strncmp (section, "copy ", 5) == 0)
+    return defer_platform_line (d, section + 5 + strspn (section + 5, " \t"), l, origin, err);
   if (strcmp (section, "copy") == 0)
     return parse_copy_line (d, l, origin, err);
   if (strcmp (section, "symbols") == 0)

@@ -9,7 +9,10 @@
 #ifndef IB_DEFINITION_H
 #define IB_DEFINITION_H
 
+#include <stdbool.h>
 #include <stddef.h>
+
+#include <cjson/cJSON.h>
 
 #include "../layers/tarlayer.h"
 #include "../kernels/kgate.h"
@@ -30,6 +33,17 @@ struct ib_copy_item
   char *origin;      /* "image.conf:12" or "manifest.txt:3", for messages */
 };
 
+/* A line of a `[copy OS/ARCH[/VARIANT]]` section: parsed only for an image
+ * of that platform (ib_definition_select_platform), so that a definition can
+ * name each platform's files (busybox, the loader, native libraries) and the
+ * sources of other platforms need not exist. */
+struct ib_platform_line
+{
+  char *platform; /* as written: "linux/arm64" */
+  char *line;
+  char *origin;   /* "image.conf:12" */
+};
+
 struct ib_definition
 {
   char *dir;       /* the folder sources are relative to */
@@ -41,6 +55,9 @@ struct ib_definition
   int gzip_level;
   size_t n_items;
   struct ib_copy_item *items;
+  size_t n_platform_lines;
+  struct ib_platform_line *platform_lines;
+  bool platform_selected; /* ib_definition_select_platform ran */
   size_t n_new;
   char **new_paths; /* absolute; a trailing '/' covers a folder */
   size_t n_env;
@@ -105,6 +122,13 @@ void ib_definition_free (struct ib_definition *d);
  * images/NAME, then the installed share/imgbuild/images/NAME; a NAME with a
  * '/' (or ".") is a folder already.  Malloc'd; NAME itself when none is. */
 char *ib_definition_find (const char *name);
+
+/* The `[copy OS/ARCH]` lines for the image's platform (CONFIG: an image
+ * config's "os", "architecture" and "variant"; a section without a variant
+ * matches any) become items, after those of plain [copy]; the lines of other
+ * platforms are dropped.  Once per definition: a second call does nothing.
+ * *MATCHED (may be NULL) says how many platform lines were taken. */
+int ib_definition_select_platform (struct ib_definition *d, const cJSON *config, size_t *matched, ib_error_t *err);
 
 /* The image path an item writes ("/usr/…/x.py"), NULL if it cannot be
  * cleaned (absolute manifest target, ".."). */

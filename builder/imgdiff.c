@@ -114,7 +114,8 @@ ib_side_open (struct ib_store *s, const char *ref, const struct ib_remote_option
       image_ref = out->def->from;
     }
   if (ib_image_pull (s, image_ref, NULL, remote, &out->img, err) < 0
-      || ib_fsview_of_image (s, out->img, &out->view, err) < 0)
+      || ib_fsview_of_image (s, out->img, &out->view, err) < 0
+      || (out->def && ib_definition_select_platform (out->def, out->img->config_json, NULL, err) < 0))
     return out->def ? ib_error_wrap (err, "the base of %s", ref) : -1;
   if (out->def && stack_overlay (out, err) < 0)
     return -1;

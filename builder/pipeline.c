@@ -75,6 +75,13 @@ run_gates (struct ib_build *b, enum ib_gate_phase phase, ib_error_t *err)
   return ib_build_run_gates (b, phase, err);
 }
 
+static const char *
+config_str (const struct ib_image *img, const char *key)
+{
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive (img->config_json, key);
+  return cJSON_IsString (v) ? v->valuestring : "";
+}
+
 static int
 resolve_base (struct ib_build *b, ib_error_t *err)
 {
@@ -91,8 +98,30 @@ resolve_base (struct ib_build *b, ib_error_t *err)
   if (ib_image_pull (b->store, from, plat ? &platform : NULL, &remote, &b->base, err) < 0)
     return -1;
   b->first_overlay_layer = b->base->n_layers;
+  /* --platform picks from an index; a single image of another platform is
+   * not silently relabelled. */
+  const char *os = config_str (b->base, "os"), *arch = config_str (b->base, "architecture");
+  const char *variant = config_str (b->base, "variant");
+  if (plat && (strcmp (platform.os, os) != 0 || strcmp (platform.architecture, arch) != 0
+               || (platform.variant[0] && strcmp (platform.variant, variant) != 0)))
+    return ib_error (err, IB_ENOTFOUND, "image `%s`: it is %s/%s%s%s, not the platform %s asked for", from, os, arch,
+                     *variant ? "/" : "", variant, plat);
   ib_report_note (b->report, "base %s: %s, %zu layers (%.2fs)", from,
                   b->base->n_layers ? b->base->manifest.digest.s : "scratch", b->base->n_layers, ib_now () - t0);
+  /* The image keeps its base's platform: its [copy OS/ARCH] lines are those
+   * of that platform. */
+  size_t matched;
+  if (ib_definition_select_platform (b->def, b->base->config_json, &matched, err) < 0)
+    return -1;
+  if (b->def->n_platform_lines == 0)
+    return 0;
+  /* Platform sections say which platforms the definition is for. */
+  if (matched == 0)
+    return ib_error (err, IB_EDEFINITION, "%s: no [copy OS/ARCH] section for %s/%s, the platform of `%s` (the first is "
+                     "[copy %s], %s)", b->def->file, os, arch, from, b->def->platform_lines[0].platform,
+                     b->def->platform_lines[0].origin);
+  ib_report_note (b->report, "platform %s/%s: %zu of %zu [copy OS/ARCH] lines", os, arch, matched,
+                  b->def->n_platform_lines);
   return 0;
 }
 
@@ -332,7 +361,7 @@ build_clear (struct ib_build *b)
 }
 
 int
-ib_build_run (const struct ib_definition *def, const struct ib_build_options *opt, ib_digest *manifest,
+ib_build_run (struct ib_definition *def, const struct ib_build_options *opt, ib_digest *manifest,
               ib_error_t *err)
 {
   struct ib_build b = { .def = def, .opt = opt, .name = opt->name ? opt->name : def->name };

@@ -316,7 +316,8 @@ open_all (struct triage *t, ib_error_t *err)
   const struct ib_triage_options *o = t->o;
   cleanup_free char *root = ib_store_default_path (o->store);
   if (ib_definition_load (o->definition, &t->def, err) < 0 || ib_store_open (root, &t->s, err) < 0
-      || ib_side_open (t->s, o->against, &o->remote, &t->ours, err) < 0)
+      || ib_side_open (t->s, o->against, &o->remote, &t->ours, err) < 0
+      || ib_definition_select_platform (t->def, t->ours.img->config_json, NULL, err) < 0)
     return -1;
   if (o->their_base && ib_side_open (t->s, o->their_base, &o->remote, &t->theirs, err) < 0)
     return ib_error_wrap (err, "--their-base");

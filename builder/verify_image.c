@@ -289,6 +289,10 @@ check_definition (struct ib_build *b, const struct ib_verify_image_options *o, c
   ib_report_set_definition (b->report, c->file);
   ib_report_note (b->report, "definition %zu of %zu: %s (%s)", i + 1, n, c->file,
                   c->record ? "recorded" : "not recorded for this image: given by --definition");
+  /* Its sources are those of the image's platform. */
+  ib_error_t pe = NULL;
+  if (ib_definition_select_platform (c->def, b->image->config_json, NULL, &pe) < 0)
+    keep (v, &pe, "provenance");
   check_provenance (b, c, o->definition != NULL, v);
   b->def = c->def;
   b->definition_name = c->name;
