@@ -173,9 +173,12 @@ mutate: all
 # campaigns against CPython 3.11 and 3.13) and the tall_ tests (the link
 # gate against glibc's ldd -r on the real Debian bases), and imgverify of a
 # 2 GiB layout with the store on an 8 MiB tmpfs (tests/integration/inplace.sh).
+# Then the aarch64 tier: every suite with the aarch64 tools under qemu,
+# but the tests that start a daemon, a registry or a container (skips).
 test-all: test-deps
 	$(MAKE) all
 	IMGBUILD_TEST_ALL=1 IMGBUILD_TEST_BIG_MB=2048 tests/run.sh
+	$(MAKE) test-arm64 ARM64_SUITES='^(unit|arm64|core|symbols|kernels|native|triage|fleet|verify|robust|hostile|reports|inplace)$$$$'
 
 # aarch64 (DGX Spark): the tools and unit tests cross-built with Debian's
 # aarch64-linux-gnu-gcc against the arm64 -dev packages (multiarch) into
@@ -192,7 +195,7 @@ arm64:
 	scripts/qemu-wrap.sh $(ARM64)
 test-arm64: test-deps arm64
 	$(MAKE) all stand-in-arm64
-	IB_BUILD=$(ARM64)/qemu IB_NATIVE_BUILD=$(BUILD) tests/run.sh '$(ARM64_SUITES)'
+	IB_BUILD=$(ARM64)/qemu IB_NATIVE_BUILD=$(BUILD) IB_NO_DAEMON=1 IB_TEST_PLATFORM=linux/amd64 tests/run.sh '$(ARM64_SUITES)'
 
 clean:
 	rm -rf $(BUILD) build-asan build-fuzz $(ARM64) $(STAND_IN_SO) $(SIA)

@@ -31,6 +31,15 @@ refute() {
 run_test() {
   local name=$1
   local dir=$T_TOP/$name rc=0
+  # The aarch64 tier (make test-all runs the suites with the aarch64 tools
+  # under qemu, IB_NO_DAEMON=1) leaves out the tests that start a daemon, a
+  # registry or a container: they are skips, said so, never passes.
+  if [ -n "${IB_NO_DAEMON:-}" ] &&
+    declare -f "$name" | grep -Eq 'docker_start|registry_start|proxy_start|push_base|\$D |dockerd|runc|--run|--load|docker-daemon:'; then
+    T_SKIP=$((T_SKIP + 1))
+    echo "skip $name: starts a daemon, a registry or a container (IB_NO_DAEMON)"
+    return 0
+  fi
   mkdir -p "$dir"
   (
     cd "$dir" || exit 1
@@ -148,7 +157,10 @@ PY
 build_base() {
   local seed=${IB_TEST_SEED:-$T_TOP/seed-store}
   if [ ! -f "$seed/index.json" ]; then
-    IMGBUILD_STORE=$seed "$IB" -q "$ROOT/images/dsv41-flash-b12x" >/dev/null
+    # IB_TEST_PLATFORM: the aarch64 tools under qemu (whose machine is
+    # aarch64) build the same linux/amd64 stand-in as the x86-64 tools.
+    IMGBUILD_STORE=$seed "$IB" -q ${IB_TEST_PLATFORM:+--platform "$IB_TEST_PLATFORM"} "$ROOT/images/dsv41-flash-b12x" \
+      >/dev/null
     # One DCP2 build warms the store's caches (the base layer's file list,
     # symbols, kernels, compiles); its tag is dropped, its caches kept.
     IMGBUILD_STORE=$seed "$IB" -q "$ROOT/images/dsv41-flash-dcp2" -t warmup:1 >/dev/null
