@@ -54,8 +54,9 @@ $(BUILD)/libimgbuild.a: $(LIB_OBJ)
 	ar rcs $@ $^
 
 # The smoke program runs inside images: plain C, libc, libdl and libm only.
-$(BUILD)/dcp2_smoke: kernels/dcp2/dcp2_smoke.c kernels/dcp2/dcp2_math.c kernels/dcp2/dcp2_math.h
-	$(CC) -O2 -g -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror kernels/dcp2/dcp2_smoke.c kernels/dcp2/dcp2_math.c -ldl -lm -o $@
+DCP2_SMOKE_SRC := kernels/dcp2/dcp2_smoke.c kernels/dcp2/dcp2_math.c kernels/dcp2/kprobe.c
+$(BUILD)/dcp2_smoke: $(DCP2_SMOKE_SRC) kernels/dcp2/dcp2_math.h kernels/dcp2/kprobe.h
+	$(CC) -O2 -g -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror $(DCP2_SMOKE_SRC) -ldl -lm -o $@
 
 $(BUILD)/%: $(BUILD)/obj/builder/%.o $(BUILD)/libimgbuild.a
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@

@@ -286,8 +286,8 @@ gpus_from_cdi (cJSON *devices, cJSON *mounts, cJSON *env, char **source)
   return false;
 }
 
-static const char *
-driver_dir (void)
+const char *
+ib_driver_dir (void)
 {
   const char *env = getenv ("IMGBUILD_DRIVER_DIR");
   static const char *const dirs[] = { CONTAINER_DRIVER_DIR, "/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu",
@@ -305,16 +305,29 @@ driver_dir (void)
 
 /* The toolkit's way without CDI: the device nodes, and the driver's user
  * space libraries bound read-only where the container looks for them. */
-static int
-gpus_from_devices (cJSON *devices, cJSON *mounts, cJSON *env, char **source, ib_error_t *err)
+/* /dev/nvidiaN: a GPU's own node, which the contract's `devices` picks;
+ * the others (nvidiactl, nvidia-uvm, ...) every GPU needs. */
+static bool
+device_wanted (const char *path, const struct ib_contract *c)
 {
-  const char *dir = driver_dir ();
+  const char *tail = path + strlen ("/dev/nvidia");
+  if (strncmp (path, "/dev/nvidia", 11) != 0 || *tail == '\0' || tail[strspn (tail, "0123456789")] != '\0')
+    return true;
+  return ib_contract_has_gpu (c, atoi (tail));
+}
+
+static int
+gpus_from_devices (cJSON *devices, cJSON *mounts, cJSON *env, const struct ib_contract *c, char **source,
+                   ib_error_t *err)
+{
+  const char *dir = ib_driver_dir ();
   if (dir == NULL)
     return ib_error (err, IB_EENV, "GPUs are present but no libcuda.so.1 was found (set IMGBUILD_DRIVER_DIR)");
   glob_t g;
   if (glob ("/dev/nvidia*", 0, NULL, &g) == 0)
     for (size_t i = 0; i < g.gl_pathc; i++)
-      add_device (devices, g.gl_pathv[i]);
+      if (device_wanted (g.gl_pathv[i], c))
+        add_device (devices, g.gl_pathv[i]);
   globfree (&g);
   static const char *const libs[] = { "libcuda.so*", "libnvidia-*.so*", "libcudadebugger.so*", NULL };
   for (int k = 0; libs[k]; k++)
@@ -358,10 +371,43 @@ string_array (const char *const *v)
   return a;
 }
 
+/* The contract's limits and capabilities on the process. */
+static void
+contract_process (cJSON *proc, const struct ib_contract *k)
+{
+  if (k->memlock_set)
+    {
+      /* Raising it needs CAP_SYS_RESOURCE (CI lacks it): only when asked. */
+      cJSON *rl = cJSON_AddArrayToObject (proc, "rlimits");
+      cJSON *m = cJSON_CreateObject ();
+      cJSON_AddStringToObject (m, "type", "RLIMIT_MEMLOCK");
+      /* A uint64 written exactly (a double would print 1.8e+19). */
+      char v[32];
+      snprintf (v, sizeof (v), "%llu", k->memlock);
+      cJSON_AddRawToObject (m, "hard", v);
+      cJSON_AddRawToObject (m, "soft", v);
+      cJSON_AddItemToArray (rl, m);
+    }
+  if (k->n_caps)
+    {
+      cJSON *caps = cJSON_AddObjectToObject (proc, "capabilities");
+      static const char *const sets[] = { "bounding", "effective", "permitted", NULL };
+      for (int s = 0; sets[s]; s++)
+        {
+          cJSON *a = cJSON_AddArrayToObject (caps, sets[s]);
+          for (size_t i = 0; i < k->n_caps; i++)
+            cJSON_AddItemToArray (a, cJSON_CreateString (k->caps[i]));
+        }
+    }
+}
+
 static int
 make_config (const struct ib_image *img, const struct ib_run_options *o, const char *rootfs,
              struct ib_run_result *res, cJSON **out, ib_error_t *err)
 {
+  struct ib_contract defaults;
+  ib_contract_init (&defaults);
+  const struct ib_contract *k = o->contract ? o->contract : &defaults;
   cJSON *c = cJSON_CreateObject ();
   cJSON_AddStringToObject (c, "ociVersion", "1.0.2");
   cJSON *proc = cJSON_AddObjectToObject (c, "process");
@@ -383,8 +429,9 @@ make_config (const struct ib_image *img, const struct ib_run_options *o, const c
   for (size_t i = 0; i < o->n_env; i++)
     cJSON_AddItemToArray (env, cJSON_CreateString (o->env[i]));
   cJSON_AddStringToObject (proc, "cwd", "/");
-  /* No rlimits: raising one needs CAP_SYS_RESOURCE, which CI lacks; the
-   * container keeps the limits of the build. */
+  /* No rlimits unless the contract asks: raising one needs
+   * CAP_SYS_RESOURCE, which CI lacks; the container keeps the build's. */
+  contract_process (proc, k);
   cJSON_AddBoolToObject (proc, "noNewPrivileges", true);
   cJSON *root = cJSON_AddObjectToObject (c, "root");
   cJSON_AddStringToObject (root, "path", rootfs);
@@ -394,25 +441,31 @@ make_config (const struct ib_image *img, const struct ib_run_options *o, const c
   add_mount (mounts, "/dev", "tmpfs", "tmpfs", (const char *const[]){ "nosuid", "strictatime", "mode=755", "size=65536k", NULL });
   add_mount (mounts, "/dev/pts", "devpts", "devpts",
              (const char *const[]){ "nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620", NULL });
-  /* NCCL's shared-memory transport wants more than the usual 64 MiB. */
-  char shm[48] = "size=8g";
-  if (o->shm_bytes)
-    snprintf (shm, sizeof (shm), "size=%llu", o->shm_bytes);
-  add_mount (mounts, "/dev/shm", "tmpfs", "shm", (const char *const[]){ "nosuid", "nodev", "mode=1777", shm, NULL });
+  /* /dev/shm as the contract says: a tmpfs of its size, or the host's. */
+  char shm_size[48];
+  snprintf (shm_size, sizeof (shm_size), "size=%llu", o->shm_bytes ? o->shm_bytes : k->shm_bytes);
+  if (k->ipc_host)
+    add_bind (mounts, "/dev/shm", "/dev/shm", false);
+  else
+    add_mount (mounts, "/dev/shm", "tmpfs", "shm", (const char *const[]){ "nosuid", "nodev", "mode=1777", shm_size, NULL });
   add_mount (mounts, "/sys", "sysfs", "sysfs", (const char *const[]){ "nosuid", "noexec", "nodev", "ro", NULL });
   add_mount (mounts, "/tmp", "tmpfs", "tmpfs", (const char *const[]){ "nosuid", "nodev", "mode=1777", NULL });
   add_bind (mounts, o->program, o->program_target, true);
+  if (o->bind_dir && o->bind_target)
+    add_bind (mounts, o->bind_dir, o->bind_target, true);
   cJSON *linux_ = cJSON_AddObjectToObject (c, "linux");
   cJSON *devices = cJSON_AddArrayToObject (linux_, "devices");
   if (o->gpus)
     {
       if (!gpus_from_cdi (devices, mounts, env, &res->gpu_source)
-          && gpus_from_devices (devices, mounts, env, &res->gpu_source, err) < 0)
+          && gpus_from_devices (devices, mounts, env, k, &res->gpu_source, err) < 0)
         {
           cJSON_Delete (c);
           return -1;
         }
-      res->n_gpus = ib_gpu_count ();
+      res->n_gpus = 0;
+      for (int i = 0; i < ib_gpu_count (); i++)
+        res->n_gpus += ib_contract_has_gpu (k, i);
     }
   /* Deny by default (runc adds the usual /dev/null, /dev/zero, ... rules)
    * and allow each injected device: an allow-all rule is refused inside a
@@ -435,7 +488,9 @@ make_config (const struct ib_image *img, const struct ib_run_options *o, const c
     cJSON_AddItemToArray (dev_rules, rule);
   }
   /* No network namespace: NCCL's bootstrap talks over the host's loopback. */
-  cJSON_AddItemToObject (linux_, "namespaces", cJSON_Parse ("[{\"type\":\"pid\"},{\"type\":\"ipc\"},{\"type\":\"uts\"},{\"type\":\"mount\"}]"));
+  cJSON_AddItemToObject (linux_, "namespaces",
+                         cJSON_Parse (k->ipc_host ? "[{\"type\":\"pid\"},{\"type\":\"uts\"},{\"type\":\"mount\"}]"
+                                                  : "[{\"type\":\"pid\"},{\"type\":\"ipc\"},{\"type\":\"uts\"},{\"type\":\"mount\"}]"));
   cJSON_AddItemToObject (linux_, "maskedPaths", string_array ((const char *const[]){ "/proc/kcore", "/proc/keys", NULL }));
   *out = c;
   return 0;

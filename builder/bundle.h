@@ -14,6 +14,7 @@
 
 #include "../layers/image.h"
 #include "../layers/store.h"
+#include "contract.h"
 
 struct ib_run_options
 {
@@ -26,6 +27,9 @@ struct ib_run_options
   bool gpus;                  /* inject the GPUs */
   unsigned long long shm_bytes; /* the size of /dev/shm; 0: 8 GiB */
   int timeout_s;
+  const struct ib_contract *contract; /* NULL: the defaults (contract.h) */
+  const char *bind_dir;       /* a folder of the build machine, read-only, */
+  const char *bind_target;    /* at this path in the container (or NULL) */
 };
 
 struct ib_run_result
@@ -41,6 +45,10 @@ struct ib_run_result
  * overlayfs whiteouts): the folder appears (rename) only complete, with its
  * digests checked. */
 int ib_image_layer_dir (struct ib_store *s, const struct ib_image *img, size_t i, char **out, ib_error_t *err);
+
+/* The folder of the host driver's libcuda.so.1 (IMGBUILD_DRIVER_DIR, else
+ * the usual places), or NULL. */
+const char *ib_driver_dir (void);
 
 /* How many NVIDIA GPUs this machine shows (/dev/nvidia0..). */
 int ib_gpu_count (void);

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -86,6 +87,11 @@ ib_definition_free (struct ib_definition *d)
   for (size_t i = 0; i < d->n_smoke_args; i++)
     free (d->smoke_args[i]);
   free (d->smoke_args);
+  free (d->smoke_expect_transport);
+  for (size_t i = 0; i < d->n_launch; i++)
+    free (d->launch[i].kernel), free (d->launch[i].recipe);
+  free (d->launch);
+  ib_contract_clear (&d->contract);
   free (d->items);
   free (d->new_paths);
   free (d->env);
@@ -108,6 +114,7 @@ definition_new (const char *dir, const char *file)
   d->gzip_level = 6;
   d->smoke_dcp = 2;
   d->smoke_timeout = 600;
+  ib_contract_init (&d->contract);
   return d;
 }
 
@@ -489,14 +496,86 @@ parse_prebake_line (struct ib_definition *d, char *l, const char *origin, ib_err
                    origin);
 }
 
+static bool
+known_transport (const char *t)
+{
+  static const char *const known[] = { "P2P", "NVLS", "SHM", "NET/IB", "NET/Socket", "NET", NULL };
+  for (int i = 0; known[i]; i++)
+    if (strcasecmp (t, known[i]) == 0)
+      return true;
+  return false;
+}
+
+/* [run]: the launch contract only. */
+static int
+parse_run_line (struct ib_definition *d, char *l, const char *origin, ib_error_t *err)
+{
+  char *w[64];
+  int n = split_words (l, w, 64);
+  int r = n ? ib_contract_line (&d->contract, w, n, origin, err) : 1;
+  if (r == 1)
+    return ib_error (err, IB_EDEFINITION,
+                     "%s: unknown key `%s` in [run] (shm-size, ipc, devices, memlock, cap-add)", origin,
+                     n ? w[0] : "");
+  return r;
+}
+
+/* [smoke] launch KERNEL grid=N block=N [shmem=BYTES] [args=SPEC,...] */
+static int
+parse_launch (struct ib_definition *d, char *const *w, int n, const char *origin, ib_error_t *err)
+{
+  if (n < 3)
+    return ib_error (err, IB_EDEFINITION, "%s: expected `launch KERNEL grid=N block=N [shmem=BYTES] [args=...]`",
+                     origin);
+  cleanup_free char *recipe = ib_xstrdup ("");
+  for (int i = 2; i < n; i++)
+    {
+      if (strncmp (w[i], "grid=", 5) && strncmp (w[i], "block=", 6) && strncmp (w[i], "shmem=", 6)
+          && strncmp (w[i], "args=", 5))
+        return ib_error (err, IB_EDEFINITION, "%s: launch: unknown word `%s` (grid=, block=, shmem=, args=)", origin,
+                         w[i]);
+      for (const char *a = strncmp (w[i], "args=", 5) == 0 ? w[i] + 5 : ""; *a;)
+        {
+          size_t len = strcspn (a, ",");
+          if (!((strncmp (a, "buf:", 4) == 0 || strncmp (a, "i32:", 4) == 0 || strncmp (a, "i64:", 4) == 0
+                 || strncmp (a, "f32:", 4) == 0)
+                && len > 4))
+            return ib_error (err, IB_EDEFINITION, "%s: launch: argument `%.*s` is not buf:BYTES, i32:N, i64:N or f32:X",
+                             origin, (int) len, a);
+          a += len + (a[len] == ',');
+        }
+      char *next = ib_xasprintf ("%s%s%s", recipe, *recipe ? " " : "", w[i]);
+      free (recipe);
+      recipe = next;
+    }
+  d->launch = ib_xrealloc (d->launch, (d->n_launch + 1) * sizeof (*d->launch));
+  d->launch[d->n_launch++] = (struct ib_launch_recipe){ ib_xstrdup (w[1]), ib_xstrdup (recipe) };
+  return 0;
+}
+
 /* [smoke]: program PATH | kernels IMAGE-PATH | nccl IMAGE-PATH | dcp N |
- * ranks N | timeout SECONDS | args ARG... */
+ * ranks N | timeout SECONDS | args ARG... | expect-transport T |
+ * launch KERNEL RECIPE... | a key of the launch contract (contract.h) */
 static int
 parse_smoke_line (struct ib_definition *d, char *l, const char *origin, ib_error_t *err)
 {
   char *w[64];
   int n = split_words (l, w, 64);
   d->has_smoke = true;
+  int c = n ? ib_contract_line (&d->contract, w, n, origin, err) : 1;
+  if (c <= 0)
+    return c;
+  if (n >= 1 && strcmp (w[0], "launch") == 0)
+    return parse_launch (d, w, n, origin, err);
+  if (n == 2 && strcmp (w[0], "expect-transport") == 0)
+    {
+      if (!known_transport (w[1]))
+        return ib_error (err, IB_EDEFINITION, "%s: expect-transport `%s`: not P2P, NVLS, SHM, NET/IB or NET/Socket",
+                         origin, w[1]);
+      free (d->smoke_expect_transport);
+      d->smoke_expect_transport = ib_xstrdup (w[1]);
+      return 0;
+    }
   if (n >= 2 && strcmp (w[0], "args") == 0)
     {
       for (int i = 1; i < n; i++)
@@ -625,6 +704,8 @@ parse_conf_line (struct ib_definition *d, const char *section, char *l, const ch
     return parse_prebake_line (d, l, origin, err);
   if (strcmp (section, "smoke") == 0)
     return parse_smoke_line (d, l, origin, err);
+  if (strcmp (section, "run") == 0)
+    return parse_run_line (d, l, origin, err);
   if (strcmp (section, "triage") == 0)
     return 0; /* imgverify --triage reads it (triage.c); builds ignore it */
   if (strcmp (section, "new") == 0)
@@ -665,7 +746,7 @@ parse_conf_line (struct ib_definition *d, const char *section, char *l, const ch
 static void
 record_gate_line (struct ib_definition *d, const char *section, const char *line)
 {
-  static const char *const gates[] = { "symbols", "native", "kernels", "target", "smoke", NULL };
+  static const char *const gates[] = { "symbols", "native", "kernels", "target", "smoke", "run", NULL };
   bool gate = false;
   for (int i = 0; gates[i]; i++)
     gate |= strcmp (section, gates[i]) == 0;

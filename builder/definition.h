@@ -16,9 +16,11 @@
 
 #include "../layers/tarlayer.h"
 #include "../kernels/kgate.h"
+#include "../kernels/kplan.h"
 #include "../kernels/prebake.h"
 #include "../kernels/target.h"
 #include "../symbol-check/symgate.h"
+#include "contract.h"
 #include "native_conf.h"
 #include "../util/error.h"
 
@@ -104,7 +106,12 @@ struct ib_definition
   size_t n_recipes;
   char **recipes;
   char **recipe_origins; /* "image.conf:70" */
-  /* The [symbols], [native], [kernels], [target] and [smoke] lines as written: recorded in the
+  char *smoke_expect_transport; /* NULL: P2P on one machine */
+  size_t n_launch;
+  struct ib_launch_recipe *launch; /* [smoke] launch KERNEL RECIPE... */
+  /* [run] and [smoke]: the launch contract (contract.h) */
+  struct ib_contract contract;
+  /* The [symbols], [native], [kernels], [target], [smoke] and [run] lines as written: recorded in the
    * image's provenance so that imgverify can run the same gates. */
   char *gate_text;
 };

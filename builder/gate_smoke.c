@@ -2,6 +2,7 @@
  * the smoke program bound in (kernels/dcp2/dcp2_smoke.c), before the tag.
  * --smoke=auto runs it when the machine has GPUs and otherwise says plainly
  * that it skipped; --smoke=required refuses to tag without a pass. */
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,10 +10,17 @@
 #include <unistd.h>
 
 #include "../recipe/recipe.h"
+#include "../layers/extract.h"
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
 #include "bundle.h"
 #include "gates.h"
+#include "gpuinfo.h"
+#include "kprobe_result.h"
+#include "nccl_log.h"
+
+/* Where the probe's cubins and manifest appear in the container. */
+#define KPROBE_TARGET "/opt/imgbuild/kprobe"
 
 #ifndef IB_LIBEXEC_DIR
 #define IB_LIBEXEC_DIR "/usr/local/libexec/imgbuild"
@@ -66,10 +74,20 @@ find_nccl (struct ib_build *b, char **out, ib_error_t *err)
   return 0;
 }
 
+/* The report's smoke object (made once). */
+static cJSON *
+smoke_json (struct ib_build *b)
+{
+  cJSON *r = ib_report_json (b->report);
+  cJSON *s = cJSON_GetObjectItemCaseSensitive (r, "smoke");
+  return s ? s : cJSON_AddObjectToObject (r, "smoke");
+}
+
 static void
 record (struct ib_build *b, const char *status, const struct ib_run_result *res, double seconds)
 {
-  cJSON *s = cJSON_AddObjectToObject (ib_report_json (b->report), "smoke");
+  cJSON *s = smoke_json (b);
+  cJSON_DeleteItemFromObjectCaseSensitive (s, "status");
   cJSON_AddStringToObject (s, "status", status);
   if (res == NULL)
     return;
@@ -78,7 +96,8 @@ record (struct ib_build *b, const char *status, const struct ib_run_result *res,
   cJSON_AddNumberToObject (s, "gpus", res->n_gpus);
   cJSON_AddStringToObject (s, "runtime", res->runtime ? res->runtime : "");
   cJSON_AddStringToObject (s, "gpu_injection", res->gpu_source ? res->gpu_source : "");
-  cJSON_AddStringToObject (s, "output", res->output ? res->output : "");
+  cleanup_free char *shown = ib_nccl_log_strip_info (res->output ? res->output : "");
+  cJSON_AddStringToObject (s, "output", shown);
 }
 
 /* The line that says why: a message of the program itself (it names the
@@ -95,7 +114,7 @@ failure_line (const char *out)
       if (n)
         last = l;
       if (!cause && strncmp (line, "dcp2_smoke: ", 12) == 0 && !strstr (line, " ranks, dcp ")
-          && !strstr (line, "PASS") && !strstr (line, "FAIL ("))
+          && !strstr (line, "PASS") && !strstr (line, "FAIL (") && !strstr (line, "kernel probe: "))
         cause = l;
       if (!failed && strstr (line, ": FAIL"))
         failed = l;
@@ -166,6 +185,164 @@ skip_or_refuse (struct ib_build *b, const char *why, ib_error_t *err)
   return ib_gate_skip (b, "%s (--smoke=auto; --smoke=required would refuse to tag)", why);
 }
 
+/* ---- NCCL's configuration in the image ---------------------------------- */
+
+static int
+slurp_entry (void *data, const struct ib_fs_entry *e, struct ib_layer_reader *r, ib_error_t *err)
+{
+  (void) e;
+  size_t len;
+  return ib_reader_slurp (r, 1 << 16, (char **) data, &len, err);
+}
+
+/* Every NCCL_* variable of the image's Env and an /etc/nccl.conf change
+ * what NCCL does on every node that runs the image: warnings, listed in the
+ * report. */
+static int
+nccl_config (struct ib_build *b, ib_error_t *err)
+{
+  cJSON *list = cJSON_CreateArray ();
+  const cJSON *e;
+  cJSON_ArrayForEach (e, cJSON_GetObjectItemCaseSensitive (cJSON_GetObjectItemCaseSensitive (b->image->config_json,
+                                                                                             "config"),
+                                                           "Env"))
+  {
+    if (cJSON_IsString (e) && strncmp (e->valuestring, "NCCL_", 5) == 0)
+      {
+        ib_report_problem (b->report, "smoke", false, "the image sets %s: NCCL behaves so on every node", e->valuestring);
+        cJSON_AddItemToArray (list, cJSON_CreateString (e->valuestring));
+      }
+  }
+  const struct ib_fsview *view;
+  if (ib_build_image_view (b, &view, err) < 0)
+    {
+      cJSON_Delete (list);
+      return -1;
+    }
+  const struct ib_fs_entry *conf = ib_fsview_lookup (view, "etc/nccl.conf");
+  conf = conf ? ib_fsview_follow (view, conf) : NULL;
+  if (conf)
+    {
+      cleanup_free char *text = NULL;
+      const struct ib_fs_entry *one[] = { conf };
+      if (ib_extract_entries (b->store, b->image, one, 1, slurp_entry, &text, err) < 0)
+        {
+          cJSON_Delete (list);
+          return -1;
+        }
+      char *flat = ib_xstrdup (text ? text : "");
+      for (char *p = flat; *p; p++)
+        if (*p == '\n')
+          *p = ' ';
+      ib_report_problem (b->report, "smoke", false, "the image has /etc/nccl.conf (NCCL reads it on every node): %s",
+                         flat);
+      cJSON *o = cJSON_CreateObject ();
+      cJSON_AddStringToObject (o, "file", "/etc/nccl.conf");
+      cJSON_AddStringToObject (o, "content", text ? text : "");
+      cJSON_AddItemToArray (list, o);
+      free (flat);
+    }
+  cJSON_AddItemToObject (smoke_json (b), "nccl_config", list);
+  return 0;
+}
+
+/* ---- the kernel probe's plan --------------------------------------------- */
+
+/* The GPUs the contract gives the container; *N 0 when the driver cannot
+ * say (the probe then has nothing to plan). */
+static int
+plan_kernels (struct ib_build *b, const char *dir, struct ib_kplan *plan, ib_error_t *err)
+{
+  const struct ib_definition *d = b->def;
+  struct ib_gpu *all = NULL;
+  size_t n_all = 0, n = 0;
+  if (ib_gpu_query (&all, &n_all, err) < 0)
+    return -1;
+  struct ib_gpu *gpus = ib_xcalloc (n_all ? n_all : 1, sizeof (*gpus));
+  for (size_t i = 0; i < n_all; i++)
+    if (ib_contract_has_gpu (&d->contract, all[i].index))
+      {
+        gpus[n] = all[i];
+        gpus[n].index = (int) n; /* as the container numbers them */
+        n++;
+      }
+  free (all);
+  const struct ib_fsview *view;
+  int r = ib_build_image_view (b, &view, err);
+  if (r == 0)
+    r = ib_kplan_make (b->store, b->image, view, d->kernel_required, d->n_kernel_required, gpus, n, d->launch,
+                       d->n_launch, dir, plan, err);
+  free (gpus);
+  return r < 0 ? ib_error_wrap (err, "the kernel probe's plan") : 0;
+}
+
+/* ---- judging the run ----------------------------------------------------- */
+
+/* What the run showed: the probe's and NCCL's findings into the report,
+ * and the error when it failed. */
+static int
+judge (struct ib_build *b, const struct ib_kplan *plan, const struct ib_run_result *res, ib_error_t *err)
+{
+  const struct ib_definition *d = b->def;
+  cJSON *s = smoke_json (b);
+  struct ib_kprobe_summary ks;
+  cJSON_AddItemToObject (s, "kernels", ib_kprobe_results (plan, res->output, &ks));
+  ib_report_note (b->report, "smoke: kernels: %zu proven on %s (%zu launched), %zu failed, %zu not on this machine%s",
+                  ks.passed, *ks.gpus ? ks.gpus : "no GPU", ks.launched, ks.failed, ks.absent,
+                  ks.not_run ? ", some not run" : "");
+  struct ib_nccl_log nl;
+  ib_nccl_log_parse (res->output ? res->output : "", &nl);
+  cJSON_AddItemToObject (s, "nccl", ib_nccl_log_json (&nl));
+  const char *expect = d->smoke_expect_transport ? d->smoke_expect_transport : "P2P";
+  cJSON_AddStringToObject (s, "expect_transport", expect);
+  for (size_t i = 0; i < nl.n_pairs; i++)
+    ib_report_note (b->report, "smoke: NCCL %s -> %s via %s%s%s (%d channel%s)", nl.pairs[i].from, nl.pairs[i].to,
+                    nl.pairs[i].transport, nl.pairs[i].others ? ", also " : "",
+                    nl.pairs[i].others ? nl.pairs[i].others : "", nl.pairs[i].channels,
+                    nl.pairs[i].channels == 1 ? "" : "s");
+  if (*nl.version)
+    ib_report_note (b->report, "smoke: NCCL %s loaded; %zu communicator%s", nl.version, nl.n_comms,
+                    nl.n_comms == 1 ? "" : "s");
+  for (size_t i = 0; i < nl.n_settings; i++)
+    ib_report_note (b->report, "smoke: NCCL setting from its environment: %s", nl.settings[i]);
+  int r = 0;
+  const struct ib_nccl_pair *odd = ib_nccl_log_unexpected (&nl, expect);
+  const char *cause = ib_nccl_log_cause (&nl);
+  if (ks.failed)
+    r = ib_error (err, IB_ESMOKE, "the kernel probe failed in the container: %s", ks.first_failure);
+  else if (res->exit_code != 0)
+    {
+      cleanup_free char *line = failure_line (res->output);
+      r = cause ? ib_error (err, IB_ESMOKE, "smoke test failed in the container (exit %d): %s; NCCL said: %s",
+                            res->exit_code, line, cause)
+                : ib_error (err, IB_ESMOKE, "smoke test failed in the container (exit %d): %s", res->exit_code, line);
+    }
+  else if (ks.not_run)
+    r = ib_error (err, IB_ESMOKE, "the kernel probe did not report %zu of its kernels", ks.not_run);
+  else if (nl.n_pairs == 0)
+    r = ib_error (err, IB_ESMOKE, "expect-transport %s: NCCL's log (NCCL_DEBUG=INFO) names no transport", expect);
+  else if (odd)
+    r = ib_error (err, IB_ESMOKE, "expect-transport %s: NCCL connected %s -> %s via %s (it fell back)", expect,
+                  odd->from, odd->to, odd->transport);
+  ib_nccl_log_clear (&nl);
+  ib_kprobe_summary_clear (&ks);
+  return r;
+}
+
+static char **
+smoke_args (const struct ib_definition *d, const char *nccl, const char *dcp, const char *ranks, size_t *n)
+{
+  char **args = ib_xcalloc (10 + d->n_smoke_args, sizeof (char *));
+  size_t k = 0;
+  args[k++] = "--kernels", args[k++] = d->smoke_kernels, args[k++] = "--nccl", args[k++] = (char *) nccl;
+  args[k++] = "--dcp", args[k++] = (char *) dcp, args[k++] = "--ranks", args[k++] = (char *) ranks;
+  args[k++] = "--probe", args[k++] = KPROBE_TARGET;
+  for (size_t i = 0; i < d->n_smoke_args; i++)
+    args[k++] = d->smoke_args[i];
+  *n = k;
+  return args;
+}
+
 int
 ib_gate_smoke (struct ib_build *b, ib_error_t *err)
 {
@@ -175,63 +352,84 @@ ib_gate_smoke (struct ib_build *b, ib_error_t *err)
                ? ib_error (err, IB_ESMOKE, "--smoke=required, but %s has no [smoke] section",
                            ib_gate_definition_name (b))
                : ib_gate_skip (b, "no [smoke] in %s", ib_gate_definition_name (b));
+  cJSON_AddItemToObject (smoke_json (b), "contract", ib_contract_json (&d->contract));
   if (b->opt->smoke == IB_SMOKE_OFF)
     {
       record (b, "off", NULL, 0);
       return ib_gate_skip (b, "%s", b->keep_going ? "not asked for (--smoke runs it)" : "--smoke=off");
     }
   cleanup_free char *nccl = NULL;
-  if (find_nccl (b, &nccl, err) < 0)
+  if (find_nccl (b, &nccl, err) < 0 || nccl_config (b, err) < 0)
     return -1;
-  int gpus = ib_gpu_count ();
+  int gpus = 0;
+  for (int i = 0; i < ib_gpu_count (); i++)
+    gpus += ib_contract_has_gpu (&d->contract, i);
   struct smoke_shape sh;
   if (smoke_shape (b, gpus, &sh, err) < 0)
     return -1;
-  if (gpus == 0)
+  if (ib_gpu_count () == 0)
     return skip_or_refuse (b, "this machine has no GPU (no /dev/nvidia0)", err);
   if (gpus < sh.dcp)
     {
-      cleanup_free char *why = ib_xasprintf ("this machine has %d GPU%s, a DCP group needs %d", gpus,
+      cleanup_free char *why = ib_xasprintf ("the container gets %d GPU%s, a DCP group needs %d", gpus,
                                              gpus == 1 ? "" : "s", sh.dcp);
       return skip_or_refuse (b, why, err);
     }
   cleanup_free char *program = smoke_program (d);
   if (access (program, X_OK) < 0)
     return ib_error (err, IB_EENV, "the smoke program %s is missing (make builds it)", program);
+  cleanup_free char *runs = NULL, *dir = NULL;
+  if (ib_store_cache_dir (b->store, "run", &runs, err) < 0)
+    return -1;
+  dir = ib_path_join (runs, "kprobe-XXXXXX");
+  if (mkdtemp (dir) == NULL)
+    return ib_error_errno (err, errno, IB_EENV, "mkdtemp `%s`", dir);
+  double t0 = ib_now ();
+  struct ib_kplan plan;
+  int r = plan_kernels (b, dir, &plan, err);
+  if (r < 0)
+    {
+      ib_remove_tree (dir, NULL);
+      return -1;
+    }
   char dcp[16], ranks[16];
   snprintf (dcp, sizeof (dcp), "%d", sh.dcp);
   snprintf (ranks, sizeof (ranks), "%d", sh.ranks);
-  char **args = ib_xcalloc (8 + d->n_smoke_args, sizeof (char *));
-  size_t n = 0;
-  args[n++] = "--kernels", args[n++] = d->smoke_kernels, args[n++] = "--nccl", args[n++] = nccl;
-  args[n++] = "--dcp", args[n++] = dcp, args[n++] = "--ranks", args[n++] = ranks;
-  for (size_t i = 0; i < d->n_smoke_args; i++)
-    args[n++] = d->smoke_args[i];
+  size_t n;
+  char **args = smoke_args (d, nccl, dcp, ranks, &n);
+  /* The contract, with /dev/shm as the recipe sizes it unless the
+   * contract says. */
+  struct ib_contract eff = d->contract;
+  if (!(eff.set & 1u) && sh.shm)
+    eff.shm_bytes = sh.shm;
+  cJSON_ReplaceItemInObjectCaseSensitive (smoke_json (b), "contract", ib_contract_json (&eff));
   char *env[] = { "NCCL_NVLS_ENABLE=0", "TORCH_SYMM_MEM_DISABLE_MULTICAST=1", "NVSHMEM_DISABLE_NVLS=1",
-                  "NCCL_DEBUG=WARN" };
+                  "NCCL_DEBUG=INFO", "NCCL_DEBUG_SUBSYS=INIT,NET,ENV" };
   struct ib_run_options o = { .program = program, .program_target = "/opt/imgbuild/dcp2_smoke", .args = args,
-                              .n_args = n, .env = env, .n_env = 4, .gpus = true, .timeout_s = d->smoke_timeout,
-                              .shm_bytes = sh.shm };
+                              .n_args = n, .env = env, .n_env = 5, .gpus = true, .timeout_s = d->smoke_timeout,
+                              .contract = &eff, .bind_dir = dir, .bind_target = KPROBE_TARGET };
   struct ib_run_result res;
-  double t0 = ib_now ();
-  ib_report_note (b->report, "smoke: %s ranks, dcp %s, in a container (%d GPUs on this machine%s)", ranks, dcp, gpus,
-                  sh.shm ? ", /dev/shm as the recipe sizes it" : "");
-  int r = ib_run_image (b->store, b->image, &o, &res, err);
+  ib_report_note (b->report, "smoke: %s ranks, dcp %s, in a container (%d GPUs given to it%s); %zu kernel probes", ranks,
+                  dcp, gpus, sh.shm && !(d->contract.set & 1u) ? ", /dev/shm as the recipe sizes it" : "", plan.n);
+  r = ib_run_image (b->store, b->image, &o, &res, err);
   free (args);
+  ib_remove_tree (dir, NULL);
   if (r < 0)
-    return ib_error_wrap (err, "smoke test");
+    {
+      ib_kplan_clear (&plan);
+      return ib_error_wrap (err, "smoke test");
+    }
   double secs = ib_now () - t0;
   if (!b->opt->quiet && !b->opt->json && res.output)
-    fprintf (stderr, "%s", res.output);
-  record (b, res.exit_code == 0 ? "pass" : "fail", &res, secs);
-  ib_report_note (b->report, "smoke: %s in %.1fs (%s, %s)", res.exit_code == 0 ? "pass" : "FAIL", secs, res.runtime,
-                  res.gpu_source);
-  if (res.exit_code != 0)
     {
-      cleanup_free char *line = failure_line (res.output);
-      r = ib_error (err, IB_ESMOKE, "smoke test failed in the container (exit %d): %s",
-                    res.exit_code == 124 ? 124 : res.exit_code, line);
+      cleanup_free char *shown = ib_nccl_log_strip_info (res.output);
+      fprintf (stderr, "%s", shown);
     }
+  r = judge (b, &plan, &res, err);
+  record (b, r == 0 ? "pass" : "fail", &res, secs);
+  ib_report_note (b->report, "smoke: %s in %.1fs (%s, %s)", r == 0 ? "pass" : "FAIL", secs, res.runtime,
+                  res.gpu_source);
+  ib_kplan_clear (&plan);
   ib_run_result_clear (&res);
   return r;
 }

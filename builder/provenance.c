@@ -60,6 +60,22 @@ add_prebake (cJSON *doc, struct ib_build *b)
     }
 }
 
+/* The launch contract the image was built (and smoke-tested) with, and
+ * what the smoke test proved: which kernels loaded and ran on which GPU,
+ * the NCCL version and transports (its output stays in the report). */
+static void
+add_smoke (cJSON *doc, struct ib_build *b)
+{
+  if (b->def->has_smoke || b->def->contract.set)
+    cJSON_AddItemToObject (doc, "contract", ib_contract_json (&b->def->contract));
+  const cJSON *sm = cJSON_GetObjectItemCaseSensitive (ib_report_json (b->report), "smoke");
+  if (sm == NULL)
+    return;
+  cJSON *copy = cJSON_Duplicate (sm, true);
+  cJSON_DeleteItemFromObjectCaseSensitive (copy, "output");
+  cJSON_AddItemToObject (doc, "smoke", copy);
+}
+
 cJSON *
 ib_provenance_of_build (struct ib_build *b)
 {
@@ -84,6 +100,7 @@ ib_provenance_of_build (struct ib_build *b)
   add_prebake (doc, b);
   const cJSON *gates = cJSON_GetObjectItemCaseSensitive (ib_report_json (b->report), "gates");
   cJSON_AddItemToObject (doc, "gates", cJSON_Duplicate (gates, true));
+  add_smoke (doc, b);
   return doc;
 }
 

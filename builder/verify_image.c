@@ -282,6 +282,39 @@ check_provenance (struct ib_build *b, const struct checked *c, bool sources, str
   keep (v, &e, "provenance");
 }
 
+/* What the record says the smoke test proved at build time: which kernels
+ * were loaded and run on which GPU, and NCCL's transports. */
+static void
+show_recorded_smoke (struct ib_build *b, const cJSON *record)
+{
+  const cJSON *sm = cJSON_GetObjectItemCaseSensitive (record, "smoke");
+  const cJSON *st = cJSON_GetObjectItemCaseSensitive (sm, "status");
+  if (!cJSON_IsString (st))
+    return;
+  ib_report_note (b->report, "recorded smoke test: %s", st->valuestring);
+  const cJSON *k;
+  cJSON_ArrayForEach (k, cJSON_GetObjectItemCaseSensitive (sm, "kernels"))
+  {
+    const char *kernel = cJSON_GetStringValue (cJSON_GetObjectItemCaseSensitive (k, "kernel"));
+    const char *status = cJSON_GetStringValue (cJSON_GetObjectItemCaseSensitive (k, "status"));
+    const char *arch = cJSON_GetStringValue (cJSON_GetObjectItemCaseSensitive (k, "arch"));
+    const char *gpu = cJSON_GetStringValue (cJSON_GetObjectItemCaseSensitive (k, "gpu_name"));
+    const char *cc = cJSON_GetStringValue (cJSON_GetObjectItemCaseSensitive (k, "compute_capability"));
+    const char *launch = cJSON_GetStringValue (cJSON_GetObjectItemCaseSensitive (k, "launch"));
+    ib_report_note (b->report, "  kernel %s: %s on %s (%s)%s%s%s", kernel ? kernel : "?", status ? status : "?",
+                    gpu ? gpu : "a GPU of compute capability", cc ? cc : "?", arch ? ", " : "", arch ? arch : "",
+                    launch && strncmp (launch, "launched", 8) == 0 ? ", launched" : "");
+  }
+  const cJSON *nccl = cJSON_GetObjectItemCaseSensitive (sm, "nccl");
+  const cJSON *p;
+  cJSON_ArrayForEach (p, cJSON_GetObjectItemCaseSensitive (nccl, "pairs"))
+  ib_report_note (b->report, "  NCCL %s %s -> %s via %s",
+                  cJSON_GetStringValue (cJSON_GetObjectItemCaseSensitive (nccl, "version")),
+                  cJSON_GetStringValue (cJSON_GetObjectItemCaseSensitive (p, "from")),
+                  cJSON_GetStringValue (cJSON_GetObjectItemCaseSensitive (p, "to")),
+                  cJSON_GetStringValue (cJSON_GetObjectItemCaseSensitive (p, "transport")));
+}
+
 static void
 check_definition (struct ib_build *b, const struct ib_verify_image_options *o, const struct checked *c,
                   size_t i, size_t n, struct verdict *v)
@@ -294,6 +327,7 @@ check_definition (struct ib_build *b, const struct ib_verify_image_options *o, c
   if (ib_definition_select_platform (c->def, b->image->config_json, NULL, &pe) < 0)
     keep (v, &pe, "provenance");
   check_provenance (b, c, o->definition != NULL, v);
+  show_recorded_smoke (b, c->record);
   b->def = c->def;
   b->definition_name = c->name;
   const cJSON *ol = cJSON_GetObjectItemCaseSensitive (c->record, "overlay_layer");

@@ -30,7 +30,19 @@ struct inspector
   struct ib_cuda_file *out;
   ib_error_t *err;
   bool relocatable; /* reading __nv_relfatbin */
+  ib_cuda_sass_fn sass_fn; /* optional: each SASS entry's payload */
+  void *sass_data;
 };
+
+/* Hand a parsed SASS entry and its payload to the caller's function. */
+static int
+sass_done (struct inspector *in, const struct ib_payload *pl)
+{
+  if (in->sass_fn == NULL)
+    return 0;
+  size_t i = in->out->n - 1;
+  return in->sass_fn (in->sass_data, &in->out->e[i], i, pl, in->err);
+}
 
 static int
 pread_all (struct inspector *in, void *buf, size_t len, uint64_t off)
@@ -361,7 +373,7 @@ read_entry (struct inspector *in, uint64_t off, uint64_t end, uint64_t *next)
     }
   e->uncompressed_size = pl.size;
   if (e->kind == IB_CUDA_SASS)
-    return parse_cubin (in, &pl, e);
+    return parse_cubin (in, &pl, e) < 0 ? -1 : sass_done (in, &pl);
   return e->kind == IB_CUDA_PTX ? parse_ptx (&pl, e, in->err) : 0;
 }
 
@@ -431,7 +443,7 @@ read_cubin_at (struct inspector *in, uint64_t off)
   e->kind = IB_CUDA_SASS;
   e->size = e->uncompressed_size = len;
   struct ib_payload pl = { in->fd, in->what, off, len, len, IB_PAYLOAD_PLAIN };
-  return parse_cubin (in, &pl, e);
+  return parse_cubin (in, &pl, e) < 0 ? -1 : sass_done (in, &pl);
 }
 
 /* Fatbins or cubins inside a data section: looked for at 8-byte aligned
@@ -533,10 +545,18 @@ inspect_host_elf (struct inspector *in, const Elf64_Ehdr *eh)
 int
 ib_cuda_inspect (int fd, const char *what, struct ib_cuda_file **out, ib_error_t *err)
 {
+  return ib_cuda_inspect_each (fd, what, NULL, NULL, out, err);
+}
+
+int
+ib_cuda_inspect_each (int fd, const char *what, ib_cuda_sass_fn fn, void *data, struct ib_cuda_file **out,
+                      ib_error_t *err)
+{
   struct stat st;
   if (fstat (fd, &st) < 0)
     return ib_error_errno (err, errno, IB_EENV, "stat `%s`", what);
-  struct inspector in = { fd, what, (uint64_t) st.st_size, ib_xcalloc (1, sizeof (struct ib_cuda_file)), err, false };
+  struct inspector in = { fd, what, (uint64_t) st.st_size, ib_xcalloc (1, sizeof (struct ib_cuda_file)), err, false,
+                          fn, data };
   unsigned char head[sizeof (Elf64_Ehdr)] = { 0 };
   size_t n = in.file_size < sizeof (head) ? (size_t) in.file_size : sizeof (head);
   int r = pread_all (&in, head, n, 0);

@@ -62,6 +62,15 @@ struct ib_cuda_file
 int ib_cuda_inspect (int fd, const char *what, struct ib_cuda_file **out, ib_error_t *err);
 void ib_cuda_file_free (struct ib_cuda_file *f);
 
+/* The same, calling FN for each SASS entry once it is parsed, with its
+ * index in the list and its payload (ib_payload_stream reads the cubin's
+ * bytes, uncompressed): how a caller extracts the cubins it wants. */
+struct ib_payload;
+typedef int (*ib_cuda_sass_fn) (void *data, const struct ib_cuda_entry *e, size_t index,
+                                const struct ib_payload *pl, ib_error_t *err);
+int ib_cuda_inspect_each (int fd, const char *what, ib_cuda_sass_fn fn, void *data, struct ib_cuda_file **out,
+                          ib_error_t *err);
+
 const char *ib_cuda_kind_name (enum ib_cuda_kind k);
 /* "sm_121a", "compute_120", "ltoir_100" */
 void ib_cuda_entry_arch (const struct ib_cuda_entry *e, char *buf, size_t n);

@@ -6,6 +6,11 @@
  * combined by log-sum-exp, equals full attention computed on one GPU.
  *
  *   dcp2_smoke --kernels FATBIN [--nccl LIB] [--ranks N] [--dcp 2] [--quick]
+ *              [--probe DIR]
+ *
+ * --probe first loads, measures and launches every required kernel of the
+ * image (kprobe.h, the manifest imgbuild wrote into DIR); when one fails,
+ * the ranks do not start and the exit status is 3.
  *
  * Ranks form DCP groups of consecutive ranks (ncclCommSplit with color
  * rank / dcp, key rank % dcp); each group gets its own inputs, so a wrong
@@ -29,6 +34,7 @@
 #include <unistd.h>
 
 #include "dcp2_math.h"
+#include "kprobe.h"
 
 /* ---- the CUDA driver API and NCCL, by dlopen ----------------------------- */
 
@@ -682,7 +688,7 @@ rank_main (struct api *a, int rank, int world, int dcp, const char *fatbin, cons
 int
 main (int argc, char **argv)
 {
-  const char *fatbin = NULL, *nccl = "libnccl.so.2";
+  const char *fatbin = NULL, *nccl = "libnccl.so.2", *probe_dir = NULL;
   int ranks = 0, dcp = 2;
   bool quick = false;
   for (int i = 1; i < argc; i++)
@@ -695,6 +701,8 @@ main (int argc, char **argv)
         ranks = atoi (argv[++i]);
       else if (strcmp (argv[i], "--dcp") == 0 && i + 1 < argc)
         dcp = atoi (argv[++i]);
+      else if (strcmp (argv[i], "--probe") == 0 && i + 1 < argc)
+        probe_dir = argv[++i];
       else if (strcmp (argv[i], "--quick") == 0)
         quick = true;
       else
@@ -706,6 +714,26 @@ main (int argc, char **argv)
     die ("usage: dcp2_smoke --kernels FATBIN [--nccl LIB] [--ranks N] [--dcp D] [--quick]");
   if (access (fatbin, R_OK) < 0)
     die ("the image has no prebaked DCP2 kernels at %s", fatbin);
+  if (probe_dir)
+    {
+      /* In a child: CUDA may not be initialised before the ranks' fork(). */
+      fflush (stdout);
+      pid_t p = fork ();
+      if (p == 0)
+        {
+          int failed = kprobe_run (probe_dir);
+          fflush (stdout);
+          _exit (failed < 0 ? 2 : failed > 0 ? 3 : 0);
+        }
+      int st = 0;
+      waitpid (p, &st, 0);
+      if (!WIFEXITED (st) || WEXITSTATUS (st) != 0)
+        {
+          if (!WIFEXITED (st) || WEXITSTATUS (st) == 3)
+            printf ("dcp2_smoke: FAIL (kernel probe%s)\n", WIFEXITED (st) ? "" : " killed");
+          return WIFEXITED (st) ? WEXITSTATUS (st) : 3;
+        }
+    }
   struct api api;
   load_api (&api, nccl);
   if (ranks <= 0)

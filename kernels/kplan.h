@@ -1,0 +1,75 @@
+/* The kernel probe's plan: for every kernel a definition requires
+ * ([kernels] require), on each kind of GPU the machine has, the one cubin
+ * that CUDA's loader picks from the file's fatbin for that GPU, extracted
+ * into a folder with a manifest that the probe in the container
+ * (kernels/dcp2/kprobe.c) loads, looks up, measures and launches.  A kernel
+ * with no SASS that runs on a GPU present is planned as "not on this
+ * machine": it is never loaded, and never counts as proven.
+ *
+ * Manifest (one line per probe, tab-separated):
+ *   GPU-INDEX  CUBIN  ARCH  IMAGE-FILE  SYMBOL  RECIPE ("-": none)
+ * A recipe is the rest of a [smoke] `launch` line: grid=N block=N
+ * [shmem=BYTES] [args=SPEC,...] with SPEC buf:BYTES | i32:N | i64:N | f32:X. */
+#ifndef IB_KPLAN_H
+#define IB_KPLAN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "../layers/fsview.h"
+#include "../layers/image.h"
+#include "../layers/store.h"
+#include "../util/requirement.h"
+#include "cudabin.h"
+#include "kgate.h"
+
+struct ib_gpu
+{
+  int index;
+  char name[96];
+  struct ib_compute_capability cc;
+};
+
+struct ib_kplan_item
+{
+  char *file;   /* "/usr/lib/…/libx.so" */
+  char *kernel; /* as required */
+  char *symbol; /* as the cubin names it; NULL when not on this machine */
+  char arch[16]; /* "sm_90a"; "" when not on this machine */
+  int gpu;       /* the GPU it is probed on (the first of its kind) */
+  struct ib_compute_capability cc;
+  char *cubin;  /* "3.cubin" in the plan's folder; NULL when not on this machine */
+  char *recipe; /* the launch recipe, or NULL */
+};
+
+struct ib_kplan
+{
+  size_t n;
+  struct ib_kplan_item *items;
+};
+
+/* A [smoke] `launch KERNEL RECIPE...` line, kept as written. */
+struct ib_launch_recipe
+{
+  char *kernel;
+  char *recipe;
+};
+
+/* The SASS entry of F that CUDA loads for KERNEL on a GPU of compute
+ * capability CC: among the loadable (not relocatable) SASS entries that
+ * hold the kernel and run there without a JIT, the highest SM, and at equal
+ * SM an arch-specific (a) before a family (f) before a plain one.  -1 when
+ * none runs there.  *SYMBOL (when not NULL) receives the kernel's name in
+ * that cubin. */
+long ib_kplan_select (const struct ib_cuda_file *f, const char *kernel, struct ib_compute_capability cc,
+                      const char **symbol);
+
+/* Plan every required kernel on GPUS (one probe per kind of GPU), extract
+ * the chosen cubins into DIR (which exists) and write DIR/manifest. */
+int ib_kplan_make (struct ib_store *s, const struct ib_image *img, const struct ib_fsview *view,
+                   const struct ib_requirement *req, size_t n_req, const struct ib_gpu *gpus, size_t n_gpus,
+                   const struct ib_launch_recipe *recipes, size_t n_recipes, const char *dir, struct ib_kplan *out,
+                   ib_error_t *err);
+void ib_kplan_clear (struct ib_kplan *p);
+
+#endif
