@@ -10,7 +10,14 @@
 # It builds dsv41-flash-dcp2 with --smoke=required on all GPUs (TP 4 = two
 # DCP groups of 2 on four), on two GPUs (one group), verifies the result with
 # imgverify --smoke, builds it with a planted error in the combine kernel and
-# without NCCL, then compares imgverify --kernels with cuobjdump.
+# without NCCL, then compares imgverify --kernels with cuobjdump.  The kernel
+# probe and NCCL's transports (issue 16): every required sm_90a kernel is
+# loaded and measured in the container, the sm_121a ones are "not on this
+# machine"; a fatbin whose sm_90a cubin asks for 256 KiB of shared memory
+# passes the static kernel gate and fails the probe, naming the kernel; an
+# image that turns P2P and SHM off fails expect-transport (NCCL fell back to
+# sockets); an /etc/nccl.conf is warned about; a contract with a tiny
+# /dev/shm fails with NCCL's own error.
 #
 # A test, not a log: each step has the exit code it must have (0 for the
 # builds that must pass, 7 for the smoke failures, which must also tag
@@ -80,7 +87,39 @@ step "imgbuild dsv41-flash-dcp2 --smoke=required, $ngpu ranks"
 expect 0 smoke-all "$OUT/smoke-all.txt" "$IB" --smoke=required dsv41-flash-dcp2 -t dcp2-all:1
 expect_in "$OUT/smoke-all.txt" 'smoke: pass' smoke-all
 expect_in "$OUT/smoke-all.txt" 'tagged dcp2-all:1' smoke-all
-show '^(case|nccl|kernel|dcp2_smoke)|tagged|error' "$OUT/smoke-all.txt" 60
+show '^(case|nccl|kernel|dcp2_smoke)|tagged|error|smoke:' "$OUT/smoke-all.txt" 60
+# The kernel probe: every sm_90a kernel proven on the H200s, the sm_121a
+# ones of the FlashInfer stand-in not on this machine, NCCL over P2P.
+expect_in "$OUT/smoke-all.txt" 'dcp2_smoke: kernel probe: 0 of [0-9]+ kernels failed' probe
+expect_in "$OUT/smoke-all.txt" 'smoke: kernels: [0-9]+ proven on GPU 0 NVIDIA H200 \(9\.0\)' probe
+expect_in "$OUT/smoke-all.txt" 'smoke: NCCL 0\[0\] -> 1\[1\] via P2P' transport
+expect_in "$OUT/smoke-all.txt" 'smoke: NCCL [0-9.]+\+cuda[0-9.]+ loaded' nccl-version
+grep -a 'NCCL INFO' "$OUT/smoke-all.txt" >/dev/null && fail "smoke-all: NCCL's INFO lines were shown to people"
+"$IV" --json dcp2-all:1 >"$OUT/verify.json" 2>"$OUT/verify.txt" || true
+"$IV" dcp2-all:1 >>"$OUT/verify.txt" 2>&1 || true
+expect_in "$OUT/verify.txt" 'kernel dcp2_a2a_combine_f32: pass on NVIDIA H200 \(9\.0\), sm_90a' recorded
+expect_in "$OUT/verify.txt" 'kernel trtllm_dcp_alltoall: not on this machine' recorded
+step "the smoke report of dcp2-all:1 (its JSON)"
+"$IB" --smoke=required --json dsv41-flash-dcp2 -t dcp2-json:1 >"$OUT/smoke-all.json" 2>/dev/null || fail "smoke --json"
+# (python3: the GPU machine has no jq)
+python3 - "$OUT/smoke-all.json" >"$OUT/kernels.txt" <<'PY' || fail "smoke-all: the kernel probe's results are not as they must be"
+import json, sys
+r = json.load(open(sys.argv[1]))["smoke"]
+ks = r["kernels"]
+for k in ks:
+    print("\t".join(str(k.get(f, "-")) for f in ("status", "kernel", "arch", "gpu_name", "compute_capability", "registers",
+                                                   "shared_static", "max_dynamic_shared", "max_threads", "launch", "error")))
+n = r["nccl"]
+print("nccl", n["version"], json.dumps(n["communicators"]), json.dumps(n["pairs"]), json.dumps(n["settings"]))
+print("smoke seconds", r["seconds"], "contract", json.dumps(r["contract"]))
+proven = [k for k in ks if k["status"] == "pass" and k.get("arch", "").startswith("sm_90")]
+absent = [k for k in ks if k["status"] == "not on this machine"]
+launched = [k for k in proven if k.get("launch", "").startswith("launched")]
+bad = [k for k in ks if k["status"] not in ("pass", "not on this machine")]
+print("proven", len(proven), "launched", len(launched), "not on this machine", len(absent), "bad", len(bad))
+sys.exit(0 if len(proven) >= 11 and len(launched) >= 8 and len(absent) >= 2 and not bad else 1)
+PY
+cat "$OUT/kernels.txt" | tee -a "$OUT/summary.txt"
 
 step "imgverify --smoke dcp2-all:1: the same test on the tagged image"
 expect 0 verify-smoke "$OUT/verify-smoke.txt" "$IV" --smoke dcp2-all:1
@@ -108,6 +147,50 @@ expect 7 smoke-nonccl "$OUT/smoke-nonccl.txt" "$IB" --smoke=required /tmp/ib-def
   --from dsv41-flash-b12x:no-nccl -t dcp2-nonccl:1
 expect_in "$OUT/smoke-nonccl.txt" 'error: .*the image has no NCCL' smoke-nonccl
 not_tagged dcp2-nonccl:1
+
+mkdir -p /tmp/ib-gdefs && cp -r tests/gpu/defs/. /tmp/ib-gdefs/
+step "planted: the sm_90a cubin of dcp2_attn_partial_f32 asks for 256 KiB of shared memory: static gate passes, probe fails (7)"
+fb=$(find /tmp/ib-store/imgbuild/rootfs -name 'dcp2_kernels.fatbin' | head -1)
+python3 tests/gpu/plant-cubin.py "$fb" /tmp/ib-gdefs/planted-smem/planted.fatbin --sm 90 --kernel dcp2_attn_partial_f32 smem 262144 \
+  | tee -a "$OUT/summary.txt"
+expect 7 planted-smem "$OUT/planted-smem.txt" "$IB" --smoke=required /tmp/ib-gdefs/planted-smem
+expect_in "$OUT/planted-smem.txt" 'gate kernels +pass' planted-smem
+expect_in "$OUT/planted-smem.txt" 'error: .*kernel probe failed in the container: kernel dcp2_attn_partial_f32 \(/usr/local/lib/python3.12/dist-packages/vllm/prebaked/dcp2/dcp2_kernels.fatbin, sm_90a\)' planted-smem
+show 'kprobe\tfail|error|kernel probe' "$OUT/planted-smem.txt" 5
+not_tagged dcp2-planted-smem:1
+step "planted: the same cubin's attributes (.nv.info) corrupted: must fail (7) naming the kernel"
+python3 tests/gpu/plant-cubin.py "$fb" /tmp/ib-gdefs/planted-smem/planted.fatbin --sm 90 --kernel dcp2_a2a_combine_f32 corrupt \
+  | tee -a "$OUT/summary.txt"
+expect 7 planted-corrupt "$OUT/planted-corrupt.txt" "$IB" --smoke=required /tmp/ib-gdefs/planted-smem
+expect_in "$OUT/planted-corrupt.txt" 'gate kernels +pass' planted-corrupt
+expect_in "$OUT/planted-corrupt.txt" 'error: .*kernel (probe failed|dcp2_a2a_combine_f32)' planted-corrupt
+show 'error|kernel probe' "$OUT/planted-corrupt.txt" 5
+
+step "NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 in the image: expect-transport P2P fails (7), naming the fallback"
+expect 7 p2p-off "$OUT/p2p-off.txt" "$IB" --smoke=required /tmp/ib-gdefs/p2p-off
+expect_in "$OUT/p2p-off.txt" 'warning: the image sets NCCL_P2P_DISABLE=1' p2p-off
+expect_in "$OUT/p2p-off.txt" 'error: .*expect-transport P2P: NCCL connected .* via NET/Socket' p2p-off
+show 'warning|smoke: NCCL|error' "$OUT/p2p-off.txt" 12
+not_tagged dcp2-p2p-off:1
+
+step "/etc/nccl.conf in the image: warned about, passes (0)"
+expect 0 nccl-conf "$OUT/nccl-conf.txt" "$IB" --smoke=required /tmp/ib-gdefs/nccl-conf
+expect_in "$OUT/nccl-conf.txt" 'warning: the image has /etc/nccl.conf' nccl-conf
+show 'warning|smoke: NCCL' "$OUT/nccl-conf.txt" 8
+
+for size in 64m 256k; do
+  sed "s/SHM_SIZE/$size/" tests/gpu/defs/tiny-shm/image.conf >/tmp/ib-gdefs/tiny-shm/image.conf
+  if [ $size = 64m ]; then
+    step "a contract with a 64 MB /dev/shm (what NCCL does with it, recorded)"
+    "$IB" --smoke=required /tmp/ib-gdefs/tiny-shm -t dcp2-shm64m:1 >"$OUT/shm-64m.txt" 2>&1 && echo "   64m: pass" | tee -a "$OUT/summary.txt" || echo "   64m: exit $?" | tee -a "$OUT/summary.txt"
+    show 'error|NCCL WARN|smoke: (pass|FAIL)' "$OUT/shm-64m.txt" 6
+  else
+    step "a contract with a 256 KiB /dev/shm: fails (7) with NCCL's message"
+    expect 7 tiny-shm "$OUT/shm-256k.txt" "$IB" --smoke=required /tmp/ib-gdefs/tiny-shm
+    expect_in "$OUT/shm-256k.txt" 'error: .*NCCL said: .*' tiny-shm
+    show 'error|NCCL WARN' "$OUT/shm-256k.txt" 6
+  fi
+done
 
 step "imgverify --kernels against cuobjdump"
 so=$(find /tmp/ib-store/imgbuild/rootfs -name 'libflashinfer_dcp.so' | head -1)
