@@ -3,6 +3,7 @@
  * --smoke=auto runs it when the machine has GPUs and otherwise says plainly
  * that it skipped; --smoke=required refuses to tag without a pass. */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -98,6 +99,8 @@ record (struct ib_build *b, const char *status, const struct ib_run_result *res,
   cJSON_AddStringToObject (s, "gpu_injection", res->gpu_source ? res->gpu_source : "");
   cleanup_free char *shown = ib_nccl_log_strip_info (res->output ? res->output : "");
   cJSON_AddStringToObject (s, "output", shown);
+  /* All of it, NCCL's INFO lines too, for whoever reads the JSON. */
+  cJSON_AddStringToObject (s, "log", res->output ? res->output : "");
 }
 
 /* The line that says why: a message of the program itself (it names the
@@ -114,7 +117,8 @@ failure_line (const char *out)
       if (n)
         last = l;
       if (!cause && strncmp (line, "dcp2_smoke: ", 12) == 0 && !strstr (line, " ranks, dcp ")
-          && !strstr (line, "PASS") && !strstr (line, "FAIL (") && !strstr (line, "kernel probe: "))
+          && !strstr (line, "PASS") && !strstr (line, "FAIL (") && !strstr (line, "kernel probe: ")
+          && !strstr (line, "container: "))
         cause = l;
       if (!failed && strstr (line, ": FAIL"))
         failed = l;
@@ -248,6 +252,22 @@ nccl_config (struct ib_build *b, ib_error_t *err)
 
 /* ---- the kernel probe's plan --------------------------------------------- */
 
+/* A file of the image from the folder its layer is extracted into (the
+ * container's root needs them all anyway): no second pass over the layer. */
+static int
+open_extracted (void *data, const struct ib_fs_entry *e, int *fd, ib_error_t *err)
+{
+  struct ib_build *b = data;
+  cleanup_free char *dir = NULL;
+  *fd = -1;
+  if (e->layer < 0 || (size_t) e->layer >= b->image->n_layers
+      || ib_image_layer_dir (b->store, b->image, (size_t) e->layer, &dir, err) < 0)
+    return e->layer < 0 || (size_t) e->layer >= b->image->n_layers ? 0 : -1;
+  cleanup_free char *path = ib_path_join (dir, e->path);
+  *fd = open (path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  return 0;
+}
+
 /* The GPUs the contract gives the container; *N 0 when the driver cannot
  * say (the probe then has nothing to plan). */
 static int
@@ -271,12 +291,37 @@ plan_kernels (struct ib_build *b, const char *dir, struct ib_kplan *plan, ib_err
   int r = ib_build_image_view (b, &view, err);
   if (r == 0)
     r = ib_kplan_make (b->store, b->image, view, d->kernel_required, d->n_kernel_required, gpus, n, d->launch,
-                       d->n_launch, dir, plan, err);
+                       d->n_launch, open_extracted, b, dir, plan, err);
   free (gpus);
   return r < 0 ? ib_error_wrap (err, "the kernel probe's plan") : 0;
 }
 
 /* ---- judging the run ----------------------------------------------------- */
+
+/* The container's /dev/shm and memlock limit as the program saw them,
+ * against the contract: the smoke test ran with exactly that contract. */
+static int
+contract_seen (struct ib_build *b, const char *out, ib_error_t *err)
+{
+  const struct ib_contract *k = &b->def->contract;
+  const char *at = out ? strstr (out, "dcp2_smoke: container: /dev/shm ") : NULL;
+  unsigned long long shm = 0;
+  char ml[32] = "";
+  if (at == NULL || sscanf (at, "dcp2_smoke: container: /dev/shm %llu bytes, memlock %31s", &shm, ml) != 2)
+    return 0; /* it stopped before saying (its error says why) */
+  cJSON *seen = cJSON_AddObjectToObject (smoke_json (b), "seen");
+  cJSON_AddNumberToObject (seen, "shm_bytes", (double) shm);
+  cJSON_AddStringToObject (seen, "memlock", ml);
+  ib_report_note (b->report, "smoke: the container had a /dev/shm of %llu bytes, memlock %s", shm, ml);
+  if (!k->ipc_host && (shm > k->shm_bytes || k->shm_bytes - shm > (1u << 20)))
+    return ib_error (err, IB_ESMOKE, "the container's /dev/shm has %llu bytes, the launch contract says %llu", shm,
+                     k->shm_bytes);
+  char want[32];
+  snprintf (want, sizeof (want), k->memlock == IB_CONTRACT_UNLIMITED ? "unlimited" : "%llu", k->memlock);
+  if (k->memlock_set && strcmp (ml, want) != 0)
+    return ib_error (err, IB_ESMOKE, "the container's memlock limit is %s, the launch contract says %s", ml, want);
+  return 0;
+}
 
 /* What the run showed: the probe's and NCCL's findings into the report,
  * and the error when it failed. */
@@ -305,10 +350,12 @@ judge (struct ib_build *b, const struct ib_kplan *plan, const struct ib_run_resu
                     nl.n_comms == 1 ? "" : "s");
   for (size_t i = 0; i < nl.n_settings; i++)
     ib_report_note (b->report, "smoke: NCCL setting from its environment: %s", nl.settings[i]);
-  int r = 0;
+  int r = contract_seen (b, res->output, err);
   const struct ib_nccl_pair *odd = ib_nccl_log_unexpected (&nl, expect);
   const char *cause = ib_nccl_log_cause (&nl);
-  if (ks.failed)
+  if (r < 0)
+    ;
+  else if (ks.failed)
     r = ib_error (err, IB_ESMOKE, "the kernel probe failed in the container: %s", ks.first_failure);
   else if (res->exit_code != 0)
     {
@@ -392,6 +439,8 @@ ib_gate_smoke (struct ib_build *b, ib_error_t *err)
       ib_remove_tree (dir, NULL);
       return -1;
     }
+  ib_report_note (b->report, "smoke: kernel probe plan: %zu kernels, %zu cubins (%zu read out of the layers) in %.2fs",
+                  plan.n, plan.cubins, plan.extracted, ib_now () - t0);
   char dcp[16], ranks[16];
   snprintf (dcp, sizeof (dcp), "%d", sh.dcp);
   snprintf (ranks, sizeof (ranks), "%d", sh.ranks);
@@ -420,6 +469,9 @@ ib_gate_smoke (struct ib_build *b, ib_error_t *err)
       return ib_error_wrap (err, "smoke test");
     }
   double secs = ib_now () - t0;
+  const char *keep = getenv ("IMGBUILD_SMOKE_LOG");
+  if (keep && *keep && res.output)
+    ib_write_file_atomic (keep, res.output, strlen (res.output), 0644, NULL);
   if (!b->opt->quiet && !b->opt->json && res.output)
     {
       cleanup_free char *shown = ib_nccl_log_strip_info (res.output);

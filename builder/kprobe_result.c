@@ -69,7 +69,8 @@ ib_kprobe_results (const struct ib_kplan *plan, const char *output, struct ib_kp
       if (strncmp (line, "kprobe-gpu\t", 11) == 0 && n_gpus < 16)
         {
           cleanup_free char *copy = ib_xstrdup (line);
-          if (fields (copy, f, FIELDS) >= 4)
+          /* Printed again after a failure resets the GPU: once each. */
+          if (fields (copy, f, FIELDS) >= 4 && gpu_of (gpus, n_gpus, atoi (f[1])) == NULL)
             {
               gpus[n_gpus].index = atoi (f[1]);
               snprintf (gpus[n_gpus].name, sizeof (gpus[0].name), "%s", f[2]);
@@ -95,6 +96,8 @@ ib_kprobe_results (const struct ib_kplan *plan, const char *output, struct ib_kp
       char cc[16];
       snprintf (cc, sizeof (cc), "%u.%u", it->cc.major, it->cc.minor);
       cJSON_AddStringToObject (o, "compute_capability", cc);
+      if (*it->gpu_name)
+        cJSON_AddStringToObject (o, "gpu_name", it->gpu_name);
       cJSON_AddItemToArray (arr, o);
       if (it->cubin == NULL)
         {
@@ -123,8 +126,6 @@ ib_kprobe_results (const struct ib_kplan *plan, const char *output, struct ib_kp
             }
         }
       const struct gpu_line *g = gpu_of (gpus, n_gpus, it->gpu);
-      if (g)
-        cJSON_AddStringToObject (o, "gpu_name", g->name);
       if (nf == 0)
         {
           cJSON_AddStringToObject (o, "status", "not run");
@@ -153,6 +154,14 @@ ib_kprobe_results (const struct ib_kplan *plan, const char *output, struct ib_kp
   for (size_t i = 0; i < n_lines; i++)
     free (lines[i]);
   free (lines);
+  if (sum->failed > 1)
+    {
+      /* One broken cubin fails every kernel in it: say how many. */
+      char *more = ib_xasprintf ("%s (and %zu more kernel%s)", sum->first_failure, sum->failed - 1,
+                                 sum->failed == 2 ? "" : "s");
+      free (sum->first_failure);
+      sum->first_failure = more;
+    }
   char *text = NULL;
   size_t len = 0;
   FILE *m = open_memstream (&text, &len);

@@ -142,8 +142,20 @@ info_line (struct parser *p, const char *pid, const char *msg)
     {
       struct comm_view *v = view_of (p, pid, ptr);
       int rank, nranks, nnodes;
+      char parent[24];
+      int count, color;
+      const char *split = strstr (msg, " splitCount ");
       if (hex_after (msg, "commId ", id, sizeof (id)))
         snprintf (v->id, sizeof (v->id), "%s", id);
+      else if (hex_after (msg, "parent ", parent, sizeof (parent)) && split
+               && sscanf (split, " splitCount %d color %d", &count, &color) == 2)
+        {
+          /* A split has no commId of its own: its parent's, the split's
+           * number and the color name it in every process alike. */
+          const struct comm_view *pv = view_of (p, pid, parent);
+          v = view_of (p, pid, ptr); /* view_of may have moved the array */
+          snprintf (v->id, sizeof (v->id), "%.18s/%d/%d", *pv->id ? pv->id : pv->ptr, count, color);
+        }
       const char *r = strstr (msg, " rank ");
       if (r && sscanf (r, " rank %d nRanks %d nNodes %d", &rank, &nranks, &nnodes) == 3)
         v->nranks = nranks, v->nnodes = nnodes;
@@ -175,6 +187,8 @@ merge_comms (struct parser *p)
   for (size_t i = 0; i < p->n_views; i++)
     {
       const struct comm_view *v = &p->views[i];
+      if (v->nranks == 0 && v->coll < 0)
+        continue; /* only named (a split's parent never seen) */
       const char *key = *v->id ? v->id : v->ptr;
       struct ib_nccl_comm *c = NULL;
       for (size_t k = 0; k < l->n_comms && !c; k++)

@@ -73,6 +73,7 @@ add_smoke (cJSON *doc, struct ib_build *b)
     return;
   cJSON *copy = cJSON_Duplicate (sm, true);
   cJSON_DeleteItemFromObjectCaseSensitive (copy, "output");
+  cJSON_DeleteItemFromObjectCaseSensitive (copy, "log");
   cJSON_AddItemToObject (doc, "smoke", copy);
 }
 

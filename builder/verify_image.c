@@ -301,8 +301,8 @@ show_recorded_smoke (struct ib_build *b, const cJSON *record)
     const char *gpu = cJSON_GetStringValue (cJSON_GetObjectItemCaseSensitive (k, "gpu_name"));
     const char *cc = cJSON_GetStringValue (cJSON_GetObjectItemCaseSensitive (k, "compute_capability"));
     const char *launch = cJSON_GetStringValue (cJSON_GetObjectItemCaseSensitive (k, "launch"));
-    ib_report_note (b->report, "  kernel %s: %s on %s (%s)%s%s%s", kernel ? kernel : "?", status ? status : "?",
-                    gpu ? gpu : "a GPU of compute capability", cc ? cc : "?", arch ? ", " : "", arch ? arch : "",
+    ib_report_note (b->report, "  kernel %s: %s (%s, %s)%s%s%s", kernel ? kernel : "?", status ? status : "?",
+                    gpu ? gpu : "GPU", cc ? cc : "?", arch ? ", " : "", arch ? arch : "",
                     launch && strncmp (launch, "launched", 8) == 0 ? ", launched" : "");
   }
   const cJSON *nccl = cJSON_GetObjectItemCaseSensitive (sm, "nccl");

@@ -51,7 +51,8 @@ struct wanted
 {
   const struct ib_fs_entry *file;
   size_t index;
-  char *name;
+  char *name; /* "<file digest>-<index>.cubin", in the cache and the plan's folder */
+  bool cached;
 };
 
 struct planner
@@ -60,6 +61,7 @@ struct planner
   struct wanted *w;
   size_t n_w;
   const char *dir;
+  const char *cache; /* the store's cache of extracted cubins, by content */
 };
 
 static const char *
@@ -78,7 +80,9 @@ cubin_name (struct planner *p, const struct ib_fs_entry *file, size_t index)
     if (p->w[i].file == file && p->w[i].index == index)
       return p->w[i].name;
   p->w = ib_xrealloc (p->w, (p->n_w + 1) * sizeof (*p->w));
-  p->w[p->n_w] = (struct wanted){ file, index, ib_xasprintf ("%zu.cubin", p->n_w) };
+  char *name = ib_xasprintf ("%s-%zu.cubin", file->digest, index);
+  cleanup_free char *cached = ib_path_join (p->cache, name);
+  p->w[p->n_w] = (struct wanted){ file, index, name, access (cached, R_OK) == 0 };
   return p->w[p->n_w++].name;
 }
 
@@ -92,6 +96,7 @@ add_item (struct ib_kplan *p, const char *file, const char *kernel, const struct
   it->kernel = ib_xstrdup (kernel);
   it->gpu = g->index;
   it->cc = g->cc;
+  snprintf (it->gpu_name, sizeof (it->gpu_name), "%s", g->name);
   return it;
 }
 
@@ -145,16 +150,37 @@ save_cubin (void *data, const struct ib_cuda_entry *e, size_t index, const struc
   for (size_t i = 0; i < job->p->n_w; i++)
     {
       const struct wanted *w = &job->p->w[i];
-      if (w->file != job->file || w->index != index)
+      if (w->cached || w->file != job->file || w->index != index)
         continue;
-      cleanup_free char *path = ib_path_join (job->p->dir, w->name);
-      cleanup_close int fd = open (path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      /* Into the cache, complete or not at all. */
+      cleanup_free char *path = ib_path_join (job->p->cache, w->name);
+      cleanup_free char *tmp = ib_xasprintf ("%s.tmp-%d", path, (int) getpid ());
+      int fd = open (tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
       if (fd < 0)
-        return ib_error_errno (err, errno, IB_EENV, "create `%s`", path);
-      if (ib_payload_stream (pl, write_piece, &fd, err) < 0)
-        return -1;
+        return ib_error_errno (err, errno, IB_EENV, "create `%s`", tmp);
+      int r = ib_payload_stream (pl, write_piece, &fd, err);
+      if (close (fd) < 0 && r == 0)
+        r = ib_error_errno (err, errno, IB_EENV, "write `%s`", tmp);
+      if (r == 0 && rename (tmp, path) < 0)
+        r = ib_error_errno (err, errno, IB_EENV, "rename `%s`", tmp);
+      if (r < 0)
+        {
+          unlink (tmp);
+          return -1;
+        }
     }
   return 0;
+}
+
+static int
+extract_fd (struct planner *p, const struct ib_fs_entry *e, int fd, ib_error_t *err)
+{
+  cleanup_free char *what = ib_xasprintf ("/%s", e->path);
+  struct extract_job job = { p, e };
+  struct ib_cuda_file *f = NULL;
+  int ret = ib_cuda_inspect_each (fd, what, save_cubin, &job, &f, err);
+  ib_cuda_file_free (f);
+  return ret;
 }
 
 static int
@@ -164,12 +190,7 @@ extract_file (void *data, const struct ib_fs_entry *e, struct ib_layer_reader *r
   cleanup_close int fd = -1;
   if (ib_reader_spool (r, p->dir, &fd, err) < 0)
     return -1;
-  cleanup_free char *what = ib_xasprintf ("/%s", e->path);
-  struct extract_job job = { p, e };
-  struct ib_cuda_file *f = NULL;
-  int ret = ib_cuda_inspect_each (fd, what, save_cubin, &job, &f, err);
-  ib_cuda_file_free (f);
-  return ret;
+  return extract_fd (p, e, fd, err);
 }
 
 static int
@@ -195,11 +216,14 @@ write_manifest (const struct ib_kplan *plan, const char *dir, ib_error_t *err)
 int
 ib_kplan_make (struct ib_store *s, const struct ib_image *img, const struct ib_fsview *view,
                const struct ib_requirement *req, size_t n_req, const struct ib_gpu *gpus, size_t n_gpus,
-               const struct ib_launch_recipe *recipes, size_t n_recipes, const char *dir, struct ib_kplan *out,
-               ib_error_t *err)
+               const struct ib_launch_recipe *recipes, size_t n_recipes, ib_kplan_open_fn open_fn,
+               void *open_data, const char *dir, struct ib_kplan *out, ib_error_t *err)
 {
   memset (out, 0, sizeof (*out));
-  struct planner p = { out, NULL, 0, dir };
+  cleanup_free char *cache = NULL;
+  if (ib_store_cache_dir (s, "kprobe", &cache, err) < 0)
+    return -1;
+  struct planner p = { out, NULL, 0, dir, cache };
   int r = 0;
   for (size_t q = 0; r == 0 && q < n_req; q++)
     {
@@ -220,22 +244,48 @@ ib_kplan_make (struct ib_store *s, const struct ib_image *img, const struct ib_f
         ib_cuda_file_free (code[i]);
       free (code);
     }
-  /* Each file that holds a chosen cubin, read once. */
+  /* Each file that holds a chosen cubin not yet in the cache, read once. */
   const struct ib_fs_entry **files = ib_xcalloc (p.n_w ? p.n_w : 1, sizeof (*files));
   size_t n_files = 0;
   for (size_t i = 0; i < p.n_w; i++)
     {
-      bool seen = false;
+      bool seen = p.w[i].cached;
       for (size_t k = 0; k < n_files && !seen; k++)
         seen = files[k] == p.w[i].file;
       if (!seen)
         files[n_files++] = p.w[i].file;
     }
+  /* Files the caller can open directly leave the list. */
+  for (size_t i = 0; r == 0 && open_fn && i < n_files;)
+    {
+      int fd = -1;
+      r = open_fn (open_data, files[i], &fd, err);
+      if (r == 0 && fd >= 0)
+        {
+          r = extract_fd (&p, files[i], fd, err);
+          close (fd);
+          files[i] = files[--n_files];
+        }
+      else
+        i++;
+    }
   if (r == 0 && n_files)
     r = ib_extract_entries (s, img, files, n_files, extract_file, &p, err);
   free (files);
+  /* The plan's folder links them (the cache and the folder share the store). */
+  for (size_t i = 0; r == 0 && i < p.n_w; i++)
+    {
+      cleanup_free char *from = ib_path_join (cache, p.w[i].name), *to = ib_path_join (dir, p.w[i].name);
+      if (link (from, to) < 0)
+        r = ib_error_errno (err, errno, IB_EENV, "link `%s` (was the cubin extracted?)", from);
+    }
+  out->extracted = 0;
   for (size_t i = 0; i < p.n_w; i++)
-    free (p.w[i].name);
+    {
+      out->extracted += !p.w[i].cached;
+      free (p.w[i].name);
+    }
+  out->cubins = p.n_w;
   free (p.w);
   if (r == 0)
     r = write_manifest (out, dir, err);

@@ -37,6 +37,7 @@ struct ib_kplan_item
   char *symbol; /* as the cubin names it; NULL when not on this machine */
   char arch[16]; /* "sm_90a"; "" when not on this machine */
   int gpu;       /* the GPU it is probed on (the first of its kind) */
+  char gpu_name[96];
   struct ib_compute_capability cc;
   char *cubin;  /* "3.cubin" in the plan's folder; NULL when not on this machine */
   char *recipe; /* the launch recipe, or NULL */
@@ -46,6 +47,7 @@ struct ib_kplan
 {
   size_t n;
   struct ib_kplan_item *items;
+  size_t cubins, extracted; /* distinct cubins; of them, read out of the layers (not cached) */
 };
 
 /* A [smoke] `launch KERNEL RECIPE...` line, kept as written. */
@@ -65,11 +67,18 @@ long ib_kplan_select (const struct ib_cuda_file *f, const char *kernel, struct i
                       const char **symbol);
 
 /* Plan every required kernel on GPUS (one probe per kind of GPU), extract
- * the chosen cubins into DIR (which exists) and write DIR/manifest. */
+ * the chosen cubins into DIR (which exists) and write DIR/manifest.  The
+ * cubins are kept in the store's cache by the file's digest and the
+ * entry's index, and DIR gets hard links to them. */
+/* How the plan reads a file of the image: OPEN, when given, opens it (from
+ * a folder the layer was extracted into, say) and *FD is -1 when it cannot;
+ * otherwise, and then, the layers are streamed (ib_extract_entries). */
+typedef int (*ib_kplan_open_fn) (void *data, const struct ib_fs_entry *e, int *fd, ib_error_t *err);
+
 int ib_kplan_make (struct ib_store *s, const struct ib_image *img, const struct ib_fsview *view,
                    const struct ib_requirement *req, size_t n_req, const struct ib_gpu *gpus, size_t n_gpus,
-                   const struct ib_launch_recipe *recipes, size_t n_recipes, const char *dir, struct ib_kplan *out,
-                   ib_error_t *err);
+                   const struct ib_launch_recipe *recipes, size_t n_recipes, ib_kplan_open_fn open_fn,
+                   void *open_data, const char *dir, struct ib_kplan *out, ib_error_t *err);
 void ib_kplan_clear (struct ib_kplan *p);
 
 #endif

@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
@@ -714,6 +715,19 @@ main (int argc, char **argv)
     die ("usage: dcp2_smoke --kernels FATBIN [--nccl LIB] [--ranks N] [--dcp D] [--quick]");
   if (access (fatbin, R_OK) < 0)
     die ("the image has no prebaked DCP2 kernels at %s", fatbin);
+  /* What the container got of its launch contract, for imgbuild to check. */
+  struct statvfs sv;
+  struct rlimit rl;
+  if (statvfs ("/dev/shm", &sv) == 0 && getrlimit (RLIMIT_MEMLOCK, &rl) == 0)
+    {
+      char ml[32];
+      if (rl.rlim_cur == RLIM_INFINITY)
+        snprintf (ml, sizeof (ml), "unlimited");
+      else
+        snprintf (ml, sizeof (ml), "%llu", (unsigned long long) rl.rlim_cur);
+      printf ("dcp2_smoke: container: /dev/shm %llu bytes, memlock %s\n",
+              (unsigned long long) sv.f_blocks * (unsigned long long) sv.f_frsize, ml);
+    }
   if (probe_dir)
     {
       /* In a child: CUDA may not be initialised before the ranks' fork(). */

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 typedef int CUresult;
 typedef int CUdevice;
@@ -379,6 +380,8 @@ kprobe_run (const char *dir)
     }
   struct gpu g = { .index = -1 };
   int failed = 0, probes = 0;
+  struct timespec t0, t1;
+  clock_gettime (CLOCK_MONOTONIC, &t0);
   while (fgets (line, sizeof (line), m))
     {
       line[strcspn (line, "\n")] = '\0';
@@ -399,6 +402,8 @@ kprobe_run (const char *dir)
       probes++;
     }
   fclose (m);
-  printf ("dcp2_smoke: kernel probe: %d of %d kernel%s failed\n", failed, probes, probes == 1 ? "" : "s");
+  clock_gettime (CLOCK_MONOTONIC, &t1);
+  printf ("dcp2_smoke: kernel probe: %d of %d kernel%s failed (%.2f s)\n", failed, probes, probes == 1 ? "" : "s",
+          (double) (t1.tv_sec - t0.tv_sec) + (double) (t1.tv_nsec - t0.tv_nsec) / 1e9);
   return failed;
 }

@@ -84,7 +84,7 @@ step "base: stand-in + this machine's NCCL"
 expect 0 base "$OUT/base.txt" "$IB" tests/gpu/nccl-layer
 
 step "imgbuild dsv41-flash-dcp2 --smoke=required, $ngpu ranks"
-expect 0 smoke-all "$OUT/smoke-all.txt" "$IB" --smoke=required dsv41-flash-dcp2 -t dcp2-all:1
+IMGBUILD_SMOKE_LOG=$OUT/smoke-all.raw.log expect 0 smoke-all "$OUT/smoke-all.txt" "$IB" --smoke=required dsv41-flash-dcp2 -t dcp2-all:1
 expect_in "$OUT/smoke-all.txt" 'smoke: pass' smoke-all
 expect_in "$OUT/smoke-all.txt" 'tagged dcp2-all:1' smoke-all
 show '^(case|nccl|kernel|dcp2_smoke)|tagged|error|smoke:' "$OUT/smoke-all.txt" 60
@@ -97,7 +97,7 @@ expect_in "$OUT/smoke-all.txt" 'smoke: NCCL [0-9.]+\+cuda[0-9.]+ loaded' nccl-ve
 grep -a 'NCCL INFO' "$OUT/smoke-all.txt" >/dev/null && fail "smoke-all: NCCL's INFO lines were shown to people"
 "$IV" --json dcp2-all:1 >"$OUT/verify.json" 2>"$OUT/verify.txt" || true
 "$IV" dcp2-all:1 >>"$OUT/verify.txt" 2>&1 || true
-expect_in "$OUT/verify.txt" 'kernel dcp2_a2a_combine_f32: pass on NVIDIA H200 \(9\.0\), sm_90a' recorded
+expect_in "$OUT/verify.txt" 'kernel dcp2_a2a_combine_f32: pass \(NVIDIA H200, 9\.0\), sm_90a, launched' recorded
 expect_in "$OUT/verify.txt" 'kernel trtllm_dcp_alltoall: not on this machine' recorded
 step "the smoke report of dcp2-all:1 (its JSON)"
 "$IB" --smoke=required --json dsv41-flash-dcp2 -t dcp2-json:1 >"$OUT/smoke-all.json" 2>/dev/null || fail "smoke --json"
@@ -167,7 +167,7 @@ expect_in "$OUT/planted-corrupt.txt" 'error: .*kernel (probe failed|dcp2_a2a_com
 show 'error|kernel probe' "$OUT/planted-corrupt.txt" 5
 
 step "NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 in the image: expect-transport P2P fails (7), naming the fallback"
-expect 7 p2p-off "$OUT/p2p-off.txt" "$IB" --smoke=required /tmp/ib-gdefs/p2p-off
+IMGBUILD_SMOKE_LOG=$OUT/p2p-off.raw.log expect 7 p2p-off "$OUT/p2p-off.txt" "$IB" --smoke=required /tmp/ib-gdefs/p2p-off
 expect_in "$OUT/p2p-off.txt" 'warning: the image sets NCCL_P2P_DISABLE=1' p2p-off
 expect_in "$OUT/p2p-off.txt" 'error: .*expect-transport P2P: NCCL connected .* via NET/Socket' p2p-off
 show 'warning|smoke: NCCL|error' "$OUT/p2p-off.txt" 12
@@ -178,19 +178,29 @@ expect 0 nccl-conf "$OUT/nccl-conf.txt" "$IB" --smoke=required /tmp/ib-gdefs/ncc
 expect_in "$OUT/nccl-conf.txt" 'warning: the image has /etc/nccl.conf' nccl-conf
 show 'warning|smoke: NCCL' "$OUT/nccl-conf.txt" 8
 
-for size in 64m 256k; do
+for size in 8g 64m 1m; do
   sed "s/SHM_SIZE/$size/" tests/gpu/defs/tiny-shm/image.conf >/tmp/ib-gdefs/tiny-shm/image.conf
-  if [ $size = 64m ]; then
-    step "a contract with a 64 MB /dev/shm (what NCCL does with it, recorded)"
-    "$IB" --smoke=required /tmp/ib-gdefs/tiny-shm -t dcp2-shm64m:1 >"$OUT/shm-64m.txt" 2>&1 && echo "   64m: pass" | tee -a "$OUT/summary.txt" || echo "   64m: exit $?" | tee -a "$OUT/summary.txt"
-    show 'error|NCCL WARN|smoke: (pass|FAIL)' "$OUT/shm-64m.txt" 6
-  else
-    step "a contract with a 256 KiB /dev/shm: fails (7) with NCCL's message"
-    expect 7 tiny-shm "$OUT/shm-256k.txt" "$IB" --smoke=required /tmp/ib-gdefs/tiny-shm
-    expect_in "$OUT/shm-256k.txt" 'error: .*NCCL said: .*' tiny-shm
-    show 'error|NCCL WARN' "$OUT/shm-256k.txt" 6
-  fi
+  export IMGBUILD_SMOKE_LOG=$OUT/shm-$size.raw.log
+  case $size in
+    8g)
+      step "NCCL over SHM (P2P off in the image), the contract's /dev/shm 8g: passes (0), expect-transport SHM"
+      expect 0 shm-8g "$OUT/shm-8g.txt" "$IB" --smoke=required /tmp/ib-gdefs/tiny-shm -t dcp2-shm8g:1
+      expect_in "$OUT/shm-8g.txt" 'smoke: NCCL 0\[0\] -> 1\[1\] via SHM' shm-8g
+      expect_in "$OUT/shm-8g.txt" 'smoke: the container had a /dev/shm of 85899[0-9]+ bytes' shm-8g ;;
+    64m)
+      step "the same with a 64 MB /dev/shm (what NCCL does with it, recorded)"
+      "$IB" --smoke=required /tmp/ib-gdefs/tiny-shm -t dcp2-shm64m:1 >"$OUT/shm-64m.txt" 2>&1 \
+        && echo "   64m: pass" | tee -a "$OUT/summary.txt" || echo "   64m: exit $?" | tee -a "$OUT/summary.txt" ;;
+    1m)
+      step "the same with a 1 MB /dev/shm: fails (7) with NCCL's own message"
+      expect 7 shm-1m "$OUT/shm-1m.txt" "$IB" --smoke=required /tmp/ib-gdefs/tiny-shm -t dcp2-shm1m:1
+      expect_in "$OUT/shm-1m.txt" 'smoke: the container had a /dev/shm of 1048576 bytes' shm-1m
+      expect_in "$OUT/shm-1m.txt" 'error: .*NCCL said: .*' shm-1m
+      not_tagged dcp2-shm1m:1 ;;
+  esac
+  show 'error|NCCL WARN|smoke: (pass|FAIL|NCCL)' "$OUT/shm-$size.txt" 6
 done
+unset IMGBUILD_SMOKE_LOG
 
 step "imgverify --kernels against cuobjdump"
 so=$(find /tmp/ib-store/imgbuild/rootfs -name 'libflashinfer_dcp.so' | head -1)
