@@ -14,7 +14,7 @@ enum
   SET_IPC = 2,
   SET_DEVICES = 4,
   SET_MEMLOCK = 8,
-  SET_CAPS = 16,
+  SET_CAPS = 16, /* ib_contract_from_json clears it between capabilities */
 };
 
 void
@@ -195,4 +195,34 @@ ib_contract_json (const struct ib_contract *c)
   for (size_t i = 0; i < c->n_caps; i++)
     cJSON_AddItemToArray (caps, cJSON_CreateString (c->caps[i]));
   return o;
+}
+
+int
+ib_contract_from_json (const cJSON *j, struct ib_contract *c, ib_error_t *err)
+{
+  ib_contract_init (c);
+  static const char *const keys[][2] = { { "shm_size", "shm-size" }, { "ipc", "ipc" }, { "devices", "devices" },
+                                         { "memlock", "memlock" } };
+  for (size_t i = 0; i < sizeof (keys) / sizeof (keys[0]); i++)
+    {
+      const char *v = cJSON_GetStringValue (cJSON_GetObjectItemCaseSensitive (j, keys[i][0]));
+      char *w[2] = { (char *) keys[i][1], (char *) v };
+      if (v && ib_contract_line (c, w, 2, "the recorded launch contract", err) < 0)
+        {
+          ib_contract_clear (c);
+          return -1;
+        }
+    }
+  const cJSON *cap;
+  cJSON_ArrayForEach (cap, cJSON_GetObjectItemCaseSensitive (j, "capabilities"))
+  {
+    char *w[2] = { "cap-add", cJSON_GetStringValue (cap) };
+    c->set &= ~16u; /* one capability at a time */
+    if (w[1] && ib_contract_line (c, w, 2, "the recorded launch contract", err) < 0)
+      {
+        ib_contract_clear (c);
+        return -1;
+      }
+  }
+  return 0;
 }

@@ -48,5 +48,7 @@ bool ib_contract_has_gpu (const struct ib_contract *c, int index);
 
 /* {"shm_size","ipc","devices","memlock","capabilities"} */
 cJSON *ib_contract_json (const struct ib_contract *c);
+/* The inverse (a provenance's record): C starts from the defaults. */
+int ib_contract_from_json (const cJSON *j, struct ib_contract *c, ib_error_t *err);
 
 #endif

@@ -24,7 +24,9 @@ ib_gpu_parse (const char *text, struct ib_gpu **out, size_t *n, ib_error_t *err)
       l = e ? e + 1 : NULL;
       struct ib_gpu g = { 0 };
       int name_at = 0;
-      if (sscanf (line, "%d\t%u.%u\t%n", &g.index, &g.cc.major, &g.cc.minor, &name_at) != 3 || name_at == 0)
+      const char *tab1 = strchr (line, '\t'), *tab2 = tab1 ? strchr (tab1 + 1, '\t') : NULL;
+      if (tab2 == NULL || sscanf (line, "%d\t%u.%u\t%n", &g.index, &g.cc.major, &g.cc.minor, &name_at) != 3
+          || name_at != tab2 - line + 1)
         {
           free (*out);
           *out = NULL;

@@ -134,7 +134,10 @@ static const char usage[] =
     "  --run REF [--gpus] -- PROGRAM [ARG...]\n"
     "                            run PROGRAM (a file of this machine, bound in\n"
     "                            read-only) inside image REF with runc, the GPUs\n"
-    "                            injected with --gpus; exits with its status\n"
+    "                            injected with --gpus, under the launch contract\n"
+    "                            recorded for REF ([run]/[smoke]: /dev/shm size,\n"
+    "                            ipc, devices, memlock, capabilities); exits with\n"
+    "                            its status\n"
     "  --diff A B                what changed from A to B (references, or a\n"
     "                            definition folder: its overlay over its base,\n"
     "                            as it would be built): files added, removed,\n"
@@ -438,8 +441,34 @@ native_of_image (const char *store_path, const struct ib_remote_options *remote,
   return st.errors ? IB_ESYMBOLS : 0;
 }
 
+/* The launch contract recorded for IMG (its latest provenance record that
+ * has one), else the defaults. */
+static int
+recorded_contract (struct ib_store *s, const struct ib_image *img, struct ib_contract *c, ib_error_t *err)
+{
+  cJSON **docs = NULL;
+  size_t n = 0;
+  ib_contract_init (c);
+  if (ib_provenance_read_all (s, img, &docs, &n, err) < 0)
+    return -1;
+  int r = 0;
+  for (size_t i = n; i-- > 0;)
+    {
+      const cJSON *j = cJSON_GetObjectItemCaseSensitive (docs[i], "contract");
+      if (j)
+        {
+          ib_contract_clear (c);
+          r = ib_contract_from_json (j, c, err);
+          break;
+        }
+    }
+  ib_provenance_free (docs, n);
+  return r;
+}
+
 /* Run PROGRAM (from this machine) inside the image REF with a real runtime,
- * GPUs injected when asked: the smoke gate's runner, by hand. */
+ * GPUs injected when asked: the smoke gate's runner, by hand, with the
+ * launch contract recorded for the image. */
 static int
 run_in_image (const char *store_path, const struct ib_remote_options *remote, const char *ref, bool gpus, int argc,
               char **argv)
@@ -451,6 +480,10 @@ run_in_image (const char *store_path, const struct ib_remote_options *remote, co
   int r = ib_image_open_in_place (root, ref, NULL, remote, &s, &img, &err);
   cleanup_free char *target = NULL;
   struct ib_run_result res = { 0 };
+  struct ib_contract contract;
+  ib_contract_init (&contract);
+  if (r == 0)
+    r = recorded_contract (s, img, &contract, &err);
   if (r == 0)
     {
       const char *base = strrchr (argv[0], '/') ? strrchr (argv[0], '/') + 1 : argv[0];
@@ -458,12 +491,13 @@ run_in_image (const char *store_path, const struct ib_remote_options *remote, co
       char *env[] = { "NCCL_NVLS_ENABLE=0" };
       struct ib_run_options o = { .program = argv[0], .program_target = target, .args = argv + 1,
                                   .n_args = (size_t) argc - 1, .env = env, .n_env = 1, .gpus = gpus,
-                                  .timeout_s = 600 };
+                                  .timeout_s = 600, .contract = &contract };
       r = ib_run_image (s, img, &o, &res, &err);
     }
   if (r == 0)
     fputs (res.output ? res.output : "", stdout);
   int code = r < 0 ? ib_error_report ("imgverify", &err) : res.exit_code;
+  ib_contract_clear (&contract);
   ib_run_result_clear (&res);
   ib_image_free (img);
   ib_store_free (s);

@@ -96,3 +96,110 @@ t_image_without_nccl_fails_the_smoke_gate() {
     "$IB" d/dsv41-flash-dcp2 --from no-nccl:1 -t dcp2-no-nccl:1
   refute skopeo inspect "oci:$IMGBUILD_STORE:dcp2-no-nccl:1" >/dev/null 2>&1
 }
+
+# Issue 16: the kernel probe, NCCL's configuration, the launch contract.
+
+t_static_kernel_gate_passes_a_planted_fatbin() {
+  # The fault the kernel probe exists for: a cubin whose names and
+  # architectures are right (the static gate reads those) but that asks for
+  # 256 KiB of shared memory, more than any GPU gives a block.  Built here,
+  # the static gate passes it; on the GPU machine the probe fails it
+  # (tests/gpu/smoke.sh, results in tests/gpu/results/h200x2-issue16).
+  local nvcc=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
+  build_base
+  "$IB" -q dsv41-flash-dcp2 -t dcp2-all:1 >/dev/null
+  "$nvcc" -fatbin -gencode arch=compute_90a,code=sm_90a -gencode arch=compute_121a,code=sm_121a \
+    -o good.fatbin "$ROOT/kernels/dcp2/dcp2_kernels.cu"
+  mkdir -p def
+  python3 "$ROOT/tests/gpu/plant-cubin.py" good.fatbin def/planted.fatbin --sm 90 --kernel dcp2_attn_partial_f32 smem 262144
+  # The ELF section's size, and nothing else, changed.
+  [ "$(cmp -l good.fatbin def/planted.fatbin | wc -l)" -ge 1 ]
+  [ "$(cmp -l good.fatbin def/planted.fatbin | wc -l)" -le 8 ]
+  sed 's/^from = .*/from = dcp2-all:1/' "$ROOT/tests/gpu/defs/planted-smem/image.conf" >def/image.conf
+  "$IB" --json def >report.json 2>err.txt
+  jq -e '.gates[] | select(.name == "kernels") | .status == "pass"' report.json
+  jq -e '.gates[] | select(.name == "smoke") | .status == "skip"' report.json
+  # Without a GPU the probe cannot run: --smoke=required refuses to tag.
+  expect_fail 7 'smoke: --smoke=required, but this machine has no GPU' "$IB" --smoke=required def -t planted:2
+}
+
+t_nccl_configuration_of_the_image_is_warned_about() {
+  build_base
+  "$IB" -q dsv41-flash-dcp2 -t dcp2-all:1 >/dev/null
+  mkdir -p def
+  printf 'NCCL_IGNORE_CPU_AFFINITY=1\nNCCL_SOCKET_IFNAME=eth0\n' >def/nccl.conf
+  cat >def/image.conf <<'CONF'
+[image]
+name = conf:1
+from = dcp2-all:1
+
+[copy]
+file nccl.conf /etc/nccl.conf
+
+[new]
+/etc/nccl.conf
+
+[env]
+NCCL_P2P_DISABLE = 1
+DSV41_DCP_STAGE = 3
+
+[smoke]
+kernels /usr/local/lib/python3.12/dist-packages/vllm/prebaked/dcp2/dcp2_kernels.fatbin
+CONF
+  "$IB" def 2>err.txt >/dev/null
+  grep -q 'smoke: warning: the image sets NCCL_P2P_DISABLE=1' err.txt
+  grep -q 'smoke: warning: the image has /etc/nccl.conf (NCCL reads it on every node): NCCL_IGNORE_CPU_AFFINITY=1 NCCL_SOCKET_IFNAME=eth0' err.txt
+  refute grep -q 'DSV41_DCP_STAGE' err.txt
+  "$IB" --json def -t conf:2 >report.json 2>/dev/null
+  jq -e '[.problems[] | select(.gate == "smoke" and .severity == "warning")] | length == 2' report.json
+  jq -e '.smoke.nccl_config | length == 2' report.json
+  jq -e '.smoke.nccl_config[1].file == "/etc/nccl.conf"' report.json
+  # The same image without them: no warning.
+  "$IB" dsv41-flash-dcp2 2>err2.txt >/dev/null
+  refute grep -q 'NCCL' err2.txt
+}
+
+t_launch_contract_is_recorded_and_used_by_the_runner() {
+  build_base
+  hello_program
+  copy_images d
+  # The default: /dev/shm 8 GiB, no capabilities.
+  "$IB" -q d/dsv41-flash-dcp2 -t plain:1 >/dev/null
+  "$IV" --run plain:1 -- "$PWD/hello" /proc/mounts >mounts.txt
+  grep -Eq '^shm /dev/shm tmpfs .*size=8388608k' mounts.txt
+  "$IV" --run plain:1 -- "$PWD/hello" /proc/self/status >status.txt
+  grep -Eq '^CapEff:\s+0000000000000000$' status.txt
+  # [run] and [smoke] write the contract; the provenance keeps it, and
+  # imgverify --run uses it: a 64 MiB /dev/shm, CAP_IPC_LOCK.
+  printf '\n[run]\nshm-size 64m\ncap-add IPC_LOCK\n' >>d/dsv41-flash-dcp2/image.conf
+  "$IB" --json d/dsv41-flash-dcp2 -t contract:1 >report.json 2>/dev/null
+  jq -e '.smoke.contract == {"shm_size":"64m","ipc":"private","devices":"all","memlock":"keep","capabilities":["CAP_IPC_LOCK"]}' report.json
+  "$IV" --run contract:1 -- "$PWD/hello" /proc/mounts >mounts.txt
+  grep -Eq '^shm /dev/shm tmpfs .*size=65536k' mounts.txt
+  "$IV" --run contract:1 -- "$PWD/hello" /proc/self/status >status.txt
+  grep -Eq '^CapEff:\s+0000000000004000$' status.txt
+  # ipc host: no IPC namespace of its own, the host's /dev/shm.
+  sed -i 's/^shm-size 64m$/ipc host/' d/dsv41-flash-dcp2/image.conf
+  "$IB" -q d/dsv41-flash-dcp2 -t hostipc:1 >/dev/null
+  "$IV" --run hostipc:1 -- "$PWD/hello" /proc/self/ns/ipc >/dev/null 2>&1 || true
+  "$IV" --run hostipc:1 -- "$PWD/hello" /proc/mounts >mounts.txt
+  refute grep -Eq '^shm /dev/shm tmpfs .*size=65536k' mounts.txt
+  # A contract line that is wrong stops the build at the definition.
+  sed -i 's/^ipc host$/shm-size lots/' d/dsv41-flash-dcp2/image.conf
+  expect_fail 3 "image.conf:[0-9]+: shm-size \`lots\` is not a size" "$IB" d/dsv41-flash-dcp2
+}
+
+t_kernel_probe_without_a_driver_says_so() {
+  build_base
+  "$IB" -q dsv41-flash-dcp2 >/dev/null
+  mkdir -p probe
+  printf '0\tx.cubin\tsm_90a\t/f.fatbin\tk\t-\n' >probe/manifest
+  rc=0
+  "$IV" --run dsv41-flash-dcp2:local -- "$ROOT/${IB_BUILD:-build}/dcp2_smoke" --kernels "$SITE/vllm/prebaked/dcp2/dcp2_kernels.fatbin" \
+    --nccl "$SITE/nvidia/nccl/lib/libnccl.so.2" --probe /tmp >out.txt 2>&1 || rc=$?
+  cat out.txt
+  [ "$rc" = 2 ]
+  # It says what the container got of its contract, then why it stopped.
+  grep -Eq '^dcp2_smoke: container: /dev/shm 8589934592 bytes, memlock' out.txt
+  grep -q 'dcp2_smoke: kernel probe: cannot load the CUDA driver' out.txt
+}
