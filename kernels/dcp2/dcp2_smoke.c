@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -114,12 +115,19 @@ struct rank_ctx
 static void
 die (const char *fmt, ...)
 {
+  /* One write: the ranks die at once, and their lines must not mix. */
+  char msg[2048];
   va_list ap;
   va_start (ap, fmt);
-  fputs ("dcp2_smoke: ", stderr);
-  vfprintf (stderr, fmt, ap);
-  fputc ('\n', stderr);
+  int n = snprintf (msg, sizeof (msg), "dcp2_smoke: ");
+  n += vsnprintf (msg + n, sizeof (msg) - (size_t) n - 1, fmt, ap);
   va_end (ap);
+  if (n > (int) sizeof (msg) - 2)
+    n = (int) sizeof (msg) - 2;
+  msg[n++] = '\n';
+  fflush (stdout);
+  if (write (2, msg, (size_t) n) < 0)
+    exit (2);
   exit (2);
 }
 
@@ -781,16 +789,34 @@ main (int argc, char **argv)
       if (pids[r] < 0)
         die ("fork: %s", strerror (errno));
     }
-  int failed = 0;
-  for (int r = 0; r < ranks; r++)
+  /* As the ranks end: once one has failed, the others would wait for it
+   * in NCCL until the timeout (a 64 MB /dev/shm did that on the H200s),
+   * so they are stopped. */
+  int failed = 0, left = ranks;
+  bool stopping = false;
+  while (left > 0)
     {
       int st = 0;
-      waitpid (pids[r], &st, 0);
+      pid_t w = wait (&st);
+      if (w < 0)
+        break;
+      int r = 0;
+      while (r < ranks && pids[r] != w)
+        r++;
+      if (r == ranks)
+        continue;
+      pids[r] = 0;
+      left--;
       if (!WIFEXITED (st) || WEXITSTATUS (st) != 0)
         {
           failed++;
-          fprintf (stderr, "dcp2_smoke: rank %d %s %d\n", r, WIFEXITED (st) ? "exited with" : "killed by signal",
-                   WIFEXITED (st) ? WEXITSTATUS (st) : WTERMSIG (st));
+          fprintf (stderr, "dcp2_smoke: rank %d %s %d%s\n", r, WIFEXITED (st) ? "exited with" : "killed by signal",
+                   WIFEXITED (st) ? WEXITSTATUS (st) : WTERMSIG (st),
+                   stopping ? " (stopped: another rank had failed)" : "");
+          for (int k = 0; !stopping && k < ranks; k++)
+            if (pids[k] > 0)
+              kill (pids[k], SIGKILL);
+          stopping = true;
         }
     }
   char id[4200];

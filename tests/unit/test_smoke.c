@@ -182,6 +182,16 @@ nccl_log_quotes_the_cause (struct test_ctx *t)
   CHECK (t, l.n_pairs && l.pairs[0].others && strcmp (l.pairs[0].others, "NET/IB/1/GDRDMA") == 0);
   CHECK (t, ib_nccl_log_unexpected (&l, "NET/IB") == NULL);
   ib_nccl_log_clear (&l);
+  /* The real thing: NCCL 2.28 with its cuMem allocations off, SHM, a 1 MiB
+   * /dev/shm (tests/gpu/defs/tiny-shm). */
+  char *real = fixture ("nccl-2.28-h200x2-shm1m.log");
+  ib_nccl_log_parse (real, &l);
+  cause = ib_nccl_log_cause (&l);
+  CHECK (t, cause && strstr (cause, "Error: failed to extend /dev/shm/nccl-") == cause);
+  CHECK (t, cause && strstr (cause, "to 9637892 bytes, error: No space left on device (28)") != NULL);
+  CHECK (t, l.n_pairs == 0);
+  ib_nccl_log_clear (&l);
+  free (real);
 }
 
 void
