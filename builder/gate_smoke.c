@@ -75,13 +75,19 @@ find_nccl (struct ib_build *b, char **out, ib_error_t *err)
   return 0;
 }
 
-/* The report's smoke object (made once). */
+/* The report's smoke object (made once, "fail" until record() says
+ * otherwise: a gate that stops on an error before the run failed). */
 static cJSON *
 smoke_json (struct ib_build *b)
 {
   cJSON *r = ib_report_json (b->report);
   cJSON *s = cJSON_GetObjectItemCaseSensitive (r, "smoke");
-  return s ? s : cJSON_AddObjectToObject (r, "smoke");
+  if (s == NULL)
+    {
+      s = cJSON_AddObjectToObject (r, "smoke");
+      cJSON_AddStringToObject (s, "status", "fail");
+    }
+  return s;
 }
 
 static void
