@@ -307,9 +307,8 @@ plan_kernels (struct ib_build *b, const char *dir, struct ib_kplan *plan, ib_err
 /* The container's /dev/shm and memlock limit as the program saw them,
  * against the contract: the smoke test ran with exactly that contract. */
 static int
-contract_seen (struct ib_build *b, const char *out, ib_error_t *err)
+contract_seen (struct ib_build *b, const struct ib_contract *k, const char *out, ib_error_t *err)
 {
-  const struct ib_contract *k = &b->def->contract;
   const char *at = out ? strstr (out, "dcp2_smoke: container: /dev/shm ") : NULL;
   unsigned long long shm = 0;
   char ml[32] = "";
@@ -332,7 +331,8 @@ contract_seen (struct ib_build *b, const char *out, ib_error_t *err)
 /* What the run showed: the probe's and NCCL's findings into the report,
  * and the error when it failed. */
 static int
-judge (struct ib_build *b, const struct ib_kplan *plan, const struct ib_run_result *res, ib_error_t *err)
+judge (struct ib_build *b, const struct ib_contract *k, const struct ib_kplan *plan, const struct ib_run_result *res,
+       ib_error_t *err)
 {
   const struct ib_definition *d = b->def;
   cJSON *s = smoke_json (b);
@@ -356,7 +356,7 @@ judge (struct ib_build *b, const struct ib_kplan *plan, const struct ib_run_resu
                     nl.n_comms == 1 ? "" : "s");
   for (size_t i = 0; i < nl.n_settings; i++)
     ib_report_note (b->report, "smoke: NCCL setting from its environment: %s", nl.settings[i]);
-  int r = contract_seen (b, res->output, err);
+  int r = contract_seen (b, k, res->output, err);
   const struct ib_nccl_pair *odd = ib_nccl_log_unexpected (&nl, expect);
   const char *cause = ib_nccl_log_cause (&nl);
   if (r < 0)
@@ -483,7 +483,7 @@ ib_gate_smoke (struct ib_build *b, ib_error_t *err)
       cleanup_free char *shown = ib_nccl_log_strip_info (res.output);
       fprintf (stderr, "%s", shown);
     }
-  r = judge (b, &plan, &res, err);
+  r = judge (b, &eff, &plan, &res, err);
   record (b, r == 0 ? "pass" : "fail", &res, secs);
   ib_report_note (b->report, "smoke: %s in %.1fs (%s, %s)", r == 0 ? "pass" : "FAIL", secs, res.runtime,
                   res.gpu_source);

@@ -66,9 +66,13 @@ add_prebake (cJSON *doc, struct ib_build *b)
 static void
 add_smoke (cJSON *doc, struct ib_build *b)
 {
-  if (b->def->has_smoke || b->def->contract.set)
-    cJSON_AddItemToObject (doc, "contract", ib_contract_json (&b->def->contract));
   const cJSON *sm = cJSON_GetObjectItemCaseSensitive (ib_report_json (b->report), "smoke");
+  /* The contract the smoke test ran with (a recipe may size /dev/shm). */
+  const cJSON *ran = cJSON_GetObjectItemCaseSensitive (sm, "contract");
+  if (ran)
+    cJSON_AddItemToObject (doc, "contract", cJSON_Duplicate (ran, true));
+  else if (b->def->has_smoke || b->def->contract.set)
+    cJSON_AddItemToObject (doc, "contract", ib_contract_json (&b->def->contract));
   if (sm == NULL)
     return;
   cJSON *copy = cJSON_Duplicate (sm, true);
