@@ -53,6 +53,9 @@ recipe_toml_errors_name_the_line (struct test_ctx *ctx)
     { "required_nodes = 0\n", "r.toml:1: required_nodes: 0 is not a positive count" },
     { "args = [\"--decode-context-parallel-size\", \"two\"]\n", "r.toml:1: --decode-context-parallel-size: `two`" },
     { "[[extra_mounts]]\nhost = \"/x\"\n", "r.toml:1: [[extra_mounts]] without `container`" },
+    /* What toml++ 3.3.0 would meet with undefined behaviour (fuzz_recipe). */
+    { "# \xc3\x97 in a comment line is fine\na = 1 \xc3\x97\n", "r.toml:2: U+00D7 outside a comment line" },
+    { "a = \"\xe3\x80\x94\"\n", "r.toml:1: U+3014 outside a comment line" },
   };
   for (size_t i = 0; i < sizeof (cases) / sizeof (cases[0]); i++)
     {
