@@ -33,6 +33,8 @@ struct ib_build_options
   const char *platform;  /* OS/ARCH */
   char *const *outputs;  /* references to write the image to after the tag */
   size_t n_outputs;
+  char *const *reports;  /* --report junit:FILE / json:FILE (junit.h) */
+  size_t n_reports;
   struct ib_remote_options remote; /* registries: TLS, credentials */
   char *const *load_hosts; /* --load: Docker Engines to load the tagged image
                               into ("" this machine's), in parallel */
@@ -63,6 +65,7 @@ struct ib_build
   struct ib_layer_result prebake_layer; /* when the definition prebakes */
   struct ib_image *image;        /* the candidate, untagged until every gate passed */
   size_t first_overlay_layer;    /* the layers from here on are this build's */
+  long long started;             /* Unix time the build started (provenance) */
   bool keep_going;               /* run every gate even after one failed (imgverify) */
   struct ib_fsview *image_view;  /* the candidate's merged file system */
   struct ib_report *report;

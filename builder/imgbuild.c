@@ -13,6 +13,7 @@
 #include "build.h"
 #include "drift.h"
 #include "load_nodes.h"
+#include "junit.h"
 
 #ifndef IB_IMAGES_DIR
 #define IB_IMAGES_DIR "/usr/local/share/imgbuild/images"
@@ -111,6 +112,11 @@ static const char usage[] =
     "                          each gate's pass, fail or skip (with its reason),\n"
     "                          every problem found, the one that stopped the\n"
     "                          build first and marked \"stopped\"\n"
+    "      --report junit:FILE|json:FILE\n"
+    "                          also write the report to FILE, pass or fail: JUnit\n"
+    "                          XML (one test case per gate and per requirement\n"
+    "                          line, a failure naming the file and line), or the\n"
+    "                          --json document; repeatable\n"
     "  -q, --quiet             no progress on stderr (errors still go there)\n"
     "  -h, --help              this text\n"
     "  -V, --version           the version\n"
@@ -151,6 +157,8 @@ struct cli
   char **load_hosts;
   size_t n_load_hosts;
   const char *nodes_file;
+  char **reports;
+  size_t n_reports;
   bool lock;
   bool gc;
 };
@@ -182,6 +190,7 @@ parse_args (int argc, char **argv, struct cli *c)
     OPT_LOCK,
     OPT_ALLOW_UNSAFE_BASE,
     OPT_GC,
+    OPT_REPORT,
   };
   static const struct option longopts[] = {
     { "file", required_argument, NULL, 'f' },         { "tag", required_argument, NULL, 't' },
@@ -194,6 +203,7 @@ parse_args (int argc, char **argv, struct cli *c)
     { "tls-verify", required_argument, NULL, OPT_TLS_VERIFY }, { "authfile", required_argument, NULL, OPT_AUTHFILE },
     { "lock", no_argument, NULL, OPT_LOCK },
     { "allow-unsafe-base", no_argument, NULL, OPT_ALLOW_UNSAFE_BASE }, { "gc", no_argument, NULL, OPT_GC },
+    { "report", required_argument, NULL, OPT_REPORT },
     { "quiet", no_argument, NULL, 'q' },              { "help", no_argument, NULL, 'h' },
     { "version", no_argument, NULL, 'V' },            { NULL, 0, NULL, 0 },
   };
@@ -229,6 +239,18 @@ parse_args (int argc, char **argv, struct cli *c)
         break;
       case OPT_AUTHFILE: c->opt.remote.auth_file = optarg; break;
       case OPT_ALLOW_UNSAFE_BASE: c->opt.allow_unsafe_base = true; break;
+      case OPT_REPORT:
+        {
+          ib_error_t e = NULL;
+          if (ib_report_spec_check (optarg, &e) < 0)
+            {
+              fprintf (stderr, "imgbuild: %s\n", e->msg);
+              ib_error_release (&e);
+              return -1;
+            }
+          push_arg (&c->reports, &c->n_reports, optarg);
+          break;
+        }
       case OPT_TLS_VERIFY:
         if (ib_parse_tls_verify (optarg, &c->opt.remote) < 0)
           {
@@ -272,6 +294,8 @@ parse_args (int argc, char **argv, struct cli *c)
     }
   c->opt.outputs = c->outputs;
   c->opt.n_outputs = c->n_outputs;
+  c->opt.reports = c->reports;
+  c->opt.n_reports = c->n_reports;
   return 0;
 }
 
@@ -364,6 +388,7 @@ main (int argc, char **argv)
       free (c.load_hosts);
       free (c.outputs);
       free (c.build_args);
+      free (c.reports);
       return r < 0 ? ib_error_report ("imgbuild", &err) : 0;
     }
   ib_digest manifest;
@@ -377,5 +402,6 @@ main (int argc, char **argv)
   free (c.load_hosts);
   free (c.outputs);
   free (c.build_args);
+  free (c.reports);
   return r < 0 ? ib_error_report ("imgbuild", &err) : 0;
 }

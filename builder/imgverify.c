@@ -12,6 +12,7 @@
 #include "bundle.h"
 #include "gates.h"
 #include "imgdiff.h"
+#include "junit.h"
 #include "triage.h"
 #include "provenance.h"
 #include "recipes.h"
@@ -179,6 +180,12 @@ static const char usage[] =
     "  --authfile FILE           registry credentials (auths.HOST.auth), instead\n"
     "                            of $REGISTRY_AUTH_FILE or ~/.docker/config.json\n"
     "  --json                    machine-readable output\n"
+    "  --report junit:FILE|json:FILE\n"
+    "                            also write the verify report to FILE, pass or\n"
+    "                            fail: JUnit XML (one test case per gate and per\n"
+    "                            requirement line of the definitions checked, a\n"
+    "                            failure naming the file and line), or the --json\n"
+    "                            document; repeatable\n"
     "  -h, --help                this text\n"
     "\n"
     "With --json, the report is one JSON document on stdout (schema\n"
@@ -623,6 +630,7 @@ main (int argc, char **argv)
     OPT_LDD,
     OPT_RECIPE,
     OPT_HOST,
+    OPT_REPORT,
   };
   static const struct option longopts[] = {
     { "python-symbols", no_argument, NULL, OPT_PY },
@@ -650,6 +658,7 @@ main (int argc, char **argv)
     { "ldd", no_argument, NULL, OPT_LDD },
     { "recipe", required_argument, NULL, OPT_RECIPE },
     { "host", required_argument, NULL, OPT_HOST },
+    { "report", required_argument, NULL, OPT_REPORT },
     { "help", no_argument, NULL, 'h' },
     { NULL, 0, NULL, 0 },
   };
@@ -661,6 +670,8 @@ main (int argc, char **argv)
   struct ib_triage_options to = { 0 };
   bool diff = false;
   const char *recipe = NULL;
+  char *reports[16];
+  size_t n_reports = 0;
   int o;
   while ((o = getopt_long (argc, argv, "h", longopts, NULL)) != -1)
     switch (o)
@@ -701,6 +712,19 @@ main (int argc, char **argv)
         }
         break;
       case OPT_JIT: jit = true; break;
+      case OPT_REPORT:
+        {
+          ib_error_t e = NULL;
+          if (ib_report_spec_check (optarg, &e) < 0)
+            return ib_error_report ("imgverify", &e);
+          if (n_reports == sizeof (reports) / sizeof (*reports))
+            {
+              fprintf (stderr, "imgverify: at most %zu --report\n", n_reports);
+              return IB_EUSAGE;
+            }
+          reports[n_reports++] = optarg;
+          break;
+        }
       case OPT_GPU:
       case OPT_DRIVER:
         {
@@ -727,6 +751,8 @@ main (int argc, char **argv)
     return python_symbols (argc - optind, argv + optind);
   vo.store = store;
   vo.json = json;
+  vo.reports = reports;
+  vo.n_reports = n_reports;
   if (run && optind < argc)
     return run_in_image (store, &vo.remote, run, gpus, argc - optind, argv + optind);
   if (recipe && optind + 1 >= argc)

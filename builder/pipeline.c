@@ -1,5 +1,8 @@
+#include <stdio.h>
 #include <stdlib.h>
+
 #include <string.h>
+#include <time.h>
 
 #include "../transports/refs.h"
 #include "../util/cleanup.h"
@@ -7,6 +10,7 @@
 #include "build.h"
 #include "gates.h"
 #include "load_nodes.h"
+#include "junit.h"
 #include "provenance.h"
 
 int
@@ -283,10 +287,8 @@ pipeline (struct ib_build *b, ib_error_t *err)
     return -1;
   /* Every gate passed: the name is written last, in one atomic step, with
    * the provenance listed beside it. */
-  cJSON *doc = ib_provenance_of_build (b);
   struct ib_descriptor prov = { 0 };
-  int r = ib_provenance_write (b->store, b->image, doc, &prov, err);
-  cJSON_Delete (doc);
+  int r = ib_provenance_write_build (b, &prov, err);
   if (r == 0)
     r = ib_store_tag (b->store, b->name, &b->image->manifest, &prov, err);
   ib_descriptor_clear (&prov);
@@ -364,13 +366,14 @@ int
 ib_build_run (struct ib_definition *def, const struct ib_build_options *opt, ib_digest *manifest,
               ib_error_t *err)
 {
-  struct ib_build b = { .def = def, .opt = opt, .name = opt->name ? opt->name : def->name };
+  struct ib_build b = { .def = def, .opt = opt, .name = opt->name ? opt->name : def->name, .started = time (NULL) };
   if (ib_check_image_name (b.name, err) < 0)
     return -1;
   cleanup_free char *store = ib_store_default_path (opt->store);
   if (ib_store_open (store, &b.store, err) < 0)
     return -1;
   b.report = ib_report_new ("imgbuild", "imgbuild.report/v1", opt->quiet || opt->json);
+  ib_report_add_requirements (b.report, def, NULL);
   int r = pipeline (&b, err);
   if (r == 0)
     *manifest = b.image->manifest.digest;
@@ -386,6 +389,22 @@ ib_build_run (struct ib_definition *def, const struct ib_build_options *opt, ib_
       char *text = cJSON_Print (ib_report_json (b.report));
       puts (text);
       free (text);
+    }
+  ib_error_t werr = NULL;
+  if (ib_report_write_files (b.report, "imgbuild", opt->reports, opt->n_reports, &werr) < 0)
+    {
+      /* The build's own failure is what the exit code says; a report that
+       * cannot be written fails a build that passed (exit 8). */
+      if (r == 0)
+        {
+          *err = werr;
+          r = -1;
+        }
+      else
+        {
+          fprintf (stderr, "imgbuild: warning: %s\n", werr->msg);
+          ib_error_release (&werr);
+        }
     }
   build_clear (&b);
   return r < 0 ? ib_error_wrap (err, "build %s", opt->name ? opt->name : def->name) : 0;

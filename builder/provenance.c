@@ -6,6 +6,8 @@
 
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
+#include "attest.h"
+#include "sbom.h"
 
 static const char *
 relative_to (const char *path, const char *dir)
@@ -109,34 +111,77 @@ ib_provenance_of_build (struct ib_build *b)
   return doc;
 }
 
-int
-ib_provenance_write (struct ib_store *s, const struct ib_image *img, const cJSON *doc, struct ib_descriptor *out,
-                     ib_error_t *err)
+/* One layer of the artifact: STATEMENT as a blob, annotated with its
+ * predicate type (so that a reader picks the statement it wants without
+ * fetching the others, as BuildKit's attestation manifests are). */
+static cJSON *
+put_statement (struct ib_store *s, const cJSON *statement, ib_error_t *err)
 {
-  char *text = cJSON_PrintUnformatted (doc);
-  struct ib_descriptor blob = { .media_type = IB_MT_PROVENANCE, .size = strlen (text) };
-  struct ib_descriptor empty = { .media_type = IB_MT_OCI_EMPTY, .size = 2 };
+  char *text = cJSON_PrintUnformatted (statement);
+  struct ib_descriptor blob = { .media_type = IB_MT_INTOTO, .size = strlen (text) };
   int r = ib_store_put_blob (s, text, blob.size, &blob.digest, err);
   free (text);
-  if (r < 0 || ib_store_put_blob (s, "{}", 2, &empty.digest, err) < 0)
+  if (r < 0)
+    return NULL;
+  cJSON *l = ib_descriptor_to_json (&blob);
+  const cJSON *type = cJSON_GetObjectItemCaseSensitive (statement, "predicateType");
+  cJSON_AddStringToObject (cJSON_AddObjectToObject (l, "annotations"), IB_ANNOTATION_PREDICATE,
+                           cJSON_IsString (type) ? type->valuestring : "");
+  return l;
+}
+
+int
+ib_provenance_write (struct ib_store *s, const struct ib_image *img, cJSON *const *statements, size_t n,
+                     const char *definition, struct ib_descriptor *out, ib_error_t *err)
+{
+  struct ib_descriptor empty = { .media_type = IB_MT_OCI_EMPTY, .size = 2 };
+  if (ib_store_put_blob (s, "{}", 2, &empty.digest, err) < 0)
     return -1;
   cJSON *m = cJSON_CreateObject ();
   cJSON_AddNumberToObject (m, "schemaVersion", 2);
   cJSON_AddStringToObject (m, "mediaType", IB_MT_OCI_MANIFEST);
-  cJSON_AddStringToObject (m, "artifactType", IB_MT_PROVENANCE);
+  cJSON_AddStringToObject (m, "artifactType", IB_MT_INTOTO);
   cJSON_AddItemToObject (m, "config", ib_descriptor_to_json (&empty));
   cJSON *layers = cJSON_AddArrayToObject (m, "layers");
-  cJSON_AddItemToArray (layers, ib_descriptor_to_json (&blob));
+  for (size_t i = 0; i < n; i++)
+    {
+      cJSON *l = put_statement (s, statements[i], err);
+      if (l == NULL)
+        {
+          cJSON_Delete (m);
+          return -1;
+        }
+      cJSON_AddItemToArray (layers, l);
+    }
   cJSON_AddItemToObject (m, "subject", ib_descriptor_to_json (&img->manifest));
-  const char *file = ib_provenance_definition (doc);
-  if (*file)
-    cJSON_AddStringToObject (cJSON_AddObjectToObject (m, "annotations"), IB_ANNOTATION_DEFINITION, file);
+  if (definition && *definition)
+    cJSON_AddStringToObject (cJSON_AddObjectToObject (m, "annotations"), IB_ANNOTATION_DEFINITION, definition);
   char *mtext = cJSON_PrintUnformatted (m);
   cJSON_Delete (m);
   out->media_type = ib_xstrdup (IB_MT_OCI_MANIFEST);
   out->size = strlen (mtext);
-  r = ib_store_put_blob (s, mtext, out->size, &out->digest, err);
+  int r = ib_store_put_blob (s, mtext, out->size, &out->digest, err);
   free (mtext);
+  return r;
+}
+
+int
+ib_provenance_write_build (struct ib_build *b, struct ib_descriptor *out, ib_error_t *err)
+{
+  cJSON *doc = ib_provenance_of_build (b);
+  cleanup_free char *definition = ib_xstrdup (ib_provenance_definition (doc));
+  cJSON *st[3];
+  size_t n = 0;
+  st[n++] = ib_attest_statement (b->image, b->name, IB_PREDICATE_SLSA, ib_attest_slsa (b));
+  st[n++] = ib_attest_statement (b->image, b->name, IB_PREDICATE_BUILD, doc);
+  cJSON *sbom = NULL;
+  int r = ib_sbom_of_build (b, &sbom, err);
+  if (r == 0)
+    st[n++] = ib_attest_statement (b->image, b->name, IB_PREDICATE_SPDX, sbom);
+  if (r == 0)
+    r = ib_provenance_write (b->store, b->image, st, n, definition, out, err);
+  for (size_t i = 0; i < n; i++)
+    cJSON_Delete (st[i]);
   return r;
 }
 
@@ -147,32 +192,73 @@ ib_provenance_definition (const cJSON *doc)
   return cJSON_IsString (f) ? f->valuestring : "";
 }
 
-/* The document of the provenance artifact ART about IMG. */
+static int
+read_json (struct ib_store *s, const ib_digest *d, size_t max, cJSON **out, ib_error_t *err)
+{
+  cleanup_free char *text = NULL;
+  size_t len;
+  if (ib_store_read_blob (s, d, max, &text, &len, err) < 0)
+    return -1;
+  *out = cJSON_ParseWithLength (text, len);
+  return *out ? 0 : ib_error (err, IB_EINTEGRITY, "blob %s is not JSON", d->s);
+}
+
+/* The record of an in-toto artifact M: every statement is checked to be
+ * about IMG; the predicate of imgbuild's own is the record (*DOC stays
+ * NULL when there is none: someone else's attestation). */
+static int
+read_statements (struct ib_store *s, const struct ib_image *img, const cJSON *m, cJSON **doc, ib_error_t *err)
+{
+  const cJSON *l;
+  cJSON_ArrayForEach (l, cJSON_GetObjectItemCaseSensitive (m, "layers"))
+  {
+    const cJSON *mt = cJSON_GetObjectItemCaseSensitive (l, "mediaType");
+    if (!cJSON_IsString (mt) || strcmp (mt->valuestring, IB_MT_INTOTO) != 0)
+      continue;
+    struct ib_descriptor blob = { 0 };
+    cJSON *st = NULL;
+    int r = ib_descriptor_from_json (l, &blob, err);
+    if (r == 0)
+      r = read_json (s, &blob.digest, 64u << 20, &st, err);
+    cleanup_free char *what = ib_xasprintf ("statement %s", blob.digest.s);
+    ib_descriptor_clear (&blob);
+    if (r == 0)
+      r = ib_attest_check_statement (st, &img->manifest.digest, what, err);
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive (st, "predicateType");
+    if (r == 0 && *doc == NULL && cJSON_IsString (type) && strcmp (type->valuestring, IB_PREDICATE_BUILD) == 0)
+      *doc = cJSON_DetachItemFromObjectCaseSensitive (st, "predicate");
+    cJSON_Delete (st);
+    if (r < 0)
+      return -1;
+  }
+  return 0;
+}
+
+/* The record of the provenance artifact ART about IMG: the old format's
+ * one document, or the imgbuild predicate of an in-toto artifact. */
 static int
 read_one (struct ib_store *s, const struct ib_image *img, const struct ib_descriptor *art, cJSON **doc,
           ib_error_t *err)
 {
-  cleanup_free char *mtext = NULL, *text = NULL;
-  size_t len;
-  if (ib_store_read_blob (s, &art->digest, 1 << 20, &mtext, &len, err) < 0)
+  cJSON *m = NULL;
+  *doc = NULL;
+  if (read_json (s, &art->digest, 1 << 20, &m, err) < 0)
     return -1;
-  cJSON *m = cJSON_ParseWithLength (mtext, len);
   const cJSON *subject = cJSON_GetObjectItemCaseSensitive (cJSON_GetObjectItemCaseSensitive (m, "subject"), "digest");
+  const cJSON *type = cJSON_GetObjectItemCaseSensitive (m, "artifactType");
   struct ib_descriptor blob = { 0 };
-  int r = cJSON_IsString (subject) && strcmp (subject->valuestring, img->manifest.digest.s) == 0
-              ? ib_descriptor_from_json (cJSON_GetArrayItem (cJSON_GetObjectItemCaseSensitive (m, "layers"), 0),
-                                         &blob, err)
-              : ib_error (err, IB_EINTEGRITY, "provenance %s names another subject than %s", art->digest.s,
-                          img->manifest.digest.s);
-  cJSON_Delete (m);
-  if (r == 0)
-    r = ib_store_read_blob (s, &blob.digest, 16u << 20, &text, &len, err);
+  int r = 0;
+  if (!cJSON_IsString (subject) || strcmp (subject->valuestring, img->manifest.digest.s) != 0)
+    r = ib_error (err, IB_EINTEGRITY, "provenance %s names another subject than %s", art->digest.s,
+                  img->manifest.digest.s);
+  else if (cJSON_IsString (type) && strcmp (type->valuestring, IB_MT_INTOTO) == 0)
+    r = read_statements (s, img, m, doc, err);
+  else if ((r = ib_descriptor_from_json (cJSON_GetArrayItem (cJSON_GetObjectItemCaseSensitive (m, "layers"), 0),
+                                         &blob, err)) == 0)
+    r = read_json (s, &blob.digest, 16u << 20, doc, err);
   ib_descriptor_clear (&blob);
-  if (r < 0)
-    return -1;
-  *doc = cJSON_ParseWithLength (text, len);
-  return *doc ? 0 : ib_error (err, IB_EINTEGRITY, "provenance %s of %s is not JSON", art->digest.s,
-                              img->manifest.digest.s);
+  cJSON_Delete (m);
+  return r < 0 ? ib_error_wrap (err, "provenance %s of %s", art->digest.s, img->manifest.digest.s) : 0;
 }
 
 int
@@ -187,7 +273,7 @@ ib_provenance_read_all (struct ib_store *s, const struct ib_image *img, cJSON **
   int r = 0;
   *docs = ib_xcalloc (n_arts + 1, sizeof (**docs));
   for (size_t i = 0; r == 0 && i < n_arts; i++)
-    if ((r = read_one (s, img, &arts[i], &(*docs)[*n], err)) == 0)
+    if ((r = read_one (s, img, &arts[i], &(*docs)[*n], err)) == 0 && (*docs)[*n])
       (*n)++;
   ib_descriptors_free (arts, n_arts);
   return r < 0 ? ib_error_wrap (err, "provenance") : 0;

@@ -3,10 +3,13 @@
  *
  * It is an OCI artifact beside the image, not in it (so two builds of the
  * same content, from a definition or a Dockerfile, on any machine, still
- * have one digest): a manifest with artifactType
- * application/vnd.imgbuild.provenance.v1+json, an empty config, one blob
- * holding the JSON document (schema imgbuild.provenance/v1), and a
- * `subject` naming the image's manifest.  The store lists it in index.json
+ * have one digest): a manifest with artifactType application/vnd.in-toto+json,
+ * an empty config, one layer per in-toto statement (attest.h), and a
+ * `subject` naming the image's manifest.  The record imgverify reads (schema
+ * imgbuild.provenance/v1) is the predicate of the IB_PREDICATE_BUILD
+ * statement.  Images built before carry the old artifact (artifactType
+ * application/vnd.imgbuild.provenance.v1+json, the document as its one
+ * blob): still read.  The store lists it in index.json
  * (untagged, annotation vnd.imgbuild.subject = the image digest); oci:
  * outputs carry it too.  The image's own manifest carries the OCI
  * annotations org.opencontainers.image.base.name and base.digest.
@@ -26,9 +29,15 @@
 
 /* The document for a build whose gates have run. */
 cJSON *ib_provenance_of_build (struct ib_build *b);
-/* Store DOC as an artifact about IMG; *OUT is the artifact's manifest. */
-int ib_provenance_write (struct ib_store *s, const struct ib_image *img, const cJSON *doc, struct ib_descriptor *out,
-                         ib_error_t *err);
+/* Store STATEMENTS (in-toto Statements v1 about IMG) as one artifact
+ * about IMG: artifactType application/vnd.in-toto+json, one layer per
+ * statement annotated with its predicate type, DEFINITION (may be NULL) in
+ * IB_ANNOTATION_DEFINITION; *OUT is the artifact's manifest. */
+int ib_provenance_write (struct ib_store *s, const struct ib_image *img, cJSON *const *statements, size_t n,
+                         const char *definition, struct ib_descriptor *out, ib_error_t *err);
+/* The attestations of a build whose gates have run (attest.h: SLSA, the
+ * record of ib_provenance_of_build, the SBOM), written as above. */
+int ib_provenance_write_build (struct ib_build *b, struct ib_descriptor *out, ib_error_t *err);
 /* Every provenance document recorded for IMG in the store, in the order
  * they were recorded (*N is 0 when there is none).  Free with
  * ib_provenance_free. */

@@ -23,6 +23,7 @@ struct ib_report
   cJSON *gates;
   cJSON *problems;
   char *definition; /* what the rows and problems are about, when several are */
+  cJSON *requirements; /* ib_report_requirement's, not part of the JSON document */
 };
 
 double
@@ -46,6 +47,7 @@ ib_report_new (const char *prog, const char *schema, bool quiet)
   cJSON_AddStringToObject (r->doc, "schema", schema);
   r->gates = cJSON_AddArrayToObject (r->doc, "gates");
   r->problems = cJSON_AddArrayToObject (r->doc, "problems");
+  r->requirements = cJSON_CreateArray ();
   return r;
 }
 
@@ -55,6 +57,7 @@ ib_report_free (struct ib_report *r)
   if (r == NULL)
     return;
   cJSON_Delete (r->doc);
+  cJSON_Delete (r->requirements);
   free (r->definition);
   free (r->prog);
   free (r);
@@ -71,6 +74,27 @@ ib_report_note (struct ib_report *r, const char *fmt, ...)
   vfprintf (stderr, fmt, ap);
   fputc ('\n', stderr);
   va_end (ap);
+}
+
+void
+ib_report_requirement (struct ib_report *r, const char *gate, const char *file, const char *line,
+                       const char *origin, const char *text)
+{
+  cJSON *q = cJSON_CreateObject ();
+  cJSON_AddStringToObject (q, "gate", gate);
+  cJSON_AddStringToObject (q, "file", file);
+  cJSON_AddStringToObject (q, "line", line);
+  cJSON_AddStringToObject (q, "origin", origin);
+  cJSON_AddStringToObject (q, "text", text);
+  if (r->definition)
+    cJSON_AddStringToObject (q, "definition", r->definition);
+  cJSON_AddItemToArray (r->requirements, q);
+}
+
+const cJSON *
+ib_report_requirements (const struct ib_report *r)
+{
+  return r->requirements;
 }
 
 void

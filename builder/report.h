@@ -26,6 +26,16 @@ void ib_report_note (struct ib_report *r, const char *fmt, ...) __attribute__ ((
 /* The definition that the gate rows and problems from now on are about
  * (imgverify checks each recorded definition in turn); NULL for none. */
 void ib_report_set_definition (struct ib_report *r, const char *file);
+/* A requirement line of the current definition: GATE checks it, ORIGIN
+ * ("image.conf:31") is how the gates' messages about it begin, FILE and
+ * LINE where it is written ("" when not known: a recorded definition's
+ * lines are those of its gate sections), TEXT what it requires.  Kept for
+ * the per-line reports (JUnit), not in the JSON document;
+ * ib_report_requirements lists them, each {"gate","file","line","origin",
+ * "text"[,"definition"]}. */
+void ib_report_requirement (struct ib_report *r, const char *gate, const char *file, const char *line,
+                            const char *origin, const char *text);
+const cJSON *ib_report_requirements (const struct ib_report *r);
 /* A problem found by a gate, an error or a warning: one line on stderr as
  * it is found ("PROG: GATE: MSG", "PROG: GATE: warning: MSG"), and an
  * entry of "problems". */

@@ -10,6 +10,7 @@
 #include "../util/fsutil.h"
 #include "build.h"
 #include "gates.h"
+#include "junit.h"
 #include "provenance.h"
 #include "verify.h"
 
@@ -328,6 +329,7 @@ check_definition (struct ib_build *b, const struct ib_verify_image_options *o, c
     keep (v, &pe, "provenance");
   check_provenance (b, c, o->definition != NULL, v);
   show_recorded_smoke (b, c->record);
+  ib_report_add_requirements (b->report, c->def, o->definition ? NULL : c->file);
   b->def = c->def;
   b->definition_name = c->name;
   const cJSON *ol = cJSON_GetObjectItemCaseSensitive (c->record, "overlay_layer");
@@ -430,6 +432,16 @@ finish (struct ib_build *b, const struct ib_verify_image_options *o, struct verd
       char *text = cJSON_Print (doc);
       puts (text);
       free (text);
+    }
+  ib_error_t werr = NULL;
+  if (ib_report_write_files (b->report, "imgverify", o->reports, o->n_reports, &werr) < 0)
+    {
+      /* The verdict stands; a report that cannot be written is an
+       * environment failure only when everything passed. */
+      if (v->first == NULL)
+        return ib_error_report ("imgverify", &werr);
+      fprintf (stderr, "imgverify: warning: %s\n", werr->msg);
+      ib_error_release (&werr);
     }
   if (v->first)
     ib_error_report ("imgverify", &v->first);

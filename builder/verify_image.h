@@ -22,6 +22,8 @@ struct ib_verify_image_options
   const char *require_gates;
   bool smoke, json;
   int jobs;
+  char *const *reports; /* --report junit:FILE / json:FILE (junit.h) */
+  size_t n_reports;
   struct ib_remote_options remote;
 };
 

@@ -74,3 +74,9 @@ ib_layer_media_type_to_oci (const char *mt)
       return map[i].to;
   return NULL;
 }
+
+bool
+ib_is_attestation_type (const char *t)
+{
+  return t && (strcmp (t, IB_MT_PROVENANCE) == 0 || strcmp (t, IB_MT_INTOTO) == 0);
+}

@@ -29,7 +29,14 @@
 #define IB_ANNOTATION_BASE_NAME "org.opencontainers.image.base.name"
 #define IB_ANNOTATION_BASE_DIGEST "org.opencontainers.image.base.digest"
 #define IB_MT_OCI_EMPTY "application/vnd.oci.empty.v1+json"
+/* The provenance artifacts imgbuild wrote before it spoke in-toto: one
+ * layer, the imgbuild.provenance/v1 document.  Still read. */
 #define IB_MT_PROVENANCE "application/vnd.imgbuild.provenance.v1+json"
+/* An artifact of in-toto Statements v1 (one per layer, each layer of this
+ * media type with the annotation IB_ANNOTATION_PREDICATE), as BuildKit and
+ * cosign attach them. */
+#define IB_MT_INTOTO "application/vnd.in-toto+json"
+#define IB_ANNOTATION_PREDICATE "in-toto.io/predicate-type"
 
 struct ib_descriptor
 {
@@ -45,6 +52,8 @@ int ib_descriptor_from_json (const cJSON *j, struct ib_descriptor *d, ib_error_t
 cJSON *ib_descriptor_to_json (const struct ib_descriptor *d);
 
 bool ib_media_type_is_layer (const char *mt);
+/* Whether an artifactType is imgbuild's provenance, old or in-toto. */
+bool ib_is_attestation_type (const char *artifact_type);
 /* The OCI media type that carries the same bytes as MT (Docker's layer types
  * map to OCI's); NULL when MT is not a layer type we can carry. */
 const char *ib_layer_media_type_to_oci (const char *mt);

@@ -593,16 +593,32 @@ ib_descriptors_free (struct ib_descriptor *list, size_t n)
   free (list);
 }
 
-char *
-ib_store_artifact_definition (const struct ib_store *s, const ib_digest *art)
+static cJSON *
+artifact_manifest (const struct ib_store *s, const ib_digest *art)
 {
   cleanup_free char *text = NULL;
   size_t len;
   if (!ib_store_has_blob (s, art) || ib_store_read_blob (s, art, 1 << 20, &text, &len, NULL) < 0)
     return NULL;
-  cJSON *m = cJSON_ParseWithLength (text, len);
+  return cJSON_ParseWithLength (text, len);
+}
+
+char *
+ib_store_artifact_definition (const struct ib_store *s, const ib_digest *art)
+{
+  cJSON *m = artifact_manifest (s, art);
   const char *v = annotation (m, IB_ANNOTATION_DEFINITION);
   char *out = v ? ib_xstrdup (v) : NULL;
+  cJSON_Delete (m);
+  return out;
+}
+
+char *
+ib_store_artifact_type (const struct ib_store *s, const ib_digest *art)
+{
+  cJSON *m = artifact_manifest (s, art);
+  const cJSON *t = cJSON_GetObjectItemCaseSensitive (m, "artifactType");
+  char *out = ib_xstrdup (cJSON_IsString (t) ? t->valuestring : IB_MT_PROVENANCE);
   cJSON_Delete (m);
   return out;
 }
@@ -620,6 +636,7 @@ list_referrer (struct ib_store *s, cJSON *list, const struct ib_descriptor *mani
                const struct ib_descriptor *referrer)
 {
   cleanup_free char *def = ib_store_artifact_definition (s, &referrer->digest);
+  cleanup_free char *type = ib_store_artifact_type (s, &referrer->digest);
   for (int i = cJSON_GetArraySize (list) - 1; i >= 0; i--)
     {
       const cJSON *e = cJSON_GetArrayItem (list, i);
@@ -631,7 +648,7 @@ list_referrer (struct ib_store *s, cJSON *list, const struct ib_descriptor *mani
         cJSON_DeleteItemFromArray (list, i);
     }
   cJSON *r = ib_descriptor_to_json (referrer);
-  cJSON_AddStringToObject (r, "artifactType", IB_MT_PROVENANCE);
+  cJSON_AddStringToObject (r, "artifactType", type);
   cJSON *ra = cJSON_AddObjectToObject (r, "annotations");
   cJSON_AddStringToObject (ra, IB_ANNOTATION_SUBJECT, manifest->digest.s);
   if (def)

@@ -126,6 +126,9 @@ void ib_descriptors_free (struct ib_descriptor *list, size_t n);
 /* IB_ANNOTATION_DEFINITION of the artifact manifest ART in the store, or
  * NULL (none, or not in the store). */
 char *ib_store_artifact_definition (const struct ib_store *s, const ib_digest *art);
+/* The artifactType of the artifact manifest ART in the store; the old
+ * IB_MT_PROVENANCE when it says none or cannot be read.  Malloc'd. */
+char *ib_store_artifact_type (const struct ib_store *s, const ib_digest *art);
 
 /* What a garbage collection removed. */
 struct ib_gc_result

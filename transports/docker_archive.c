@@ -566,7 +566,8 @@ docker_manifest_json (const struct ib_image *img, const char *name)
 }
 
 static char *
-oci_index_json (const struct ib_image *img, const char *name, const struct ib_descriptor *referrers, size_t n)
+oci_index_json (struct ib_store *s, const struct ib_image *img, const char *name,
+                const struct ib_descriptor *referrers, size_t n)
 {
   cJSON *index = cJSON_CreateObject ();
   cJSON_AddNumberToObject (index, "schemaVersion", 2);
@@ -579,7 +580,8 @@ oci_index_json (const struct ib_image *img, const char *name, const struct ib_de
   for (size_t i = 0; i < n; i++)
     {
       cJSON *r = ib_descriptor_to_json (&referrers[i]);
-      cJSON_AddStringToObject (r, "artifactType", IB_MT_PROVENANCE);
+      cleanup_free char *type = ib_store_artifact_type (s, &referrers[i].digest);
+      cJSON_AddStringToObject (r, "artifactType", type);
       cJSON *ra = cJSON_AddObjectToObject (r, "annotations");
       cJSON_AddStringToObject (ra, IB_ANNOTATION_SUBJECT, img->manifest.digest.s);
       cJSON_AddItemToArray (list, r);
@@ -627,7 +629,7 @@ write_members (struct archive *a, struct ib_store *s, const struct ib_image *img
   if (ib_store_find_referrers (s, &img->manifest.digest, &arts, &n_arts, err) < 0)
     return -1;
   cleanup_free char *manifest = docker_manifest_json (img, name);
-  cleanup_free char *index = oci_index_json (img, name, arts, n_arts);
+  cleanup_free char *index = oci_index_json (s, img, name, arts, n_arts);
   int r = put_member (a, "blobs", AE_IFDIR, 0, err) < 0 || put_member (a, "blobs/sha256", AE_IFDIR, 0, err) < 0 ? -1 : 0;
   for (size_t k = 0; r == 0 && k < n_arts; k++)
     {

@@ -203,7 +203,7 @@ pull_referrer (struct ib_registry *reg, struct ib_store *s, const struct ib_desc
   cJSON_ArrayForEach (m, cJSON_GetObjectItemCaseSensitive (j, "manifests"))
   {
     const cJSON *at = cJSON_GetObjectItemCaseSensitive (m, "artifactType");
-    if (!cJSON_IsString (at) || strcmp (at->valuestring, IB_MT_PROVENANCE) != 0)
+    if (!cJSON_IsString (at) || !ib_is_attestation_type (at->valuestring))
       continue;
     struct ib_descriptor listed = { 0 }, ref = { 0 };
     cleanup_free char *body = NULL;
@@ -321,6 +321,7 @@ put_referrers_index (struct ib_registry *reg, struct ib_store *s, const struct i
                      const struct ib_descriptor *artifact, ib_error_t *err)
 {
   cleanup_free char *def = ib_store_artifact_definition (s, &artifact->digest);
+  cleanup_free char *type = ib_store_artifact_type (s, &artifact->digest);
   cleanup_free char *tag = ib_xasprintf ("sha256-%s", ib_digest_hex (img->manifest.digest.s));
   cleanup_free char *old = NULL, *media = NULL;
   size_t len;
@@ -351,13 +352,13 @@ put_referrers_index (struct ib_registry *reg, struct ib_store *s, const struct i
       const cJSON *at = cJSON_GetObjectItemCaseSensitive (e, "artifactType");
       const cJSON *ed = cJSON_GetObjectItemCaseSensitive (cJSON_GetObjectItemCaseSensitive (e, "annotations"),
                                                           IB_ANNOTATION_DEFINITION);
-      bool same_def = def && cJSON_IsString (at) && strcmp (at->valuestring, IB_MT_PROVENANCE) == 0
+      bool same_def = def && cJSON_IsString (at) && ib_is_attestation_type (at->valuestring)
                       && cJSON_IsString (ed) && strcmp (ed->valuestring, def) == 0;
       if ((cJSON_IsString (dg) && strcmp (dg->valuestring, artifact->digest.s) == 0) || same_def)
         cJSON_DeleteItemFromArray (list, i);
     }
   cJSON *entry = ib_descriptor_to_json (artifact);
-  cJSON_AddStringToObject (entry, "artifactType", IB_MT_PROVENANCE);
+  cJSON_AddStringToObject (entry, "artifactType", type);
   if (def)
     cJSON_AddStringToObject (cJSON_AddObjectToObject (entry, "annotations"), IB_ANNOTATION_DEFINITION, def);
   cJSON_AddItemToArray (list, entry);

@@ -244,13 +244,17 @@ for e in index["manifests"]:
     a = e.get("annotations", {})
     if a.get("vnd.imgbuild.subject") == subject and a.get("vnd.imgbuild.definition") == definition:
         m = json.load(open(blob(e["digest"])))
-        rec = json.load(open(blob(m["layers"][0]["digest"])))
+        # The record: the predicate of imgbuild's own in-toto statement.
+        k = next(i for i, l in enumerate(m["layers"])
+                 if l["annotations"]["in-toto.io/predicate-type"].startswith("https://imgbuild.invalid/"))
+        st = json.load(open(blob(m["layers"][k]["digest"])))
+        rec = st["predicate"]
         g = rec["definition"]["gates"]
         a = g.index("[%s]" % section)
         b = g.find("\n[", a)
         b = len(g) if b < 0 else b
         rec["definition"]["gates"] = g[:b] + "\n" + line + g[b:]
-        m["layers"][0]["digest"], m["layers"][0]["size"] = put(json.dumps(rec).encode())
+        m["layers"][k]["digest"], m["layers"][k]["size"] = put(json.dumps(st).encode())
         e["digest"], e["size"] = put(json.dumps(m).encode())
         break
 else:

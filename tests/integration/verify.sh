@@ -123,10 +123,13 @@ man = json.loads(read(old))
 if what == "provenance":
     art = next(m for m in idx["manifests"] if ann(m, "vnd.imgbuild.subject") == old)
     am = json.loads(read(art["digest"]))
-    prov = json.loads(read(am["layers"][0]["digest"]))
-    f = next(f for f in prov["files"] if f["target"].endswith("/cp_utils.py"))
+    # The record: the predicate of imgbuild's own in-toto statement.
+    k = next(i for i, l in enumerate(am["layers"])
+             if l["annotations"]["in-toto.io/predicate-type"].startswith("https://imgbuild.invalid/"))
+    st = json.loads(read(am["layers"][k]["digest"]))
+    f = next(f for f in st["predicate"]["files"] if f["target"].endswith("/cp_utils.py"))
     f["sha256"] = hashlib.sha256(b"not the file").hexdigest()
-    am["layers"][0]["digest"], am["layers"][0]["size"] = put(json.dumps(prov).encode())
+    am["layers"][k]["digest"], am["layers"][k]["size"] = put(json.dumps(st).encode())
     art["digest"], art["size"] = put(json.dumps(am).encode())
 elif what == "size":
     man["layers"][-2]["size"] += 1

@@ -1,0 +1,330 @@
+# Attestations in the ecosystem's formats (issue "Speak the ecosystem's
+# formats"): in-toto Statements v1 (SLSA Provenance v1, imgbuild's build
+# facts, the SPDX 2.3 SBOM) attached as an OCI artifact about the image,
+# judged by parsers and schemas imgbuild did not write (tests/attest/check.py:
+# the in-toto project's Python bindings over Debian's python3-protobuf, the
+# SPDX project's 2.3 JSON schema), carried by oci:, docker-archive: and a
+# registry (Debian's docker-registry, skopeo), read back by imgverify.
+
+CHECK=$ROOT/tests/attest/check.py
+
+attest_of() { # LAYOUT DIGEST: check.py's findings about the image
+  /usr/bin/python3 "$CHECK" "$1" "$2"
+}
+
+t_attest_statements_pass_the_intoto_and_slsa_parsers() {
+  build_base
+  "$IB" -q dsv41-flash-dcp2 >out.txt
+  digest=$(cut -d' ' -f2 out.txt)
+  attest_of "$IMGBUILD_STORE" "$digest" >a.json
+  # One artifact, of the type current tools attach, with the three statements.
+  jq -e '.artifacts | length == 1' a.json
+  jq -e '.artifacts[0] | .artifactType == "application/vnd.in-toto+json"
+           and .indexArtifactType == "application/vnd.in-toto+json"
+           and .predicateTypes == ["https://slsa.dev/provenance/v1", "https://imgbuild.invalid/attestation/build/v1",
+                                   "https://spdx.dev/Document"]' a.json
+  # What a verifier reads: the base by digest, the definition and every
+  # source by their content's sha256, nvcc by digest.
+  base=$(manifest_digest dsv41-flash-b12x:local)
+  jq -e --arg b "${base#sha256:}" '.artifacts[0].slsa.resolvedDependencies[0] == {"name": "base",
+           "uri": "dsv41-flash-b12x:local", "digest": {"sha256": $b}}' a.json
+  conf=$(sha256sum "$ROOT/images/dsv41-flash-dcp2/image.conf" | cut -d' ' -f1)
+  jq -e --arg c "$conf" '.artifacts[0].slsa.resolvedDependencies[] | select(.name == "definition") | .digest.sha256 == $c' a.json
+  for f in "$ROOT"/images/dsv41-flash-dcp2/files/*.py; do
+    sum=$(sha256sum "$f" | cut -d' ' -f1)
+    jq -e --arg u "file://$f" --arg s "$sum" \
+      '[.artifacts[0].slsa.resolvedDependencies[] | select(.uri == $u and .digest.sha256 == $s)] | length == 1' a.json >/dev/null
+  done
+  nvcc=$(readlink -f "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)")
+  jq -e --arg s "$(sha256sum "$nvcc" | cut -d' ' -f1)" \
+    '.artifacts[0].slsa.resolvedDependencies[] | select(.name == "nvcc") | .digest.sha256 == $s' a.json
+  jq -e '.artifacts[0].slsa | .builder == "https://imgbuild.invalid/builder/imgbuild" and .startedOn <= .finishedOn' a.json
+  jq -e '.artifacts[0].imgbuild.gates | .symbols == "pass" and .kernels == "pass"' a.json
+  # The parsers refuse what they must: an unknown field in a statement, and
+  # a statement about another image.
+  art=$(jq -r '.artifacts[0].digest' a.json)
+  /usr/bin/python3 - "$IMGBUILD_STORE" "$art" <<'PY'
+import hashlib, json, os, shutil, sys
+store, art = sys.argv[1:3]
+def path(d): return os.path.join(store, "blobs", *d.split(":"))
+m = json.load(open(path(art)))
+st = json.load(open(path(m["layers"][0]["digest"])))
+st["predicate"]["buildDefinition"]["buildTypo"] = "x"
+b = json.dumps(st).encode()
+d = "sha256:" + hashlib.sha256(b).hexdigest()
+open(path(d), "wb").write(b)
+m["layers"][0]["digest"], m["layers"][0]["size"] = d, len(b)
+os.makedirs("bad/blobs/sha256")
+for f in os.listdir(os.path.join(store, "blobs", "sha256")):
+    os.link(os.path.join(store, "blobs", "sha256", f), os.path.join("bad/blobs/sha256", f))
+mb = json.dumps(m).encode()
+md = "sha256:" + hashlib.sha256(mb).hexdigest()
+open(os.path.join("bad", "blobs", *md.split(":")), "wb").write(mb)
+json.dump({"schemaVersion": 2, "manifests": [{"mediaType": m["mediaType"], "digest": md, "size": len(mb)}]},
+          open("bad/index.json", "w"))
+PY
+  refute /usr/bin/python3 "$CHECK" bad "$digest" 2>err.txt
+  grep 'not a SLSA Provenance v1 predicate: .*buildTypo' err.txt
+  /usr/bin/python3 "$CHECK" "$IMGBUILD_STORE" "sha256:$(printf x | sha256sum | cut -d' ' -f1)" >none.json
+  jq -e '.artifacts == []' none.json
+}
+
+# The statements go where the image goes: an OCI layout, a docker-archive
+# (its OCI half), and imgverify reads them back from each.
+t_attest_travel_with_oci_and_docker_archive_outputs() {
+  build_base
+  "$IB" -q dsv41-flash-dcp2 --output oci:lay:dcp2:1 --output docker-archive:dcp2.tar >out.txt
+  digest=$(cut -d' ' -f2 out.txt)
+  attest_of lay "$digest" >lay.json
+  mkdir arch && tar -xf dcp2.tar -C arch
+  attest_of arch "$digest" >arch.json
+  for f in lay.json arch.json; do
+    jq -e '.artifacts | length == 1 and (.[0].predicateTypes | length == 3)' "$f"
+  done
+  for ref in oci:lay:dcp2:1 docker-archive:dcp2.tar; do
+    IMGBUILD_STORE=$PWD/v "$IV" --json "$ref" >v.json
+    jq -e '[.gates[] | select(.status == "pass") | .name] | index("provenance") and index("symbols") and index("kernels")' v.json
+  done
+}
+
+# A registry without the referrers API (Debian's docker-registry 2.8
+# answers 404 to /v2/NAME/referrers/DIGEST): the artifact is found through
+# the referrers tag sha256-HEX, as the distribution spec 1.1 says; skopeo
+# copies that tag and the artifacts it lists; imgverify of the pulled image
+# finds and checks them.
+t_attest_registry_referrers_tag_and_skopeo() {
+  build_base
+  registry_start open
+  push_base
+  "$IB" -q dsv41-flash-dcp2 --push "docker://$REG/dcp2:1" >out.txt
+  digest=$(cut -d' ' -f2 out.txt)
+  hex=${digest#sha256:}
+  [ "$(curl -s -o /dev/null -w '%{http_code}' "http://$REG/v2/dcp2/referrers/$digest")" = 404 ]
+  skopeo inspect --raw --tls-verify=false "docker://$REG/dcp2:sha256-$hex" >ref.json
+  jq -e '.mediaType == "application/vnd.oci.image.index.v1+json"
+         and ([.manifests[] | select(.artifactType == "application/vnd.in-toto+json")] | length == 1)' ref.json
+  # skopeo carries the referrers tag and the artifact it lists.
+  skopeo copy -q --all --src-tls-verify=false "docker://$REG/dcp2:sha256-$hex" oci:copied:refs
+  skopeo copy -q --src-tls-verify=false "docker://$REG/dcp2:1" oci:copied:img
+  attest_of copied "$digest" >c.json
+  jq -e '.artifacts | length == 1 and (.[0].predicateTypes | length == 3)' c.json
+  # imgverify of the pulled image.
+  IMGBUILD_STORE=$PWD/v "$IV" --json "docker://$REG/dcp2:1" >v.json
+  jq -e '.status == "pass" and (.gates[] | select(.name == "provenance") | .status == "pass")' v.json
+  attest_of v "$digest" | jq -e '.artifacts | length == 1'
+}
+
+# old_format TAG: rewrite the image's artifact in $IMGBUILD_STORE to the
+# format imgbuild wrote before (artifactType application/vnd.imgbuild.
+# provenance.v1+json, the record as its one layer).
+old_format() {
+  /usr/bin/python3 - "$IMGBUILD_STORE" "$1" <<'PY'
+import hashlib, json, os, sys
+store, tag = sys.argv[1:3]
+def path(d): return os.path.join(store, "blobs", *d.split(":"))
+def put(b):
+    d = "sha256:" + hashlib.sha256(b).hexdigest()
+    open(path(d) + ".tmp", "wb").write(b)
+    os.replace(path(d) + ".tmp", path(d))
+    return d, len(b)
+idx = json.load(open(f"{store}/index.json"))
+ann = lambda m, k: m.get("annotations", {}).get(k)
+img = next(m for m in idx["manifests"] if ann(m, "org.opencontainers.image.ref.name") == tag)["digest"]
+ent = next(m for m in idx["manifests"] if ann(m, "vnd.imgbuild.subject") == img)
+m = json.load(open(path(ent["digest"])))
+ours = next(l for l in m["layers"] if l["annotations"]["in-toto.io/predicate-type"].startswith("https://imgbuild.invalid/"))
+record = json.load(open(path(ours["digest"])))["predicate"]
+d, n = put(json.dumps(record).encode())
+m["artifactType"] = "application/vnd.imgbuild.provenance.v1+json"
+m["layers"] = [{"mediaType": "application/vnd.imgbuild.provenance.v1+json", "digest": d, "size": n}]
+ent["digest"], ent["size"] = put(json.dumps(m).encode())
+ent["artifactType"] = m["artifactType"]
+open(f"{store}/index.json.tmp", "w").write(json.dumps(idx))
+os.replace(f"{store}/index.json.tmp", f"{store}/index.json")
+PY
+}
+
+t_attest_old_format_is_still_read() {
+  build_base
+  "$IB" -q dsv41-flash-dcp2 -t old:1 >/dev/null
+  old_format old:1
+  jq -e '[.manifests[] | select(.artifactType == "application/vnd.imgbuild.provenance.v1+json")] | length == 1' \
+    "$IMGBUILD_STORE/index.json"
+  "$IV" --json old:1 >v.json
+  jq -e '[.gates[] | select(.status == "pass") | .name] | index("provenance") and index("symbols") and index("kernels")' v.json
+}
+
+# A statement that names another image is refused, with exit 4.
+t_attest_statement_about_another_image_is_refused() {
+  build_base
+  "$IB" -q dsv41-flash-dcp2 -t other:1 >/dev/null
+  /usr/bin/python3 - "$IMGBUILD_STORE" other:1 <<'PY'
+import hashlib, json, os, sys
+store, tag = sys.argv[1:3]
+def path(d): return os.path.join(store, "blobs", *d.split(":"))
+def put(b):
+    d = "sha256:" + hashlib.sha256(b).hexdigest()
+    open(path(d) + ".tmp", "wb").write(b)
+    os.replace(path(d) + ".tmp", path(d))
+    return d, len(b)
+idx = json.load(open(f"{store}/index.json"))
+ann = lambda m, k: m.get("annotations", {}).get(k)
+img = next(m for m in idx["manifests"] if ann(m, "org.opencontainers.image.ref.name") == tag)["digest"]
+ent = next(m for m in idx["manifests"] if ann(m, "vnd.imgbuild.subject") == img)
+m = json.load(open(path(ent["digest"])))
+st = json.load(open(path(m["layers"][2]["digest"])))
+st["subject"][0]["digest"]["sha256"] = hashlib.sha256(b"another image").hexdigest()
+m["layers"][2]["digest"], m["layers"][2]["size"] = put(json.dumps(st).encode())
+ent["digest"], ent["size"] = put(json.dumps(m).encode())
+open(f"{store}/index.json.tmp", "w").write(json.dumps(idx))
+os.replace(f"{store}/index.json.tmp", f"{store}/index.json")
+PY
+  expect_fail 4 'statement sha256:[0-9a-f]{64}: its subject is not the image sha256:' "$IV" other:1
+}
+
+# The SBOM over a small base with a handwritten dpkg status file: what is
+# installed (any state but not-installed and config-files) with its
+# version, Python distributions of the three kinds (one added by the
+# build's own layer), and the shared object with GPU code with its SMs.
+t_attest_sbom_lists_dpkg_python_and_gpu_code() {
+  mkdir -p base/files sbom
+  cat >base/files/status <<'ST'
+Package: libc6
+Status: install ok installed
+Priority: optional
+Architecture: amd64
+Multi-Arch: same
+Version: 2.36-9+deb12u4
+Description: GNU C Library: Shared libraries
+ Contains the standard libraries.
+
+Package: gone
+Status: deinstall ok config-files
+Architecture: all
+Version: 1.0
+Description: removed, its conffiles kept
+
+Package: python3-yaml
+Status: install ok installed
+Architecture: amd64
+Version: 6.0-3+b2
+Depends: libc6 (>= 2.14)
+Description: YAML parser and emitter for Python3
+
+Package: never
+Status: purge ok not-installed
+Architecture: all
+
+Package: half
+Status: install reinstreq half-installed
+Architecture: all
+Version: 0.1~rc1
+ST
+  printf 'Metadata-Version: 2.1\nName: numpy\nVersion: 1.24.2\nSummary: arrays\n\nName: not-this\n' >base/files/METADATA
+  printf 'Metadata-Version: 1.1\nName: PyYAML\nVersion: 6.0\n' >base/files/PKG-INFO
+  printf 'Metadata-Version: 1.0\nName: distro-info\nVersion: 1.5\n' >base/files/distro_info.egg-info
+  cp "$ROOT/images/dsv41-flash-b12x/native/libflashinfer_dcp.so" base/files/
+  py=/usr/lib/python3/dist-packages
+  cat >base/image.conf <<CONF
+[image]
+name = sbase:1
+from = scratch
+gzip-level = 1
+[copy]
+file files/status /var/lib/dpkg/status
+file files/METADATA $py/numpy-1.24.2.dist-info/METADATA
+file files/PKG-INFO $py/PyYAML-6.0.egg-info/PKG-INFO
+file files/distro_info.egg-info $py/distro_info-1.5.egg-info
+file files/libflashinfer_dcp.so /usr/lib/libflashinfer_dcp.so
+[new]
+/
+CONF
+  "$IB" -q base >/dev/null
+  printf 'Metadata-Version: 2.1\nName: vllm\nVersion: 0.11.0\n' >sbom/METADATA
+  printf '[image]\nname = sbom:1\nfrom = sbase:1\n[copy]\nfile METADATA /usr/local/lib/python3.12/dist-packages/vllm-0.11.0.dist-info/METADATA\n[new]\n/usr/local/lib/python3.12/dist-packages/vllm-0.11.0.dist-info/\n' >sbom/image.conf
+  "$IB" -q sbom >out.txt
+  attest_of "$IMGBUILD_STORE" "$(cut -d' ' -f2 out.txt)" >a.json
+  jq -e '.artifacts[0].spdx.deb == [["libc6", "2.36-9+deb12u4"], ["python3-yaml", "6.0-3+b2"], ["half", "0.1~rc1"]]' a.json
+  jq -e --arg py "$py" '.artifacts[0].spdx.pypi | sort == ([
+      ["PyYAML", "6.0", "\($py)/PyYAML-6.0.egg-info/PKG-INFO"],
+      ["distro-info", "1.5", "\($py)/distro_info-1.5.egg-info"],
+      ["numpy", "1.24.2", "\($py)/numpy-1.24.2.dist-info/METADATA"],
+      ["vllm", "0.11.0", "/usr/local/lib/python3.12/dist-packages/vllm-0.11.0.dist-info/METADATA"]] | sort)' a.json
+  jq -e '.artifacts[0].spdx.gpu == [["/usr/lib/libflashinfer_dcp.so", ["sm_121a", "compute_120"]]]' a.json
+}
+
+XSD=$ROOT/tests/attest/junit-10.xsd
+
+requirement_lines() { # CONF SECTION: its python, native and require lines
+  awk -v want="[$2]" '/^\[/ { s = $1 } s == want && /^(python|native|require) /' "$1" | wc -l
+}
+
+# junit_cases FILE: each test case as "classname|name|file|line|outcome|message",
+# read by Debian's python3-junitparser (a JUnit consumer imgbuild did not write).
+junit_cases() {
+  /usr/bin/python3 - "$1" <<'PY'
+import sys
+from junitparser import JUnitXml, Failure, Skipped, Error
+for suite in JUnitXml.fromfile(sys.argv[1]):
+    for case in suite:
+        r = case.result[0] if case.result else None
+        kind = {Failure: "failure", Skipped: "skipped", Error: "error"}.get(type(r), "pass")
+        print("|".join([case.classname, case.name, case._elem.get("file", ""), case._elem.get("line", ""),
+                        kind, (r.message or "") if r is not None else ""]))
+PY
+}
+
+# A failing build's JUnit report, validated against the JUnit XSD of
+# Jenkins' xunit plugin (tests/attest/junit-10.xsd, github.com/jenkinsci/
+# xunit-plugin, commit 0c3752259ca17669b739481b2785a3e4cea1cc0f,
+# src/main/resources/org/jenkinsci/plugins/xunit/types/model/xsd/junit-10.xsd,
+# MIT) with xmllint, and read by junitparser: the failing requirement line
+# is a failure with its file and line; what the stopped build never reached
+# is skipped, not passed.
+t_junit_report_of_a_failing_build_shows_the_requirement() {
+  build_base
+  copy_images d
+  conf=d/dsv41-flash-dcp2/image.conf
+  line=$(grep -n '^python vllm/v1/core/kv_cache_utils.py' "$conf" | cut -d: -f1)
+  sed -i "${line}s/\$/ no_such_function/" "$conf"
+  rc=0
+  "$IB" -q --json d/dsv41-flash-dcp2 --report junit:r.xml --report json:r.json >stdout.json 2>err.txt || rc=$?
+  [ "$rc" = 5 ]
+  xmllint --noout --schema "$XSD" r.xml
+  cmp r.json stdout.json
+  validate r.json
+  junit_cases r.xml >cases.txt
+  cat cases.txt
+  [ "$(grep -c '|failure|' cases.txt)" = 2 ]
+  grep -E "^imgbuild\.gates\|symbols\|$conf\|$line\|failure\|image\.conf:$line: .*no_such_function" cases.txt
+  grep -E "^imgbuild\.requirements\.symbols\|image\.conf:$line: python .*kv_cache_utils\.py get_swa_block_size get_kv_cache_config no_such_function\|.*/image\.conf\|$line\|failure\|image\.conf:$line: .*does not define required symbol no_such_function" cases.txt
+  # The other requirement lines of [symbols] passed; [kernels]' never ran.
+  grep -E '^imgbuild\.requirements\.symbols\|.*\|pass\|$' cases.txt | grep -v "|$line|pass"
+  [ "$(grep -c '^imgbuild\.requirements\.kernels|.*|skipped|gate kernels did not run$' cases.txt)" = \
+    "$(requirement_lines "$conf" kernels)" ]
+  grep -E '^imgbuild\.gates\|kernels\|\|\|skipped\|did not run' cases.txt
+  # The counts in the report are the cases'.
+  xmllint --xpath 'string(/testsuites/@tests)' r.xml | grep -qx "$(wc -l <cases.txt)"
+}
+
+t_junit_report_of_imgverify_passes_every_line() {
+  build_base
+  "$IB" -q dsv41-flash-dcp2 --report junit:b.xml >/dev/null
+  xmllint --noout --schema "$XSD" b.xml
+  "$IV" dsv41-flash-dcp2:local --report junit:v.xml --report json:v.json 2>/dev/null
+  xmllint --noout --schema "$XSD" v.xml
+  validate v.json
+  junit_cases v.xml >cases.txt
+  ! grep -E '\|(failure|error)\|' cases.txt
+  # Each requirement line of the recorded definition passed, named by the
+  # definition's file (its recorded gate sections have their own numbering:
+  # no line).
+  conf=$ROOT/images/dsv41-flash-dcp2/image.conf
+  [ "$(grep -c "^imgverify\.requirements\..*|$conf||pass|\$" cases.txt)" = $(($(requirement_lines "$conf" symbols) + $(requirement_lines "$conf" kernels))) ]
+  ! grep 'did not run' cases.txt
+  grep -E '^imgverify\.gates\|provenance \[.*image\.conf\]\|\|\|pass\|$' cases.txt
+  # A bad --report is a usage error.
+  expect_fail 2 '--report takes junit:FILE or json:FILE' "$IV" --report xml:x dsv41-flash-dcp2:local
+  rc=0; "$IB" --report junit: dsv41-flash-dcp2 2>err.txt || rc=$?
+  [ "$rc" = 2 ] && grep -- '--report takes junit:FILE or json:FILE' err.txt
+}
