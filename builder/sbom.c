@@ -67,6 +67,19 @@ add_purl (cJSON *p, const char *purl)
   cJSON_AddItemToArray (cJSON_AddArrayToObject (p, "externalRefs"), ref);
 }
 
+/* A dpkg state whose package has its files on disk: every state but
+ * not-installed and config-files (dpkg-query(1), "package states"). */
+static bool
+has_files (const char *state)
+{
+  static const char *const states[]
+      = { "installed", "unpacked", "half-installed", "half-configured", "triggers-awaited", "triggers-pending" };
+  for (size_t i = 0; i < sizeof (states) / sizeof (*states); i++)
+    if (strcmp (state, states[i]) == 0)
+      return true;
+  return false;
+}
+
 void
 ib_sbom_add_dpkg (cJSON *list, const char *text, size_t *ids)
 {
@@ -81,9 +94,7 @@ ib_sbom_add_dpkg (cJSON *list, const char *text, size_t *ids)
       cleanup_free char *status = field (p, para_end, "Status");
       const char *state = status ? strrchr (status, ' ') : NULL;
       state = state ? state + 1 : status;
-      /* What dpkg-query -W lists with files on disk: every state but
-       * these two. */
-      if (name && version && state && strcmp (state, "not-installed") != 0 && strcmp (state, "config-files") != 0)
+      if (name && *name && version && *version && state && has_files (state))
         {
           cJSON *pkg = package (ids, "deb", name, version);
           cleanup_free char *purl = ib_xasprintf ("pkg:deb/debian/%s@%s%s%s", name, version, arch ? "?arch=" : "",

@@ -328,3 +328,41 @@ t_junit_report_of_imgverify_passes_every_line() {
   rc=0; "$IB" --report junit: dsv41-flash-dcp2 2>err.txt || rc=$?
   [ "$rc" = 2 ] && grep -- '--report takes junit:FILE or json:FILE' err.txt
 }
+
+# ---- the real base (make test-all) ------------------------------------------
+
+# The SBOM of an image built over the Debian base of scripts/real-base.sh
+# (bookworm, python3-torch, python3-scipy) against the real thing in a
+# chroot of that very image (unpacked by umoci): its dpkg packages and
+# versions equal dpkg-query -W's, its Python distributions on sys.path
+# equal importlib.metadata's.
+tall_attest_sbom_equals_dpkg_query_and_importlib() {
+  local out ref
+  out=$("$ROOT/scripts/real-base.sh" --arch amd64)
+  ref=$(echo "$out" | sed -n 's/^ref=//p')
+  mkdir -p d
+  printf '[image]\nname = torch-sbom:1\nfrom = %s\n[copy]\nfile METADATA /usr/local/lib/python3.11/dist-packages/imgbuild_probe-0.1.dist-info/METADATA\n[new]\n/usr/local/lib/python3.11/dist-packages/imgbuild_probe-0.1.dist-info/\n' \
+    "$ref" >d/image.conf
+  printf 'Metadata-Version: 2.1\nName: imgbuild-probe\nVersion: 0.1\n' >d/METADATA
+  "$IB" -q --allow-unsafe-base d --output oci:lay:x >out.txt
+  attest_of "$IMGBUILD_STORE" "$(cut -d' ' -f2 out.txt)" >a.json
+  umoci raw unpack --image lay:x rootfs
+  chroot rootfs dpkg-query -W -f '${db:Status-Status} ${Package} ${Version}\n' |
+    awk '$1 != "not-installed" && $1 != "config-files" { print $2 " " $3 }' | sort >dpkg.txt
+  jq -r '.artifacts[0].spdx.deb[] | "\(.[0]) \(.[1])"' a.json | sort >sbom-deb.txt
+  diff dpkg.txt sbom-deb.txt
+  [ "$(wc -l <dpkg.txt)" -gt 100 ]
+  grep -q '^python3-torch ' sbom-deb.txt
+  chroot rootfs /usr/bin/python3 -c '
+import importlib.metadata as m, sys
+for d in m.distributions():
+    print(d.metadata["Name"], d.version)' | sort -u >py.txt
+  # Ours lists every distribution in the image; those on the interpreter's
+  # sys.path are what importlib finds.
+  paths=$(chroot rootfs /usr/bin/python3 -c 'import sys; print("|".join(p for p in sys.path if p))')
+  jq -r --arg p "$paths" '.artifacts[0].spdx.pypi[] | select(.[2] | test("^(" + $p + ")/[^/]+$|^(" + $p + ")/[^/]+/[^/]+$")) | "\(.[0]) \(.[1])"' a.json |
+    sort -u >sbom-py.txt
+  diff py.txt sbom-py.txt
+  grep -q '^imgbuild-probe 0.1$' sbom-py.txt
+  grep -qi '^torch ' sbom-py.txt
+}

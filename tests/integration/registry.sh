@@ -39,7 +39,9 @@ t_registry_thin_push_and_pull_counted() {
   sent=$(proxied '[.[] | select((.method == "PUT" or .method == "PATCH") and (.path | contains("/blobs/uploads/"))) | .up] | add')
   echo "blob bytes sent $sent; new blobs $new + provenance $provblobs"
   [ "$sent" = $((new + provblobs)) ]
-  jq -r '.transfers[]' report.json | grep "pushed docker://$PROXY/dsv41-flash-dcp2:1: 5 blobs uploaded .* $nbase mounted"
+  # 7: the overlay and prebake layers, the config, and the attestation
+  # artifact's empty config and three statements.
+  jq -r '.transfers[]' report.json | grep "pushed docker://$PROXY/dsv41-flash-dcp2:1: 7 blobs uploaded .* $nbase mounted"
   # The tag went last.
   [ "$(proxied '[.[] | select(.method == "PUT")] | last | .path')" = '"/v2/dsv41-flash-dcp2/manifests/1"' ]
   # skopeo sees it; a copy back to an OCI layout has the same manifest digest.
@@ -269,8 +271,10 @@ t_registry_upload_resumes_where_the_registry_stopped() {
            | .[$i + 1].method == "GET" and .[$i + 1].status == 204 and .[$i + 1].upload_range == "0-8191"
              and .[$i + 2].method == "PATCH"
              and .[$i + 2].status == 202 and .[$i + 2].path == .[$i].path' | grep -qx true
-  # No upload started over: one POST per uploaded blob.
-  [ "$(proxied '[.[] | select(.method == "POST" and .query == "")] | length')" = 5 ]
+  # No upload started over: one POST per uploaded blob (the overlay and
+  # prebake layers, the config, the attestation artifact's empty config and
+  # three statements).
+  [ "$(proxied '[.[] | select(.method == "POST" and .query == "")] | length')" = 7 ]
   [ "$(skopeo inspect --tls-verify=false "docker://$REG/dcp2:resume" | jq -r .Digest)" = "$(cut -d' ' -f2 out.txt)" ]
   skopeo copy -q --src-tls-verify=false "docker://$REG/dcp2:resume" oci:back:x
 }

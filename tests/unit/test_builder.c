@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "../../builder/definition.h"
+#include "../../builder/sbom.h"
 #include "../../util/cleanup.h"
 #include "../../util/fsutil.h"
 #include "test.h"
@@ -185,4 +186,53 @@ definition_gate_text_sections_survive_brackets (struct test_ctx *t)
   ib_error_release (&err);
   ib_definition_free (again);
   ib_definition_free (d);
+}
+
+/* The SBOM's dpkg status reader: paragraphs however they end (no final
+ * newline, several blank lines, continuation lines), states that count,
+ * fields in any case and order; entries without a name or version left
+ * out.  And the Python metadata headers stop at the first blank line. */
+void
+sbom_reads_dpkg_status_and_metadata (struct test_ctx *t)
+{
+  const char *status = "Package: a\nStatus: install ok installed\nVersion: 1:2.0-1\nDescription: x\n more\n .\n"
+                       "\n\n"
+                       "package: b\nstatus: deinstall ok config-files\nversion: 1\n\n"
+                       "Version: 3\nStatus: hold ok unpacked\nPackage: c\nArchitecture: arm64\n\n"
+                       "Package: nover\nStatus: install ok installed\n\n"
+                       "Status: install ok installed\nVersion: 9\n\n"
+                       "Package: last\nStatus: install ok half-configured\nVersion: 0.1";
+  cJSON *list = cJSON_CreateArray ();
+  size_t ids = 0;
+  ib_sbom_add_dpkg (list, status, &ids);
+  CHECK (t, cJSON_GetArraySize (list) == 3);
+  const char *want[][3] = { { "a", "1:2.0-1", "pkg:deb/debian/a@1:2.0-1" },
+                            { "c", "3", "pkg:deb/debian/c@3?arch=arm64" },
+                            { "last", "0.1", "pkg:deb/debian/last@0.1" } };
+  for (int i = 0; i < 3 && i < cJSON_GetArraySize (list); i++)
+    {
+      const cJSON *p = cJSON_GetArrayItem (list, i);
+      CHECK_STR (t, cJSON_GetObjectItem (p, "name")->valuestring, want[i][0]);
+      CHECK_STR (t, cJSON_GetObjectItem (p, "versionInfo")->valuestring, want[i][1]);
+      const cJSON *ref = cJSON_GetArrayItem (cJSON_GetObjectItem (p, "externalRefs"), 0);
+      CHECK_STR (t, cJSON_GetObjectItem (ref, "referenceLocator")->valuestring, want[i][2]);
+    }
+  cJSON_Delete (list);
+  list = cJSON_CreateArray ();
+  ib_sbom_add_dpkg (list, "", &ids);
+  ib_sbom_add_dpkg (list, "\n\n\n", &ids);
+  ib_sbom_add_dpkg (list, "Package:\nVersion:\nStatus:", &ids);
+  ib_sbom_add_dpkg (list, "Package: p\nVersion: 1\nStatus: install ok weird-state", &ids);
+  CHECK (t, cJSON_GetArraySize (list) == 0);
+  cJSON_Delete (list);
+  char *name, *version;
+  CHECK (t, ib_sbom_python_metadata ("Metadata-Version: 2.1\nName:  torch \r\nVersion: 2.1.0\n\nName: x\n", &name,
+                                     &version) == 0);
+  CHECK_STR (t, name, "torch");
+  CHECK_STR (t, version, "2.1.0");
+  free (name);
+  free (version);
+  CHECK (t, ib_sbom_python_metadata ("Name: a\n\nVersion: 1\n", &name, &version) < 0);
+  free (name);
+  free (version);
 }
