@@ -115,3 +115,102 @@ t_robust_gc_in_the_middle_of_builds_keeps_what_is_needed() {
   "$IV" dsv41-flash-dcp2:local
   expect_fail 9 'variant:1' "$IV" variant:1
 }
+
+# SIGKILL at random moments (a delay drawn uniformly over 0.9 times the
+# length of an uninterrupted run, the whole process group killed, as a node
+# that loses power) across the four kinds of work: a build, --output to an
+# OCI layout, --push to a registry and --load into the Docker Engine, 13
+# rounds each, each round with new content.  After every kill: the store
+# verifies; a tag, wherever it appears (store, layout, registry, Docker), names
+# a whole image that verifies; after the campaign, each kind runs through.
+kill_round() { # SECONDS-MAX CMD...: runs CMD, kills its group at a random moment; 0 when it was killed
+  local max=$1 pid delay
+  shift
+  delay=$(python3 -c "import random; print(round(random.uniform(0.05, $max), 2))")
+  setsid "$@" >/dev/null 2>&1 &
+  pid=$!
+  sleep "$delay"
+  if kill -0 "$pid" 2>/dev/null; then
+    kill -KILL -- "-$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+    return 0
+  fi
+  wait "$pid" 2>/dev/null || true
+  return 1
+}
+
+timed() { # CMD...: prints the wall seconds of CMD (which must succeed)
+  local t0 t1
+  t0=$(date +%s.%N)
+  "$@" >/dev/null 2>&1
+  t1=$(date +%s.%N)
+  python3 -c "print(max(0.3, 0.9 * ($t1 - $t0)))"
+}
+
+tag_in_store() { jq -e --arg t "$1" '.manifests[] | select(.annotations["org.opencontainers.image.ref.name"] == $t)' \
+  "$IMGBUILD_STORE/index.json" >/dev/null; }
+
+t_robust_kill_campaign_build_output_push_load() {
+  build_base
+  registry_start open
+  docker_start
+  copy_images d
+  local def=d/dsv41-flash-dcp2 kind i max killed=0 rounds=0
+  local -A per=()
+  for kind in build output push load; do
+    # A first run fills the caches; the second, with new content as in
+    # every round, gives the length of a run that the kills spread over.
+    for w in warm calibrate; do
+      echo "x = 0  # $kind $w" >$def/files/extra.py
+      case $kind in
+        build) max=$(timed "$IB" -q --smoke=off $def -t $w:$kind) ;;
+        output) max=$(timed "$IB" -q --smoke=off $def -t $w:$kind --output "oci:$PWD/layout:$w") ;;
+        push) max=$(timed "$IB" -q --smoke=off $def -t $w:$kind --push "docker://$REG/k:$w") ;;
+        load) max=$(DOCKER_HOST=unix://$DOCKER_SOCK timed "$IB" -q --smoke=off $def -t $w:$kind --load) ;;
+      esac
+    done
+    per[$kind]=0
+    for i in $(seq 1 13); do
+      echo "x = $i  # $kind round $i" >$def/files/extra.py
+      local cmd=("$IB" -q --smoke=off $def -t "$kind:$i")
+      case $kind in
+        output) cmd+=(--output "oci:$PWD/layout:$kind-$i") ;;
+        push) cmd+=(--push "docker://$REG/k:$i") ;;
+        load) cmd=(env DOCKER_HOST=unix://$DOCKER_SOCK "${cmd[@]}" --load) ;;
+      esac
+      rounds=$((rounds + 1))
+      if kill_round "$max" "${cmd[@]}"; then killed=$((killed + 1)); per[$kind]=$((per[$kind] + 1)); fi
+      "$IV" --store >/dev/null
+      if tag_in_store "$kind:$i"; then "$IV" "$kind:$i" >/dev/null; fi
+      case $kind in
+        output)
+          if [ -f layout/index.json ] && jq -e --arg t "$kind-$i" \
+            '.manifests[] | select(.annotations["org.opencontainers.image.ref.name"] == $t)' layout/index.json >/dev/null; then
+            tag_in_store "$kind:$i"
+            skopeo inspect "oci:$PWD/layout:$kind-$i" >/dev/null
+            "$IV" "oci:$PWD/layout:$kind-$i" >/dev/null
+          fi ;;
+        push)
+          if skopeo inspect --tls-verify=false "docker://$REG/k:$i" >/dev/null 2>&1; then
+            tag_in_store "$kind:$i"
+            "$IV" "docker://$REG/k:$i" >/dev/null
+          fi ;;
+        load)
+          if $D image inspect "$kind:$i" >/dev/null 2>&1; then
+            tag_in_store "$kind:$i"
+            [ "$($D image inspect -f '{{.ID}}' "$kind:$i")" = "$(skopeo inspect --raw "oci:$IMGBUILD_STORE:$kind:$i" | jq -r .config.digest)" ]
+          fi ;;
+      esac
+    done
+    # After the kills, the same work runs through.
+    "${cmd[@]}" >/dev/null
+    "$IV" "$kind:13" >/dev/null
+  done
+  echo "killed $killed of $rounds runs (build ${per[build]}, output ${per[output]}, push ${per[push]}, load ${per[load]})"
+  [ "$rounds" -ge 52 ]
+  # Most rounds were killed mid-run (a run faster than the calibrating one
+  # may end before its draw: not a kill).
+  [ "$killed" -ge 36 ]
+  for kind in build output push load; do [ "${per[$kind]}" -ge 6 ]; done
+  "$IV" --store
+}
