@@ -51,6 +51,7 @@ $(BUILD)/obj/%.o: %.cc $(wildcard */*.h)
 	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -c $< -o $@
 
 $(BUILD)/libimgbuild.a: $(LIB_OBJ)
+	@rm -f $@
 	ar rcs $@ $^
 
 # The smoke program runs inside images: plain C, libc, libdl and libm only.
