@@ -210,7 +210,7 @@ t_dockerfile_after_definition_keeps_both_records() {
     and ([.gates[] | select(.definition == $dpath and (.name == "symbols" or .name == "kernels")) | .status] == ["pass", "pass"])
     and ([.gates[] | select(.definition == $dock and (.name == "symbols" or .name == "kernels")) | .status] == ["skip", "skip"])
     and ([.gates[] | select(.definition == $dock and .name == "symbols")][0].reason == "no [symbols] in the recorded definition \($dock)")
-    and .required_gates == ["symbols", "kernels"]' v.json
+    and .required_gates == ["symbols", "native", "kernels"]' v.json
   "$IV" dsv41-flash-dcp2:local 2>v.err
   grep -q "definition [12] of 2: $dpath (recorded)" v.err
   grep -q "gate symbols *skip .*no \[symbols\] in the recorded definition $dock" v.err
