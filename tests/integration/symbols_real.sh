@@ -90,7 +90,7 @@ tall_real_gate_equals_cpython_import() {
   oracle_case bad-indent "$f; open(p, 'w').write(s.replace('\ndef is_scripting()', '\n  def is_scripting()'))"
   oracle_case bad-dedent "$f; open(p, 'w').write(s.replace('\ndef is_scripting() -> bool:\n    r', '\ndef is_scripting() -> bool:\nr', 1))"
   oracle_case conflict-markers "$f; open(p, 'w').write(s.replace('\ndef is_scripting() -> bool:', '\n<<<<<<< ours\ndef is_scripting() -> bool:\n=======\ndef is_scripting():\n>>>>>>> theirs', 1))"
-  oracle_case guarded-missing "$f; open(p, 'w').write(s + '\ntry:\n    import no_such_module_at_all\nexcept ImportError:\n    pass\n')"
+  oracle_case guarded-missing "$f; open(p, 'w').write(s + '\ntry:\n    import torch.no_such_module_at_all\nexcept ImportError:\n    pass\n')"
   # A new extension module that is no Python module (no PyInit__fake_ext).
   mkdir -p case-no-pyinit/files/torch
   cp "$(find "$rootfs/usr/lib/x86_64-linux-gnu" -name 'libz.so.1*' -type f | head -1)" \
@@ -112,7 +112,7 @@ tall_real_gate_equals_cpython_import() {
   grep -q "torch/_jit_internal.py:[0-9]*: CPython 3.11 refuses it: expected ':'" verdicts.txt
   grep -q "torch/_jit_internal.py:[0-9]*: CPython 3.11 refuses it: .*(a merge conflict marker)" verdicts.txt
   grep -q "torch/_use_fake.py:1: import torch._fake_ext: .* does not export PyInit__fake_ext" case-no-pyinit.err
-  grep -q "no_such_module_at_all.*a guarded import: a warning" case-guarded-missing.err
+  grep -q "torch.no_such_module_at_all.*a guarded import: a warning" case-guarded-missing.err
   # Nothing failed was tagged.
   refute skopeo inspect "oci:$IMGBUILD_STORE:case:missing-colon" >/dev/null 2>&1
 }
