@@ -13,8 +13,8 @@
 #include "../layers/layer_reader.h"
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
+#include "definition_private.h"
 
-#define MAX_DEFINITION_SIZE (4u << 20)
 
 void
 ib_definition_free (struct ib_definition *d)
@@ -105,8 +105,8 @@ ib_definition_free (struct ib_definition *d)
   free (d);
 }
 
-static struct ib_definition *
-definition_new (const char *dir, const char *file)
+struct ib_definition *
+ib_def_new (const char *dir, const char *file)
 {
   struct ib_definition *d = ib_xcalloc (1, sizeof (*d));
   d->dir = ib_xstrdup (dir);
@@ -118,8 +118,8 @@ definition_new (const char *dir, const char *file)
   return d;
 }
 
-static struct ib_copy_item *
-add_item (struct ib_definition *d, enum ib_entry_type type, const char *origin)
+struct ib_copy_item *
+ib_def_add_item (struct ib_definition *d, enum ib_entry_type type, const char *origin)
 {
   d->items = ib_xrealloc (d->items, (d->n_items + 1) * sizeof (*d->items));
   struct ib_copy_item *it = &d->items[d->n_items++];
@@ -130,15 +130,15 @@ add_item (struct ib_definition *d, enum ib_entry_type type, const char *origin)
   return it;
 }
 
-static void
-add_string (char ***list, size_t *n, const char *s)
+void
+ib_def_add_string (char ***list, size_t *n, const char *s)
 {
   *list = ib_xrealloc (*list, (*n + 1) * sizeof (**list));
   (*list)[(*n)++] = ib_xstrdup (s);
 }
 
-static void
-add_label (struct ib_definition *d, const char *k, const char *v)
+void
+ib_def_add_label (struct ib_definition *d, const char *k, const char *v)
 {
   d->labels = ib_xrealloc (d->labels, (d->n_labels + 1) * 2 * sizeof (*d->labels));
   d->labels[d->n_labels * 2] = ib_xstrdup (k);
@@ -146,15 +146,15 @@ add_label (struct ib_definition *d, const char *k, const char *v)
   d->n_labels++;
 }
 
-static void
-add_env (struct ib_definition *d, const char *k, const char *v)
+void
+ib_def_add_env (struct ib_definition *d, const char *k, const char *v)
 {
   cleanup_free char *kv = ib_xasprintf ("%s=%s", k, v);
-  add_string (&d->env, &d->n_env, kv);
+  ib_def_add_string (&d->env, &d->n_env, kv);
 }
 
-static char *
-source_path (const struct ib_definition *d, const char *src)
+char *
+ib_def_source_path (const struct ib_definition *d, const char *src)
 {
   return src[0] == '/' ? ib_xstrdup (src) : ib_path_join (d->dir, src);
 }
@@ -174,8 +174,8 @@ ib_copy_item_target (const struct ib_copy_item *it)
   return abs;
 }
 
-static int
-parse_mode (const char *s, int *mode, const char *origin, ib_error_t *err)
+int
+ib_def_parse_mode (const char *s, int *mode, const char *origin, ib_error_t *err)
 {
   char *end;
   long v = strtol (s, &end, 8);
@@ -187,8 +187,8 @@ parse_mode (const char *s, int *mode, const char *origin, ib_error_t *err)
 
 /* ---- image.conf ---------------------------------------------------------- */
 
-static char *
-trim (char *s)
+char *
+ib_def_trim (char *s)
 {
   while (isspace ((unsigned char) *s))
     s++;
@@ -218,8 +218,8 @@ next_line (char **cursor)
 }
 
 /* Split on blanks into at most MAX words; returns the count. */
-static int
-split_words (char *s, char **w, int max)
+int
+ib_def_split_words (char *s, char **w, int max)
 {
   int n = 0;
   char *save = NULL;
@@ -232,36 +232,33 @@ static int
 load_manifest (struct ib_definition *d, const char *manifest, const char *sources, const char *dest,
                const char *origin, ib_error_t *err)
 {
-  cleanup_free char *path = source_path (d, manifest);
+  cleanup_free char *path = ib_def_source_path (d, manifest);
   cleanup_free char *text = NULL;
   if (ib_read_file (path, MAX_DEFINITION_SIZE, &text, NULL, err) < 0)
     {
       (*err)->class = IB_EDEFINITION;
       return ib_error_wrap (err, "%s: manifest", origin);
     }
-  cleanup_free char *src_dir = source_path (d, sources);
+  cleanup_free char *src_dir = ib_def_source_path (d, sources);
   int lineno = 0;
   char *cursor = text;
   for (char *line; (line = next_line (&cursor));)
     {
       lineno++;
-      char *l = trim (line);
+      char *l = ib_def_trim (line);
       if (*l == '\0' || *l == '#')
         continue;
       char *w[3];
       cleanup_free char *where = ib_xasprintf ("%s:%d", manifest, lineno);
-      if (split_words (l, w, 3) != 2)
+      if (ib_def_split_words (l, w, 3) != 2)
         return ib_error (err, IB_EDEFINITION, "%s: expected `FLAT-NAME TARGET`", where);
-      struct ib_copy_item *it = add_item (d, IB_ENTRY_FILE, where);
+      struct ib_copy_item *it = ib_def_add_item (d, IB_ENTRY_FILE, where);
       it->source = ib_path_join (src_dir, w[0]);
       it->raw_target = ib_xstrdup (w[1]);
       it->dest = ib_xstrdup (dest);
     }
   return 0;
 }
-
-static int add_tree (struct ib_definition *d, const char *src, const char *target, const char *origin,
-                     ib_error_t *err);
 
 static int
 tree_child (struct ib_definition *d, const char *src, const char *target, const char *name, const char *origin,
@@ -273,7 +270,7 @@ tree_child (struct ib_definition *d, const char *src, const char *target, const 
   if (lstat (s, &st) < 0)
     return ib_error_errno (err, errno, IB_EDEFINITION, "%s: `%s`", origin, s);
   if (S_ISDIR (st.st_mode))
-    return add_tree (d, s, t, origin, err);
+    return ib_def_add_tree (d, s, t, origin, err);
   if (S_ISLNK (st.st_mode))
     {
       char link[4096];
@@ -281,12 +278,12 @@ tree_child (struct ib_definition *d, const char *src, const char *target, const 
       if (n < 0)
         return ib_error_errno (err, errno, IB_EDEFINITION, "%s: readlink `%s`", origin, s);
       link[n] = '\0';
-      struct ib_copy_item *it = add_item (d, IB_ENTRY_SYMLINK, origin);
+      struct ib_copy_item *it = ib_def_add_item (d, IB_ENTRY_SYMLINK, origin);
       it->raw_target = steal_pointer (&t);
       it->link = ib_xstrdup (link);
       return 0;
     }
-  struct ib_copy_item *it = add_item (d, IB_ENTRY_FILE, origin);
+  struct ib_copy_item *it = ib_def_add_item (d, IB_ENTRY_FILE, origin);
   it->raw_target = steal_pointer (&t);
   it->source = steal_pointer (&s);
   return 0;
@@ -294,15 +291,15 @@ tree_child (struct ib_definition *d, const char *src, const char *target, const 
 
 /* A folder copied whole, like `COPY dir/ /target/`: its files, symlinks and
  * folders (so that empty ones exist too). */
-static int
-add_tree (struct ib_definition *d, const char *src, const char *target, const char *origin, ib_error_t *err)
+int
+ib_def_add_tree (struct ib_definition *d, const char *src, const char *target, const char *origin, ib_error_t *err)
 {
   DIR *dir = opendir (src);
   if (dir == NULL)
     return ib_error_errno (err, errno, IB_EDEFINITION, "%s: source folder `%s`", origin, src);
   if (strcmp (target, "/") != 0)
     {
-      struct ib_copy_item *it = add_item (d, IB_ENTRY_DIR, origin);
+      struct ib_copy_item *it = ib_def_add_item (d, IB_ENTRY_DIR, origin);
       it->raw_target = ib_xstrdup (target);
     }
   struct dirent *de;
@@ -321,31 +318,31 @@ static int
 parse_copy_line (struct ib_definition *d, char *l, const char *origin, ib_error_t *err)
 {
   char *w[6];
-  int n = split_words (l, w, 6);
+  int n = ib_def_split_words (l, w, 6);
   if (n == 4 && strcmp (w[0], "manifest") == 0)
     return load_manifest (d, w[1], w[2], w[3], origin, err);
   if (n == 3 && strcmp (w[0], "tree") == 0)
     {
-      cleanup_free char *src = source_path (d, w[1]);
-      return add_tree (d, src, w[2], origin, err);
+      cleanup_free char *src = ib_def_source_path (d, w[1]);
+      return ib_def_add_tree (d, src, w[2], origin, err);
     }
   if (n == 3 && strcmp (w[0], "symlink") == 0)
     {
-      struct ib_copy_item *it = add_item (d, IB_ENTRY_SYMLINK, origin);
+      struct ib_copy_item *it = ib_def_add_item (d, IB_ENTRY_SYMLINK, origin);
       it->raw_target = ib_xstrdup (w[1]);
       it->link = ib_xstrdup (w[2]);
       return 0;
     }
   if ((n == 3 || n == 4) && strcmp (w[0], "file") == 0)
     {
-      struct ib_copy_item *it = add_item (d, IB_ENTRY_FILE, origin);
-      it->source = source_path (d, w[1]);
+      struct ib_copy_item *it = ib_def_add_item (d, IB_ENTRY_FILE, origin);
+      it->source = ib_def_source_path (d, w[1]);
       it->raw_target = ib_xstrdup (w[2]);
       if (n == 4)
         {
           if (strncmp (w[3], "mode=", 5) != 0)
             return ib_error (err, IB_EDEFINITION, "%s: unknown option `%s`", origin, w[3]);
-          return parse_mode (w[3] + 5, &it->mode, origin, err);
+          return ib_def_parse_mode (w[3] + 5, &it->mode, origin, err);
         }
       return 0;
     }
@@ -364,7 +361,7 @@ add_requirement (struct ib_requirement **list, size_t *n, char **w, int nw, cons
   r->path = ib_xstrdup (w[1]);
   r->origin = ib_xstrdup (origin);
   for (int i = 2; i < nw; i++)
-    add_string (&r->names, &r->n_names, w[i]);
+    ib_def_add_string (&r->names, &r->n_names, w[i]);
 }
 
 /* [symbols]: python-path DIR | check-package NAME | unresolved warn|error |
@@ -373,7 +370,7 @@ static int
 parse_symbols_line (struct ib_definition *d, char *l, const char *origin, ib_error_t *err)
 {
   char *w[256];
-  int n = split_words (l, w, 256);
+  int n = ib_def_split_words (l, w, 256);
   if (n == 2 && strcmp (w[0], "python-path") == 0)
     {
       if (w[1][0] != '/')
@@ -384,7 +381,7 @@ parse_symbols_line (struct ib_definition *d, char *l, const char *origin, ib_err
     }
   if (n == 2 && strcmp (w[0], "check-package") == 0)
     {
-      add_string (&d->check_packages, &d->n_check_packages, w[1]);
+      ib_def_add_string (&d->check_packages, &d->n_check_packages, w[1]);
       return 0;
     }
   if (n == 2 && strcmp (w[0], "unresolved") == 0 && (strcmp (w[1], "warn") == 0 || strcmp (w[1], "error") == 0))
@@ -419,7 +416,7 @@ static int
 parse_kernels_line (struct ib_definition *d, char *l, const char *origin, ib_error_t *err)
 {
   char *w[256];
-  int n = split_words (l, w, 256);
+  int n = ib_def_split_words (l, w, 256);
   if (n >= 2 && strcmp (w[0], "target") == 0)
     {
       for (int i = 1; i < n; i++)
@@ -449,7 +446,7 @@ prebake_path (const struct ib_definition *d, const char *s, bool in_image)
 {
   if (strncmp (s, "image:", 6) == 0)
     return ib_xstrdup (s + 6);
-  return in_image ? ib_xstrdup (s) : source_path (d, s);
+  return in_image ? ib_xstrdup (s) : ib_def_source_path (d, s);
 }
 
 /* [prebake]: arch ARCH... | flags FLAG... | jobs N |
@@ -458,12 +455,12 @@ static int
 parse_prebake_line (struct ib_definition *d, char *l, const char *origin, ib_error_t *err)
 {
   char *w[256];
-  int n = split_words (l, w, 256);
+  int n = ib_def_split_words (l, w, 256);
   if (n >= 2 && (strcmp (w[0], "arch") == 0 || strcmp (w[0], "flags") == 0))
     {
       bool arch = w[0][0] == 'a';
       for (int i = 1; i < n; i++)
-        add_string (arch ? &d->prebake_arches : &d->prebake_flags, arch ? &d->n_prebake_arches : &d->n_prebake_flags,
+        ib_def_add_string (arch ? &d->prebake_arches : &d->prebake_flags, arch ? &d->n_prebake_arches : &d->n_prebake_flags,
                     w[i]);
       return 0;
     }
@@ -487,7 +484,7 @@ parse_prebake_line (struct ib_definition *d, char *l, const char *origin, ib_err
       for (int i = 4; i < n; i++)
         {
           cleanup_free char *inc = prebake_path (d, w[i], p->in_image);
-          add_string (&p->includes, &p->n_includes, inc);
+          ib_def_add_string (&p->includes, &p->n_includes, inc);
         }
       return 0;
     }
@@ -511,7 +508,7 @@ static int
 parse_run_line (struct ib_definition *d, char *l, const char *origin, ib_error_t *err)
 {
   char *w[64];
-  int n = split_words (l, w, 64);
+  int n = ib_def_split_words (l, w, 64);
   int r = n ? ib_contract_line (&d->contract, w, n, origin, err) : 1;
   if (r == 1)
     return ib_error (err, IB_EDEFINITION,
@@ -560,7 +557,7 @@ static int
 parse_smoke_line (struct ib_definition *d, char *l, const char *origin, ib_error_t *err)
 {
   char *w[64];
-  int n = split_words (l, w, 64);
+  int n = ib_def_split_words (l, w, 64);
   d->has_smoke = true;
   int c = n ? ib_contract_line (&d->contract, w, n, origin, err) : 1;
   if (c <= 0)
@@ -579,7 +576,7 @@ parse_smoke_line (struct ib_definition *d, char *l, const char *origin, ib_error
   if (n >= 2 && strcmp (w[0], "args") == 0)
     {
       for (int i = 1; i < n; i++)
-        add_string (&d->smoke_args, &d->n_smoke_args, w[i]);
+        ib_def_add_string (&d->smoke_args, &d->n_smoke_args, w[i]);
       return 0;
     }
   if (n != 2)
@@ -596,7 +593,7 @@ parse_smoke_line (struct ib_definition *d, char *l, const char *origin, ib_error
   if (strcmp (w[0], "program") == 0)
     {
       free (d->smoke_program);
-      d->smoke_program = source_path (d, w[1]);
+      d->smoke_program = ib_def_source_path (d, w[1]);
       return 0;
     }
   int *num = strcmp (w[0], "dcp") == 0 ? &d->smoke_dcp : strcmp (w[0], "ranks") == 0 ? &d->smoke_ranks
@@ -712,14 +709,14 @@ parse_conf_line (struct ib_definition *d, const char *section, char *l, const ch
     {
       if (l[0] != '/')
         return ib_error (err, IB_EDEFINITION, "%s: a new path must be absolute", origin);
-      add_string (&d->new_paths, &d->n_new, l);
+      ib_def_add_string (&d->new_paths, &d->n_new, l);
       return 0;
     }
   char *eq = strchr (l, '=');
   if (eq == NULL)
     return ib_error (err, IB_EDEFINITION, "%s: expected KEY = VALUE", origin);
   *eq = '\0';
-  char *k = trim (l), *v = trim (eq + 1);
+  char *k = ib_def_trim (l), *v = ib_def_trim (eq + 1);
   if (strcmp (section, "image") == 0)
     return parse_image_key (d, k, v, origin, err);
   if (strcmp (section, "target") == 0)
@@ -728,16 +725,16 @@ parse_conf_line (struct ib_definition *d, const char *section, char *l, const ch
     {
       if (strcmp (k, "file") != 0 || *v == '\0')
         return ib_error (err, IB_EDEFINITION, "%s: [recipe] takes `file = PATH`", origin);
-      cleanup_free char *path = source_path (d, v);
+      cleanup_free char *path = ib_def_source_path (d, v);
       size_t n = d->n_recipes;
-      add_string (&d->recipe_origins, &n, origin);
-      add_string (&d->recipes, &d->n_recipes, path);
+      ib_def_add_string (&d->recipe_origins, &n, origin);
+      ib_def_add_string (&d->recipes, &d->n_recipes, path);
       return 0;
     }
   if (strcmp (section, "env") == 0)
-    add_env (d, k, v);
+    ib_def_add_env (d, k, v);
   else if (strcmp (section, "label") == 0)
-    add_label (d, k, v);
+    ib_def_add_label (d, k, v);
   else
     return ib_error (err, IB_EDEFINITION, "%s: unknown section [%s]", origin, section);
   return 0;
@@ -822,7 +819,7 @@ ib_definition_load (const char *path, struct ib_definition **out, ib_error_t *er
       (*err)->class = IB_EDEFINITION;
       return ib_error_wrap (err, "definition");
     }
-  struct ib_definition *d = definition_new (dir, file);
+  struct ib_definition *d = ib_def_new (dir, file);
   const char *base = strrchr (file, '/') ? strrchr (file, '/') + 1 : file;
   cleanup_free char *section = ib_xstrdup ("");
   int lineno = 0, r = 0;
@@ -830,7 +827,7 @@ ib_definition_load (const char *path, struct ib_definition **out, ib_error_t *er
   for (char *line; r == 0 && (line = next_line (&cursor));)
     {
       lineno++;
-      char *l = trim (line);
+      char *l = ib_def_trim (line);
       if (*l == '\0' || *l == '#')
         continue;
       cleanup_free char *origin = ib_xasprintf ("%s:%d", base, lineno);
@@ -868,341 +865,6 @@ ib_definition_load (const char *path, struct ib_definition **out, ib_error_t *er
     r = ib_error (err, IB_EDEFINITION, "%s: [smoke] names no `kernels` (the prebaked fatbin)", d->file);
   if (r == 0 && d->n_prebake && d->n_prebake_arches == 0)
     r = ib_error (err, IB_EDEFINITION, "%s: [prebake] has sources but no `arch` line", d->file);
-  if (r < 0)
-    {
-      ib_definition_free (d);
-      return -1;
-    }
-  *out = d;
-  return 0;
-}
-
-/* ---- Dockerfile ---------------------------------------------------------- */
-
-struct vars
-{
-  char **kv; /* NAME=VALUE */
-  size_t n;
-};
-
-static const char *
-var_get (const struct vars *v, const char *name, size_t len)
-{
-  for (size_t i = v->n; i-- > 0;)
-    if (strncmp (v->kv[i], name, len) == 0 && v->kv[i][len] == '=')
-      return v->kv[i] + len + 1;
-  return NULL;
-}
-
-/* $NAME and ${NAME}; an ARG without a value expands to "". */
-static char *
-expand (const struct vars *v, const char *s)
-{
-  char *out = NULL;
-  size_t len = 0;
-  FILE *f = open_memstream (&out, &len);
-  for (const char *c = s; *c; c++)
-    {
-      if (*c == '\\' && c[1] == '$')
-        {
-          fputc ('$', f);
-          c++;
-          continue;
-        }
-      if (*c != '$')
-        {
-          fputc (*c, f);
-          continue;
-        }
-      bool brace = c[1] == '{';
-      const char *name = c + 1 + brace;
-      size_t n = 0;
-      while (isalnum ((unsigned char) name[n]) || name[n] == '_')
-        n++;
-      if (n == 0 || (brace && name[n] != '}'))
-        {
-          fputc (*c, f);
-          continue;
-        }
-      const char *val = var_get (v, name, n);
-      fputs (val ? val : "", f);
-      c = name + n - 1 + brace;
-    }
-  fclose (f);
-  return out;
-}
-
-/* Split like a shell does for Dockerfile arguments: blanks separate words,
- * quotes group them and are removed, a backslash escapes the next character.
- * In place; returns the count. */
-static int
-split_quoted (char *s, char **w, int max)
-{
-  int n = 0;
-  char *o = s;
-  while (*s && n < max)
-    {
-      while (*s == ' ' || *s == '\t')
-        s++;
-      if (*s == '\0')
-        break;
-      w[n++] = o;
-      char quote = 0;
-      for (; *s && (quote || (*s != ' ' && *s != '\t')); s++)
-        {
-          if (quote && *s == quote)
-            quote = 0;
-          else if (!quote && (*s == '"' || *s == '\''))
-            quote = *s;
-          else if (*s == '\\' && s[1] && quote != '\'')
-            *o++ = *++s;
-          else
-            *o++ = *s;
-        }
-      /* The output never runs ahead of the input, so this '\0' lands on
-       * a character already read. */
-      if (*s)
-        s++;
-      *o++ = '\0';
-    }
-  return n;
-}
-
-static char *
-unquote (char *s)
-{
-  size_t n = strlen (s);
-  if (n >= 2 && ((s[0] == '"' && s[n - 1] == '"') || (s[0] == '\'' && s[n - 1] == '\'')))
-    {
-      s[n - 1] = '\0';
-      return s + 1;
-    }
-  return s;
-}
-
-/* KEY=VALUE pairs (ENV, LABEL, ARG); the legacy `ENV KEY VALUE` form too. */
-static int
-each_pair (char *args, const char *origin, bool legacy_ok, void (*fn) (void *, const char *, const char *),
-           void *data, ib_error_t *err)
-{
-  char *first_space = strpbrk (args, " \t");
-  char *first_eq = strchr (args, '=');
-  if (legacy_ok && first_space && (first_eq == NULL || first_eq > first_space))
-    {
-      *first_space = '\0';
-      fn (data, args, unquote (trim (first_space + 1)));
-      return 0;
-    }
-  char *w[64];
-  int n = split_quoted (args, w, 64);
-  for (int i = 0; i < n; i++)
-    {
-      char *eq = strchr (w[i], '=');
-      if (eq == NULL)
-        return ib_error (err, IB_EDEFINITION, "%s: `%s` is not KEY=VALUE", origin, w[i]);
-      *eq = '\0';
-      fn (data, w[i], eq + 1);
-    }
-  return 0;
-}
-
-static void
-env_fn (void *d, const char *k, const char *v)
-{
-  add_env (d, k, v);
-}
-
-static void
-label_fn (void *d, const char *k, const char *v)
-{
-  add_label (d, k, v);
-}
-
-static void
-arg_fn (void *data, const char *k, const char *v)
-{
-  struct vars *vars = data;
-  if (var_get (vars, k, strlen (k)))
-    return; /* a --build-arg given on the command line wins */
-  cleanup_free char *kv = ib_xasprintf ("%s=%s", k, v);
-  add_string (&vars->kv, &vars->n, kv);
-}
-
-static int
-docker_copy (struct ib_definition *d, char *args, const char *origin, ib_error_t *err)
-{
-  int mode = -1;
-  char *w[256];
-  int n = split_quoted (args, w, 256);
-  int first = 0;
-  while (first < n && strncmp (w[first], "--", 2) == 0)
-    {
-      if (strncmp (w[first], "--chmod=", 8) == 0)
-        {
-          if (parse_mode (w[first] + 8, &mode, origin, err) < 0)
-            return -1;
-        }
-      else
-        return ib_error (err, IB_EDEFINITION, "%s: COPY option `%s` is not supported", origin, w[first]);
-      first++;
-    }
-  if (n - first < 2)
-    return ib_error (err, IB_EDEFINITION, "%s: COPY needs a source and a destination", origin);
-  const char *dst = w[n - 1];
-  if (*dst == '\0')
-    return ib_error (err, IB_EDEFINITION, "%s: COPY destination is empty", origin);
-  bool into_dir = dst[strlen (dst) - 1] == '/' || n - first > 2;
-  for (int i = first; i < n - 1; i++)
-    {
-      cleanup_free char *src = source_path (d, w[i]);
-      struct stat st;
-      if (stat (src, &st) == 0 && S_ISDIR (st.st_mode))
-        {
-          if (add_tree (d, src, dst, origin, err) < 0)
-            return -1;
-          continue;
-        }
-      struct ib_copy_item *it = add_item (d, IB_ENTRY_FILE, origin);
-      const char *base = strrchr (w[i], '/') ? strrchr (w[i], '/') + 1 : w[i];
-      it->source = steal_pointer (&src);
-      it->raw_target = into_dir ? ib_path_join (dst, base) : ib_xstrdup (dst);
-      it->mode = mode;
-    }
-  return 0;
-}
-
-static int
-docker_instruction (struct ib_definition *d, struct vars *vars, const char *cmd, char *args, const char *origin,
-                    ib_error_t *err)
-{
-  if (strcasecmp (cmd, "ARG") == 0)
-    {
-      if (strchr (args, '=') == NULL)
-        {
-          cleanup_free char *kv = ib_xasprintf ("%s=", trim (args));
-          char *eq = strchr (kv, '=');
-          *eq = '\0';
-          arg_fn (vars, kv, "");
-          return 0;
-        }
-      return each_pair (args, origin, false, arg_fn, vars, err);
-    }
-  cleanup_free char *x = expand (vars, args);
-  if (strcasecmp (cmd, "FROM") == 0)
-    {
-      if (d->from)
-        return ib_error (err, IB_EDEFINITION, "%s: only one FROM is supported (no multi-stage builds)", origin);
-      char *w[4];
-      int n = split_words (x, w, 4);
-      if (n != 1 && !(n == 3 && strcasecmp (w[1], "AS") == 0))
-        return ib_error (err, IB_EDEFINITION, "%s: expected FROM IMAGE [AS NAME]", origin);
-      d->from = ib_xstrdup (w[0]);
-      return 0;
-    }
-  if (strcasecmp (cmd, "COPY") == 0 || strcasecmp (cmd, "ADD") == 0)
-    {
-      if (strcasecmp (cmd, "ADD") == 0)
-        return ib_error (err, IB_EDEFINITION, "%s: ADD is not supported; use COPY", origin);
-      return docker_copy (d, x, origin, err);
-    }
-  if (strcasecmp (cmd, "ENV") == 0)
-    return each_pair (x, origin, true, env_fn, d, err);
-  if (strcasecmp (cmd, "LABEL") == 0)
-    return each_pair (x, origin, false, label_fn, d, err);
-  if (strcasecmp (cmd, "CMD") == 0)
-    {
-      free (d->cmd_json);
-      d->cmd_json = ib_xstrdup (trim (x));
-      return 0;
-    }
-  return ib_error (err, IB_EDEFINITION,
-                   "%s: %s is not supported (imgbuild takes FROM, COPY, ENV, LABEL, ARG and CMD, and runs nothing)",
-                   origin, cmd);
-}
-
-/* `# imgbuild:new PATH` declares a target that the base does not have. */
-static void
-docker_directive (struct ib_definition *d, const char *comment)
-{
-  const char *c = comment + 1;
-  while (*c == ' ')
-    c++;
-  if (strncmp (c, "imgbuild:new ", 13) == 0)
-    add_string (&d->new_paths, &d->n_new, c + 13);
-}
-
-static int
-parse_dockerfile (struct ib_definition *d, char *text, struct vars *vars, ib_error_t *err)
-{
-  const char *base = strrchr (d->file, '/') ? strrchr (d->file, '/') + 1 : d->file;
-  int lineno = 0;
-  char *line = text;
-  while (line && *line)
-    {
-      int start = ++lineno;
-      /* Join continuation lines ending in a backslash. */
-      char *end = strchr (line, '\n');
-      cleanup_free char *joined = ib_xstrdup ("");
-      for (;;)
-        {
-          size_t len = end ? (size_t) (end - line) : strlen (line);
-          bool cont = len > 0 && line[len - 1] == '\\';
-          char *next = ib_xasprintf ("%s%.*s", joined, (int) (cont ? len - 1 : len), line);
-          free (joined);
-          joined = next;
-          line = end ? end + 1 : NULL;
-          if (!cont || line == NULL)
-            break;
-          lineno++;
-          end = strchr (line, '\n');
-        }
-      char *l = trim (joined);
-      if (*l == '#')
-        docker_directive (d, l);
-      if (*l == '\0' || *l == '#')
-        continue;
-      char *args = l + strcspn (l, " \t");
-      if (*args)
-        *args++ = '\0';
-      cleanup_free char *origin = ib_xasprintf ("%s:%d", base, start);
-      if (docker_instruction (d, vars, l, trim (args), origin, err) < 0)
-        return -1;
-    }
-  if (d->from == NULL)
-    return ib_error (err, IB_EDEFINITION, "%s: no FROM", d->file);
-  return 0;
-}
-
-int
-ib_definition_from_dockerfile (const char *path, const char *context, char *const *build_args, size_t n_build_args,
-                               struct ib_definition **out, ib_error_t *err)
-{
-  cleanup_free char *text = NULL;
-  if (ib_read_file (path, MAX_DEFINITION_SIZE, &text, NULL, err) < 0)
-    {
-      (*err)->class = IB_EDEFINITION;
-      return ib_error_wrap (err, "Dockerfile");
-    }
-  cleanup_free char *dir = NULL;
-  if (context)
-    dir = ib_xstrdup (context);
-  else
-    {
-      dir = ib_xstrdup (path);
-      char *slash = strrchr (dir, '/');
-      if (slash)
-        *slash = '\0';
-      else
-        strcpy (dir, ".");
-    }
-  struct ib_definition *d = definition_new (dir, path);
-  struct vars vars = { 0 };
-  for (size_t i = 0; i < n_build_args; i++)
-    add_string (&vars.kv, &vars.n, build_args[i]);
-  int r = parse_dockerfile (d, text, &vars, err);
-  for (size_t i = 0; i < vars.n; i++)
-    free (vars.kv[i]);
-  free (vars.kv);
   if (r < 0)
     {
       ib_definition_free (d);
