@@ -63,7 +63,7 @@ cmp_str (const void *a, const void *b)
 static bool
 marked (const struct marks *m, const char *hex)
 {
-  return bsearch (&hex, m->hex, m->n, sizeof (*m->hex), cmp_str) != NULL;
+  return m->n > 0 && bsearch (&hex, m->hex, m->n, sizeof (*m->hex), cmp_str) != NULL;
 }
 
 static int mark_descriptor (struct ib_store *s, struct marks *m, const cJSON *desc, int depth, ib_error_t *err);
@@ -190,7 +190,7 @@ mark_from_index (struct ib_store *s, struct marks *m, size_t *dropped, ib_error_
       r = ib_write_file_atomic (path, text, strlen (text), 0644, err);
     }
   cJSON_Delete (index);
-  if (r == 0)
+  if (r == 0 && m->n > 0)
     qsort (m->hex, m->n, sizeof (*m->hex), cmp_str);
   return r;
 }
@@ -232,7 +232,8 @@ sweep_blobs (struct ib_store *s, const struct marks *m, struct ib_gc_result *out
         }
     }
   closedir (d);
-  qsort (gone->hex, gone->n, sizeof (*gone->hex), cmp_str);
+  if (gone->n > 0) /* qsort's base may not be NULL, even for no elements */
+    qsort (gone->hex, gone->n, sizeof (*gone->hex), cmp_str);
 }
 
 /* A cache entry is derived from the blob whose digest begins its name
