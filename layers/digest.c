@@ -100,6 +100,12 @@ ib_sha256_file (const char *path, ib_digest *out, uint64_t *size, ib_error_t *er
   return 0;
 }
 
+static bool
+is_lower_hex (char c)
+{
+  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+}
+
 int
 ib_digest_check (const char *s, ib_error_t *err)
 {
@@ -108,9 +114,18 @@ ib_digest_check (const char *s, ib_error_t *err)
   const char *h = s + 7;
   size_t i = 0;
   for (; h[i]; i++)
-    if (!((h[i] >= '0' && h[i] <= '9') || (h[i] >= 'a' && h[i] <= 'f')))
+    if (!is_lower_hex (h[i]))
       return ib_error (err, IB_EINTEGRITY, "digest `%s` has a character that is not lowercase hex", s);
   if (i != 64)
     return ib_error (err, IB_EINTEGRITY, "digest `%s` does not have 64 hex digits", s);
   return 0;
+}
+
+bool
+ib_digest_hex_valid (const char *hex)
+{
+  size_t i = 0;
+  while (hex[i] && is_lower_hex (hex[i]))
+    i++;
+  return i == 64 && hex[i] == '\0';
 }

@@ -6,6 +6,7 @@
 #define IB_DIGEST_H
 
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "../util/error.h"
@@ -31,6 +32,8 @@ int ib_sha256_file (const char *path, ib_digest *out, uint64_t *size, ib_error_t
 
 /* 0 when S is a canonical sha256 digest, else an IB_EINTEGRITY error. */
 int ib_digest_check (const char *s, ib_error_t *err);
+/* HEX is 64 lowercase hex digits (a sha256 digest without its algorithm). */
+bool ib_digest_hex_valid (const char *hex);
 /* The hex part of a checked digest. */
 static inline const char *ib_digest_hex (const char *digest) { return digest + 7; }
 

@@ -36,16 +36,6 @@ struct marks
 };
 
 static bool
-is_hex64 (const char *s)
-{
-  size_t i = 0;
-  for (; s[i]; i++)
-    if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
-      return false;
-  return i == 64;
-}
-
-static bool
 marked_linear (const struct marks *m, const char *hex)
 {
   for (size_t i = 0; i < m->n; i++)
@@ -113,7 +103,7 @@ mark_descriptor (struct ib_store *s, struct marks *m, const cJSON *desc, int dep
     return ib_error (err, IB_EINTEGRITY, "gc: manifests nest deeper than 16");
   const char *digest = cJSON_GetStringValue (cJSON_GetObjectItemCaseSensitive (desc, "digest"));
   const char *mt = cJSON_GetStringValue (cJSON_GetObjectItemCaseSensitive (desc, "mediaType"));
-  if (digest == NULL || strncmp (digest, "sha256:", 7) != 0 || !is_hex64 (digest + 7))
+  if (digest == NULL || strncmp (digest, "sha256:", 7) != 0 || !ib_digest_hex_valid (digest + 7))
     return 0; /* not a blob of this store: nothing to keep */
   const char *hex = digest + 7;
   if (marked_linear (m, hex))
@@ -210,7 +200,7 @@ sweep_blobs (struct ib_store *s, const struct marks *m, struct ib_gc_result *out
       if (fstatat (dirfd (d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG (st.st_mode))
         continue;
       bool tmp = strncmp (de->d_name, ".tmp-", 5) == 0;
-      if (!tmp && (!is_hex64 (de->d_name) || marked (m, de->d_name)))
+      if (!tmp && (!ib_digest_hex_valid (de->d_name) || marked (m, de->d_name)))
         {
           out->blobs_kept++;
           continue;
@@ -265,7 +255,7 @@ sweep_caches (struct ib_store *s, const struct marks *gone, struct ib_gc_result 
           char hex[65] = "";
           if (strlen (e->d_name) >= 64)
             memcpy (hex, e->d_name, 64);
-          if (!runs && (!is_hex64 (hex) || !marked (gone, hex)))
+          if (!runs && (!ib_digest_hex_valid (hex) || !marked (gone, hex)))
             continue;
           cleanup_free char *path = ib_path_join (dir, e->d_name);
           ib_error_t ignored = NULL;
