@@ -22,17 +22,6 @@ struct sect
   size_t size;
 };
 
-static int
-read_at (int fd, void *buf, size_t len, uint64_t off, const char *what, ib_error_t *err)
-{
-  ssize_t n = pread (fd, buf, len, (off_t) off);
-  if (n < 0)
-    return ib_error_errno (err, errno, IB_EENV, "read `%s`", what);
-  if ((size_t) n != len)
-    return ib_error (err, IB_EINTEGRITY, "`%s` is truncated (ELF data past its end)", what);
-  return 0;
-}
-
 /* Section I of SH (any type), NUL-terminated; an absent one is empty. */
 static int
 read_section (int fd, const Elf64_Ehdr *eh, const Elf64_Shdr *sh, int i, const char *what, struct sect *out,
@@ -48,7 +37,7 @@ read_section (int fd, const Elf64_Ehdr *eh, const Elf64_Shdr *sh, int i, const c
   out->data = ib_xmalloc (sh[i].sh_size + 1);
   out->size = sh[i].sh_size;
   out->data[out->size] = '\0';
-  if (read_at (fd, out->data, out->size, sh[i].sh_offset, what, err) < 0)
+  if (ib_elf_read_at (fd, out->data, out->size, sh[i].sh_offset, what, err) < 0)
     {
       free (out->data);
       out->data = NULL;
@@ -313,7 +302,7 @@ ib_elf_link_read (int fd, const char *what, struct ib_elf_link **out, ib_error_t
   if (eh.e_shentsize != sizeof (Elf64_Shdr) || eh.e_shnum == 0 || eh.e_shnum > 65000)
     return ib_error (err, IB_EINTEGRITY, "`%s` has no usable section headers", what);
   cleanup_free Elf64_Shdr *sh = ib_xcalloc (eh.e_shnum, sizeof (*sh));
-  if (read_at (fd, sh, eh.e_shnum * sizeof (*sh), eh.e_shoff, what, err) < 0)
+  if (ib_elf_read_at (fd, sh, eh.e_shnum * sizeof (*sh), eh.e_shoff, what, err) < 0)
     return -1;
   struct parse p = { .l = ib_xcalloc (1, sizeof (struct ib_elf_link)) };
   p.l->machine = eh.e_machine;

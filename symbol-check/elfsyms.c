@@ -12,24 +12,13 @@
 #define MAX_SECTION (512u << 20)
 
 static int
-read_at (int fd, void *buf, size_t len, uint64_t off, const char *what, ib_error_t *err)
-{
-  ssize_t n = pread (fd, buf, len, (off_t) off);
-  if (n < 0)
-    return ib_error_errno (err, errno, IB_EENV, "read `%s`", what);
-  if ((size_t) n != len)
-    return ib_error (err, IB_EINTEGRITY, "`%s` is truncated (ELF data past its end)", what);
-  return 0;
-}
-
-static int
 read_section (int fd, const Elf64_Shdr *sh, const char *what, char **out, ib_error_t *err)
 {
   if (sh->sh_size > MAX_SECTION)
     return ib_error (err, IB_EINTEGRITY, "`%s`: an ELF section of %llu bytes", what,
                      (unsigned long long) sh->sh_size);
   char *buf = ib_xmalloc (sh->sh_size + 1);
-  if (read_at (fd, buf, sh->sh_size, sh->sh_offset, what, err) < 0)
+  if (ib_elf_read_at (fd, buf, sh->sh_size, sh->sh_offset, what, err) < 0)
     {
       free (buf);
       return -1;
@@ -108,7 +97,7 @@ int
 ib_elf_dynsyms (int fd, const char *what, struct ib_elf_symbols **out, ib_error_t *err)
 {
   Elf64_Ehdr eh;
-  if (read_at (fd, &eh, sizeof (eh), 0, what, err) < 0)
+  if (ib_elf_read_at (fd, &eh, sizeof (eh), 0, what, err) < 0)
     return -1;
   if (memcmp (eh.e_ident, ELFMAG, SELFMAG) != 0)
     return ib_error (err, IB_ESYMBOLS, "`%s` is not an ELF file", what);
@@ -117,7 +106,7 @@ ib_elf_dynsyms (int fd, const char *what, struct ib_elf_symbols **out, ib_error_
   if (eh.e_shentsize != sizeof (Elf64_Shdr) || eh.e_shnum == 0 || eh.e_shnum > 65000)
     return ib_error (err, IB_EINTEGRITY, "`%s` has no usable section headers", what);
   cleanup_free Elf64_Shdr *sh = ib_xcalloc (eh.e_shnum, sizeof (*sh));
-  if (read_at (fd, sh, eh.e_shnum * sizeof (*sh), eh.e_shoff, what, err) < 0)
+  if (ib_elf_read_at (fd, sh, eh.e_shnum * sizeof (*sh), eh.e_shoff, what, err) < 0)
     return -1;
   int dynsym = -1, versym = -1, verdef = -1;
   for (int i = 0; i < eh.e_shnum; i++)

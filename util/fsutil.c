@@ -255,3 +255,14 @@ ib_remove_tree (const char *path, ib_error_t *err)
     return ib_error_errno (err, errno, IB_EENV, "remove `%s`", path);
   return 0;
 }
+
+int
+ib_elf_read_at (int fd, void *buf, size_t len, uint64_t off, const char *what, ib_error_t *err)
+{
+  ssize_t n = pread (fd, buf, len, (off_t) off);
+  if (n < 0)
+    return ib_error_errno (err, errno, IB_EENV, "read `%s`", what);
+  if ((size_t) n != len)
+    return ib_error (err, IB_EINTEGRITY, "`%s` is truncated (ELF data past its end)", what);
+  return 0;
+}

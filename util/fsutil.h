@@ -7,6 +7,7 @@
 
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "error.h"
@@ -25,6 +26,9 @@ int ib_fsync_dir (const char *dir, ib_error_t *err);
 int ib_write_all (int fd, const void *buf, size_t len, const char *what, ib_error_t *err);
 /* Read up to LEN bytes; returns bytes read (< LEN only at end of file). */
 ssize_t ib_read_full (int fd, void *buf, size_t len);
+/* LEN bytes of the ELF file WHAT at OFF; a short read is IB_EINTEGRITY
+ * (the file is truncated), shared by the two ELF readers. */
+int ib_elf_read_at (int fd, void *buf, size_t len, uint64_t off, const char *what, ib_error_t *err);
 /* "a" + "/" + "b", without doubling slashes.  Never fails (aborts on OOM). */
 char *ib_path_join (const char *a, const char *b);
 /* NAME as an executable in a folder of $PATH (or of DEFAULT_PATH when
