@@ -16,52 +16,12 @@
 #include "pyfinder.h"
 #include "pysyms.h"
 #include "symcache.h"
+#include "symgate_private.h"
 
-#define MAX_PY_SOURCE (64u << 20)
-
-struct known
+void
+sg_problem (struct sg_ctx *c, bool is_error, const char *fmt, ...)
 {
-  const struct ib_fs_entry *e;
-  struct ib_py_module *m;
-  bool checked;     /* an overlay file: its imports are checked */
-  char *scan_error; /* our scanner could not read it (CPython is asked too) */
-};
-
-/* An extension module some checked import needs: it must export PyInit_NAME. */
-struct extension
-{
-  const struct ib_fs_entry *e;
-  char *module;
-  char *where; /* "file:line" of the first import */
-};
-
-struct ctx
-{
-  struct ib_store *s;
-  const struct ib_image *img;
-  const struct ib_fsview *view;
-  const struct ib_symbol_rules *r;
-  char *root; /* the python path as a view path: "usr/local/…/dist-packages" */
-  struct ib_py_layout layout;
-  char *py_cache, *elf_cache, *syntax_cache;
-  struct known **known; /* each its own allocation: pointers stay valid as it grows */
-  size_t n_known;
-  struct ib_py_source *sources; /* checked files the syntax cache does not know */
-  const struct ib_fs_entry **source_entries;
-  size_t n_sources;
-  struct extension *ext;
-  size_t n_ext;
-  ib_problem_fn fn;
-  void *data;
-  struct ib_symbol_stats *st;
-};
-
-static void problem (struct ctx *c, bool is_error, const char *fmt, ...) __attribute__ ((format (printf, 3, 4)));
-
-static void
-problem (struct ctx *c, bool is_error, const char *fmt, ...)
-{
-  va_list ap;
+     va_list ap;
   if (is_error)
     c->st->errors++;
   else
@@ -79,11 +39,11 @@ problem (struct ctx *c, bool is_error, const char *fmt, ...)
   va_end (ap);
 }
 
-static void unchecked (struct ctx *c, const char *fmt, ...) __attribute__ ((format (printf, 2, 3)));
+static void unchecked (struct sg_ctx *c, const char *fmt, ...) __attribute__ ((format (printf, 2, 3)));
 
 /* What cannot be proven statically and is not an error: counted, the first kept. */
 static void
-unchecked (struct ctx *c, const char *fmt, ...)
+unchecked (struct sg_ctx *c, const char *fmt, ...)
 {
   c->st->unchecked++;
   if (c->st->example_unchecked[0])
@@ -95,21 +55,21 @@ unchecked (struct ctx *c, const char *fmt, ...)
 }
 
 /* "usr/…/dist-packages/vllm/x.py" -> "vllm/x.py" */
-static const char *
-display (const struct ctx *c, const char *path)
+const char *
+sg_display (const struct sg_ctx *c, const char *path)
 {
   size_t n = strlen (c->root);
   return strncmp (path, c->root, n) == 0 && path[n] == '/' ? path + n + 1 : path;
 }
 
-static const char *
-layer_of (const struct ctx *c, const struct ib_fs_entry *e)
+const char *
+sg_layer_of (const struct sg_ctx *c, const struct ib_fs_entry *e)
 {
   return e->layer >= 0 && (size_t) e->layer < c->img->n_layers ? c->img->layers[e->layer].digest.s : "?";
 }
 
-static struct known *
-known_find (struct ctx *c, const struct ib_fs_entry *e)
+static struct sg_known *
+known_find (struct sg_ctx *c, const struct ib_fs_entry *e)
 {
   for (size_t i = 0; i < c->n_known; i++)
     if (c->known[i]->e == e)
@@ -117,18 +77,18 @@ known_find (struct ctx *c, const struct ib_fs_entry *e)
   return NULL;
 }
 
-static struct known *
-known_add (struct ctx *c, const struct ib_fs_entry *e, struct ib_py_module *m, bool checked)
+static struct sg_known *
+known_add (struct sg_ctx *c, const struct ib_fs_entry *e, struct ib_py_module *m, bool checked)
 {
   c->known = ib_xrealloc (c->known, (c->n_known + 1) * sizeof (*c->known));
-  struct known *k = ib_xmalloc (sizeof (*k));
-  *k = (struct known){ e, m, checked, NULL };
+  struct sg_known *k = ib_xmalloc (sizeof (*k));
+  *k = (struct sg_known){ e, m, checked, NULL };
   c->known[c->n_known++] = k;
   return k;
 }
 
-static bool
-in_packages (const struct ctx *c, const char *module)
+bool
+sg_in_packages (const struct sg_ctx *c, const char *module)
 {
   for (size_t i = 0; i < c->r->n_packages; i++)
     {
@@ -141,10 +101,10 @@ in_packages (const struct ctx *c, const char *module)
 
 /* The package a file's relative imports resolve against: its folder, for a
  * module and for a package's __init__.py alike. */
-static char *
-package_of (const struct ctx *c, const char *path)
+char *
+sg_package_of (const struct sg_ctx *c, const char *path)
 {
-  char *rel = ib_xstrdup (display (c, path));
+  char *rel = ib_xstrdup (sg_display (c, path));
   char *slash = strrchr (rel, '/');
   if (slash)
     *slash = '\0';
@@ -157,10 +117,10 @@ package_of (const struct ctx *c, const char *path)
 }
 
 /* The dotted module a .py file of the view is: "torch/nn/__init__.py" -> "torch.nn". */
-static char *
-module_of (const struct ctx *c, const char *path)
+char *
+sg_module_of (const struct sg_ctx *c, const char *path)
 {
-  char *rel = ib_xstrdup (display (c, path));
+  char *rel = ib_xstrdup (sg_display (c, path));
   size_t n = strlen (rel);
   if (n > 3 && strcmp (rel + n - 3, ".py") == 0)
     rel[n - 3] = '\0';
@@ -173,16 +133,16 @@ module_of (const struct ctx *c, const char *path)
   return rel;
 }
 
-static bool
-is_py_under_root (const struct ctx *c, const struct ib_fs_entry *e)
+bool
+sg_is_py_under_root (const struct sg_ctx *c, const struct ib_fs_entry *e)
 {
   size_t pl = strlen (e->path), rl = strlen (c->root);
   return e->type == IB_FS_FILE && pl > 3 && strcmp (e->path + pl - 3, ".py") == 0
          && (rl == 0 || (strncmp (e->path, c->root, rl) == 0 && e->path[rl] == '/'));
 }
 
-static void
-want (const struct ib_fs_entry ***list, size_t *n, const struct ib_fs_entry *e)
+void
+sg_want (const struct ib_fs_entry ***list, size_t *n, const struct ib_fs_entry *e)
 {
   for (size_t i = 0; i < *n; i++)
     if ((*list)[i] == e)
@@ -195,7 +155,7 @@ want (const struct ib_fs_entry ***list, size_t *n, const struct ib_fs_entry *e)
 
 /* A checked file's syntax: from the cache, or queued for the interpreter. */
 static void
-queue_syntax (struct ctx *c, const struct ib_fs_entry *e, const char *src, size_t len)
+queue_syntax (struct sg_ctx *c, const struct ib_fs_entry *e, const char *src, size_t len)
 {
   if (c->r->compile == NULL || !c->layout.version[0])
     return;
@@ -222,13 +182,13 @@ queue_syntax (struct ctx *c, const struct ib_fs_entry *e, const char *src, size_
 static int
 scan_extracted (void *data, const struct ib_fs_entry *e, struct ib_layer_reader *r, ib_error_t *err)
 {
-  struct ctx *c = data;
+  struct sg_ctx *c = data;
   cleanup_free char *src = NULL;
   size_t len;
   if (ib_reader_slurp (r, MAX_PY_SOURCE, &src, &len, err) < 0)
     return ib_error_wrap (err, "%s", e->path);
   bool checked = e->layer >= c->r->first_checked_layer;
-  cleanup_free char *package = package_of (c, e->path);
+  cleanup_free char *package = sg_package_of (c, e->path);
   if (checked)
     queue_syntax (c, e, src, len);
   struct ib_py_module *m;
@@ -248,11 +208,11 @@ scan_extracted (void *data, const struct ib_fs_entry *e, struct ib_layer_reader 
 
 /* Make sure E's definitions are known: from the cache, or queued in WANTED. */
 static void
-need_defs (struct ctx *c, const struct ib_fs_entry *e, const struct ib_fs_entry ***wanted, size_t *n)
+need_defs (struct sg_ctx *c, const struct ib_fs_entry *e, const struct ib_fs_entry ***wanted, size_t *n)
 {
   if (e == NULL || known_find (c, e))
     return;
-  cleanup_free char *package = package_of (c, e->path);
+  cleanup_free char *package = sg_package_of (c, e->path);
   struct ib_py_module *m = ib_symcache_load_py (c->py_cache, e->digest, package);
   if (m)
     {
@@ -260,19 +220,19 @@ need_defs (struct ctx *c, const struct ib_fs_entry *e, const struct ib_fs_entry 
       known_add (c, e, m, false);
       return;
     }
-  want (wanted, n, e);
+  sg_want (wanted, n, e);
 }
 
 static int
-load_checked_files (struct ctx *c, ib_error_t *err)
+load_checked_files (struct sg_ctx *c, ib_error_t *err)
 {
   const struct ib_fs_entry **wanted = NULL;
   size_t n = 0;
   for (size_t i = 0; i < ib_fsview_count (c->view); i++)
     {
       const struct ib_fs_entry *e = ib_fsview_at (c->view, i);
-      if (e->layer >= c->r->first_checked_layer && is_py_under_root (c, e))
-        want (&wanted, &n, e);
+      if (e->layer >= c->r->first_checked_layer && sg_is_py_under_root (c, e))
+        sg_want (&wanted, &n, e);
     }
   int r = ib_extract_entries (c->s, c->img, wanted, n, scan_extracted, c, err);
   free (wanted);
@@ -299,15 +259,15 @@ conflict_marker (const char *src, size_t len, int line)
 }
 
 static int
-check_syntax (struct ctx *c, ib_error_t *err)
+check_syntax (struct sg_ctx *c, ib_error_t *err)
 {
   if (c->r->compile == NULL)
     return 0;
   if (!c->layout.version[0])
     {
       if (c->st->files_checked)
-        problem (c, false, "syntax not checked: the image shows no Python version (no python3.X under %s, no /usr/bin/python3)",
-                 c->root);
+        sg_problem (c, false, "syntax not checked: the image shows no Python version (no python3.X under %s, no /usr/bin/python3)",
+                    c->root);
       return 0;
     }
   /* Only the files the cache does not know go to the interpreter. */
@@ -352,11 +312,11 @@ check_syntax (struct ctx *c, ib_error_t *err)
     {
       const struct ib_py_source *s = &c->sources[i];
       const struct ib_fs_entry *e = c->source_entries[i];
-      struct known *k = known_find (c, e);
+      struct sg_known *k = known_find (c, e);
       if (s->refused)
         {
-          problem (c, exact, "%s:%d: CPython %s refuses it: %s%s", display (c, e->path), s->line, c->layout.version,
-                   s->msg ? s->msg : "?", exact ? "" : " (asked the build machine's Python, not the image's: a warning)");
+          sg_problem (c, exact, "%s:%d: CPython %s refuses it: %s%s", sg_display (c, e->path), s->line, c->layout.version,
+                      s->msg ? s->msg : "?", exact ? "" : " (asked the build machine's Python, not the image's: a warning)");
           if (k)
             {
               free (k->scan_error);
@@ -372,17 +332,17 @@ check_syntax (struct ctx *c, ib_error_t *err)
 /* ---- forward edges: the overlay's imports -------------------------------- */
 
 static void
-need_extension (struct ctx *c, const struct ib_fs_entry *e, const char *module, const char *file, int line)
+need_extension (struct sg_ctx *c, const struct ib_fs_entry *e, const char *module, const char *file, int line)
 {
   for (size_t i = 0; i < c->n_ext; i++)
     if (c->ext[i].e == e)
       return;
   c->ext = ib_xrealloc (c->ext, (c->n_ext + 1) * sizeof (*c->ext));
-  c->ext[c->n_ext++] = (struct extension){ e, ib_xstrdup (module), ib_xasprintf ("%s:%d", file, line) };
+  c->ext[c->n_ext++] = (struct sg_extension){ e, ib_xstrdup (module), ib_xasprintf ("%s:%d", file, line) };
 }
 
 static int
-load_needed_defs (struct ctx *c, ib_error_t *err)
+load_needed_defs (struct sg_ctx *c, ib_error_t *err)
 {
   const struct ib_fs_entry **wanted = NULL;
   size_t n = 0, n_known = c->n_known;
@@ -391,7 +351,7 @@ load_needed_defs (struct ctx *c, ib_error_t *err)
       const struct ib_py_module *m = c->known[k]->m;
       for (size_t i = 0; c->known[k]->checked && i < m->n_imports; i++)
         {
-          if (!in_packages (c, m->imports[i].module))
+          if (!sg_in_packages (c, m->imports[i].module))
             continue;
           struct ib_py_resolved res;
           ib_py_resolve (&c->layout, m->imports[i].module, &res, NULL);
@@ -399,7 +359,7 @@ load_needed_defs (struct ctx *c, ib_error_t *err)
             need_defs (c, res.e, &wanted, &n);
           else if (res.kind == IB_PY_EXTENSION || res.kind == IB_PY_BELOW_EXTENSION)
             need_extension (c, res.e, res.extension ? res.extension : m->imports[i].module,
-                            display (c, c->known[k]->e->path), m->imports[i].line);
+                            sg_display (c, c->known[k]->e->path), m->imports[i].line);
           ib_py_resolved_clear (&res);
         }
     }
@@ -412,12 +372,12 @@ load_needed_defs (struct ctx *c, ib_error_t *err)
 
 /* The definitions of a module file, from what is known or the cache. */
 static const struct ib_py_module *
-defs_of (struct ctx *c, const struct ib_fs_entry *e)
+defs_of (struct sg_ctx *c, const struct ib_fs_entry *e)
 {
-  struct known *k = known_find (c, e);
+  struct sg_known *k = known_find (c, e);
   if (k)
     return k->m;
-  cleanup_free char *package = package_of (c, e->path);
+  cleanup_free char *package = sg_package_of (c, e->path);
   struct ib_py_module *m = ib_symcache_load_py (c->py_cache, e->digest, package);
   return m ? known_add (c, e, m, false)->m : NULL;
 }
@@ -425,7 +385,7 @@ defs_of (struct ctx *c, const struct ib_fs_entry *e)
 /* Whether a star import of M's (`from S import *`, S a Python module whose
  * definitions are known) provides NAME: 1 yes, 0 no, -1 cannot tell. */
 static int
-star_provides (struct ctx *c, const struct ib_py_module *m, const char *name, int depth, char **blocker)
+star_provides (struct sg_ctx *c, const struct ib_py_module *m, const char *name, int depth, char **blocker)
 {
   int verdict = 0;
   for (size_t i = 0; i < m->n_imports && depth < 6; i++)
@@ -470,7 +430,7 @@ star_provides (struct ctx *c, const struct ib_py_module *m, const char *name, in
 /* NAME imported from the resolved module RES (named MODULE) by FILE:LINE.
  * VIA says whose import it is, for the reverse edges ("" for the overlay's). */
 static void
-check_name (struct ctx *c, const char *file, int line, bool guarded, const char *module,
+check_name (struct sg_ctx *c, const char *file, int line, bool guarded, const char *module,
             const struct ib_py_resolved *res, const char *name, const char *via)
 {
   c->st->names_checked++;
@@ -490,7 +450,7 @@ check_name (struct ctx *c, const char *file, int line, bool guarded, const char 
       if (found)
         return;
     }
-  const struct known *t = res->kind == IB_PY_NAMESPACE ? NULL : known_find (c, res->e);
+  const struct sg_known *t = res->kind == IB_PY_NAMESPACE ? NULL : known_find (c, res->e);
   if (t && ib_py_defines (t->m, name))
     return;
   /* A star import of a Python module whose definitions are known. */
@@ -502,9 +462,9 @@ check_name (struct ctx *c, const char *file, int line, bool guarded, const char 
         return;
       if (v == 0 && !ib_py_promises (t->m, name) && !t->m->has_getattr && !t->m->runtime_binding)
         {
-          problem (c, !guarded, "%s:%d: from %s import %s: %s is not defined in %s nor brought by its star imports%s%s",
-                   file, line, module, name, name, display (c, res->e->path), via,
-                   guarded ? " (a guarded import: a warning)" : "");
+          sg_problem (c, !guarded, "%s:%d: from %s import %s: %s is not defined in %s nor brought by its star imports%s%s",
+                      file, line, module, name, name, sg_display (c, res->e->path), via,
+                      guarded ? " (a guarded import: a warning)" : "");
           return;
         }
     }
@@ -512,24 +472,24 @@ check_name (struct ctx *c, const char *file, int line, bool guarded, const char 
     {
       /* Listed in __all__ and bound by nothing the file shows: an extension
        * binds it at run time (torch.cuda.FloatTensor). */
-      problem (c, c->r->unresolved_is_error && !guarded,
-               "%s:%d: from %s import %s: %s is in __all__ of %s but bound at run time, not by the file%s", file, line,
-               module, name, name, display (c, res->e->path), via);
+      sg_problem (c, c->r->unresolved_is_error && !guarded,
+                  "%s:%d: from %s import %s: %s is in __all__ of %s but bound at run time, not by the file%s", file, line,
+                  module, name, name, sg_display (c, res->e->path), via);
       return;
     }
-  const char *where = display (c, res->e->path);
+  const char *where = sg_display (c, res->e->path);
   if (t && (t->m->has_getattr || t->m->has_star_import || t->m->runtime_binding))
     {
       cleanup_free char *how = t->m->has_getattr ? ib_xstrdup ("a module-level __getattr__")
                                : t->m->runtime_binding
                                    ? ib_xasprintf ("%s at line %d", t->m->runtime_binding, t->m->runtime_binding_line)
                                    : ib_xstrdup (blocker ? blocker : "a star import");
-      problem (c, c->r->unresolved_is_error && !guarded, "%s:%d: from %s import %s: %s is not resolvable statically (%s has %s)%s",
-               file, line, module, name, name, where, how, via);
+      sg_problem (c, c->r->unresolved_is_error && !guarded, "%s:%d: from %s import %s: %s is not resolvable statically (%s has %s)%s",
+                  file, line, module, name, name, where, how, via);
       return;
     }
-  problem (c, !guarded, "%s:%d: from %s import %s: %s is not defined in %s (layer %s)%s%s", file, line, module, name,
-           name, where, layer_of (c, res->e), via, guarded ? " (a guarded import: a warning)" : "");
+  sg_problem (c, !guarded, "%s:%d: from %s import %s: %s is not defined in %s (layer %s)%s%s", file, line, module, name,
+              name, where, sg_layer_of (c, res->e), via, guarded ? " (a guarded import: a warning)" : "");
 }
 
 static char *
@@ -545,8 +505,8 @@ names_of (const struct ib_py_import *im)
   return out;
 }
 
-static void
-check_import (struct ctx *c, const char *file, const struct ib_py_import *im, const char *via)
+void
+sg_check_import (struct sg_ctx *c, const char *file, const struct ib_py_import *im, const char *via)
 {
   c->st->imports_checked++;
   struct ib_py_resolved res;
@@ -555,9 +515,9 @@ check_import (struct ctx *c, const char *file, const struct ib_py_import *im, co
   if (res.kind == IB_PY_NONE)
     {
       cleanup_free char *names = names_of (im);
-      problem (c, !im->guarded, "%s:%d: %s %s: module %s is not in the image (tried %s under /%s%s%s)%s%s", file,
-               im->line, im->is_from ? "from" : "import", im->module, im->module, tried, c->root,
-               *names ? "; names imported: " : "", names, via, im->guarded ? " (a guarded import: a warning)" : "");
+      sg_problem (c, !im->guarded, "%s:%d: %s %s: module %s is not in the image (tried %s under /%s%s%s)%s%s", file,
+                  im->line, im->is_from ? "from" : "import", im->module, im->module, tried, c->root,
+                  *names ? "; names imported: " : "", names, via, im->guarded ? " (a guarded import: a warning)" : "");
       return;
     }
   if (res.kind == IB_PY_BELOW_EXTENSION && im->n_names == 0)
@@ -570,275 +530,33 @@ check_import (struct ctx *c, const char *file, const struct ib_py_import *im, co
 }
 
 static void
-check_imports (struct ctx *c, const struct known *k)
+check_imports (struct sg_ctx *c, const struct sg_known *k)
 {
   if (k->scan_error)
-    problem (c, true, "%s: %s", display (c, k->e->path), k->scan_error);
+    sg_problem (c, true, "%s: %s", sg_display (c, k->e->path), k->scan_error);
   for (size_t i = 0; i < k->m->n_imports; i++)
-    if (in_packages (c, k->m->imports[i].module))
-      check_import (c, display (c, k->e->path), &k->m->imports[i], "");
+    if (sg_in_packages (c, k->m->imports[i].module))
+      sg_check_import (c, sg_display (c, k->e->path), &k->m->imports[i], "");
 }
 
 static void
-check_required_python (struct ctx *c, const struct ib_requirement *req)
+check_required_python (struct sg_ctx *c, const struct ib_requirement *req)
 {
   const char *path = req->path + (req->path[0] == '/');
   const struct ib_fs_entry *e = ib_fsview_lookup (c->view, path);
-  const struct known *k = e ? known_find (c, e) : NULL;
+  const struct sg_known *k = e ? known_find (c, e) : NULL;
   if (k == NULL)
     {
-      problem (c, true, "%s: required file %s is not in the image", req->origin, req->path);
+      sg_problem (c, true, "%s: required file %s is not in the image", req->origin, req->path);
       return;
     }
   for (size_t i = 0; i < req->n_names; i++)
     {
       c->st->names_checked++;
       if (!ib_py_defines (k->m, req->names[i]))
-        problem (c, true, "%s: %s does not define required symbol %s (layer %s)", req->origin, req->path,
-                 req->names[i], layer_of (c, e));
+        sg_problem (c, true, "%s: %s does not define required symbol %s (layer %s)", req->origin, req->path,
+                    req->names[i], sg_layer_of (c, e));
     }
-}
-
-/* ---- reverse edges: the base's importers of what the overlay replaces ---- */
-
-struct index_build
-{
-  struct ctx *c;
-  const struct ib_fsview *base;
-  char **lines; /* "MODULE\tLINE GUARDED FROM PATH NAMES" */
-  size_t n;
-};
-
-static void
-index_module (struct index_build *b, const struct ib_fs_entry *e, const struct ib_py_module *m)
-{
-  for (size_t i = 0; i < m->n_imports; i++)
-    {
-      const struct ib_py_import *im = &m->imports[i];
-      if (im->n_names == 0 || !in_packages (b->c, im->module) || strlen (im->module) > 200)
-        continue;
-      char *names = ib_xstrdup ("");
-      for (size_t k = 0; k < im->n_names; k++)
-        {
-          char *next = ib_xasprintf ("%s%s%s", names, k ? "," : "", im->names[k].name);
-          free (names);
-          names = next;
-        }
-      b->lines = ib_xrealloc (b->lines, (b->n + 1) * sizeof (*b->lines));
-      b->lines[b->n++] = ib_xasprintf ("%s\t%d %d %d %s %s", im->module, im->line, im->guarded, im->is_from, e->path,
-                                       names);
-      free (names);
-    }
-}
-
-static int
-index_extracted (void *data, const struct ib_fs_entry *e, struct ib_layer_reader *r, ib_error_t *err)
-{
-  struct index_build *b = data;
-  cleanup_free char *src = NULL;
-  size_t len;
-  if (ib_reader_slurp (r, MAX_PY_SOURCE, &src, &len, err) < 0)
-    return ib_error_wrap (err, "%s", e->path);
-  cleanup_free char *package = package_of (b->c, e->path);
-  struct ib_py_module *m;
-  if (ib_py_scan (src, len, package, &m, err) < 0)
-    {
-      ib_error_release (err); /* a base file we cannot read imports nothing we can check */
-      return 0;
-    }
-  ib_symcache_save_py (b->c->py_cache, e->digest, package, m);
-  b->c->st->scanned++;
-  index_module (b, e, m);
-  ib_py_module_free (m);
-  return 0;
-}
-
-static int
-cmp_line (const void *a, const void *b)
-{
-  return strcmp (*(char *const *) a, *(char *const *) b);
-}
-
-/* Write the index: one file per imported module, made in a temporary
- * folder and renamed whole. */
-static int
-index_write (struct index_build *b, const char *dir, ib_error_t *err)
-{
-  qsort (b->lines, b->n, sizeof (*b->lines), cmp_line);
-  cleanup_free char *tmp = ib_xasprintf ("%s.tmp-XXXXXX", dir);
-  if (mkdtemp (tmp) == NULL)
-    return ib_error_errno (err, errno, IB_EENV, "mkdtemp `%s`", tmp);
-  for (size_t i = 0; i < b->n;)
-    {
-      size_t ml = strcspn (b->lines[i], "\t"), j = i;
-      char *text = NULL;
-      size_t len = 0;
-      while (j < b->n && strncmp (b->lines[j], b->lines[i], ml + 1) == 0)
-        {
-          ib_xappend (&text, &len, b->lines[j] + ml + 1, strlen (b->lines[j] + ml + 1));
-          ib_xappend (&text, &len, "\n", 1);
-          j++;
-        }
-      cleanup_free char *name = strndup (b->lines[i], ml);
-      cleanup_free char *path = ib_path_join (tmp, name);
-      int r = ib_write_file_atomic (path, text, len, 0644, err);
-      free (text);
-      if (r < 0)
-        {
-          ib_remove_tree (tmp, NULL);
-          return -1;
-        }
-      i = j;
-    }
-  if (rename (tmp, dir) < 0)
-    {
-      ib_remove_tree (tmp, NULL); /* another build made it first */
-      if (errno != ENOTEMPTY && errno != EEXIST)
-        return ib_error_errno (err, errno, IB_EENV, "rename `%s`", tmp);
-    }
-  return 0;
-}
-
-/* The index of the base below the overlay, built once per (base layers,
- * python path, packages). */
-static int
-reverse_index (struct ctx *c, char **out, ib_error_t *err)
-{
-  cleanup_free char *cache = NULL;
-  if (ib_store_cache_dir (c->s, "pyrevidx", &cache, err) < 0)
-    return -1;
-  ib_sha256 *h = ib_sha256_new ();
-  ib_sha256_update (h, "pyrevidx 2\n", 11);
-  ib_sha256_update (h, c->root, strlen (c->root) + 1);
-  for (size_t i = 0; i < c->r->n_packages; i++)
-    ib_sha256_update (h, c->r->packages[i], strlen (c->r->packages[i]) + 1);
-  for (int i = 0; i < c->r->first_checked_layer && (size_t) i < c->img->n_layers; i++)
-    ib_sha256_update (h, c->img->diff_ids[i].s, strlen (c->img->diff_ids[i].s) + 1);
-  ib_digest key;
-  ib_sha256_final (h, &key);
-  ib_sha256_free (h);
-  *out = ib_path_join (cache, ib_digest_hex (key.s));
-  if (access (*out, F_OK) == 0)
-    return 0;
-  struct ib_image base = *c->img;
-  base.n_layers = (size_t) c->r->first_checked_layer < c->img->n_layers ? (size_t) c->r->first_checked_layer : c->img->n_layers;
-  struct ib_fsview *bv = NULL;
-  if (ib_fsview_of_image (c->s, &base, &bv, err) < 0)
-    return -1;
-  struct index_build b = { c, bv, NULL, 0 };
-  const struct ib_fs_entry **wanted = NULL;
-  size_t n = 0;
-  for (size_t i = 0; i < ib_fsview_count (bv); i++)
-    {
-      const struct ib_fs_entry *e = ib_fsview_at (bv, i);
-      if (!is_py_under_root (c, e))
-        continue;
-      cleanup_free char *mod = module_of (c, e->path);
-      if (!in_packages (c, mod))
-        continue;
-      /* The base's own version of each module: what it defined. */
-      b.lines = ib_xrealloc (b.lines, (b.n + 1) * sizeof (*b.lines));
-      b.lines[b.n++] = ib_xasprintf ("%s\t#%s", mod, e->digest);
-      cleanup_free char *package = package_of (c, e->path);
-      struct ib_py_module *m = ib_symcache_load_py (c->py_cache, e->digest, package);
-      if (m == NULL)
-        {
-          want (&wanted, &n, e);
-          continue;
-        }
-      c->st->cached++;
-      index_module (&b, e, m);
-      ib_py_module_free (m);
-    }
-  int r = ib_extract_entries (c->s, &base, wanted, n, index_extracted, &b, err);
-  free (wanted);
-  if (r == 0)
-    r = index_write (&b, *out, err);
-  for (size_t i = 0; i < b.n; i++)
-    free (b.lines[i]);
-  free (b.lines);
-  ib_fsview_free (bv);
-  return r;
-}
-
-/* One line of an index entry, checked against the merged image.  BASE is
- * what the base's own version of MODULE defined: a name it defined that the
- * overlay's version no longer does was removed, whatever run-time binding
- * the file also has. */
-static void
-check_importer (struct ctx *c, const char *module, const struct ib_py_module *base, const struct known *now, char *l)
-{
-  int line, guarded, from, off = -1;
-  char path[4096];
-  if (sscanf (l, "%d %d %d %4095s %n", &line, &guarded, &from, path, &off) != 4 || off < 0)
-    return;
-  const struct ib_fs_entry *e = ib_fsview_lookup (c->view, path);
-  if (e == NULL || e->layer >= c->r->first_checked_layer)
-    return; /* gone, or replaced by the overlay: its own imports are checked */
-  c->st->importers++;
-  struct ib_py_import im = { .line = line, .is_from = from, .module = (char *) module, .guarded = guarded };
-  char *save = NULL;
-  for (char *n = strtok_r (l + off, ",", &save); n; n = strtok_r (NULL, ",", &save))
-    {
-      im.names = ib_xrealloc (im.names, (im.n_names + 1) * sizeof (*im.names));
-      im.names[im.n_names++] = (struct ib_py_alias){ n, NULL };
-    }
-  cleanup_free char *via = ib_xasprintf (" (imported by the image's %s; the overlay replaces %s)", display (c, path), module);
-  bool removed = false;
-  for (size_t i = 0; base && now && i < im.n_names; i++)
-    if (ib_py_defines (base, im.names[i].name) && !ib_py_defines (now->m, im.names[i].name))
-      {
-        problem (c, !im.guarded, "%s:%d: from %s import %s: %s was defined in the base's %s and the overlay's no longer defines it (layer %s)%s%s",
-                 display (c, path), line, module, im.names[i].name, im.names[i].name, display (c, now->e->path),
-                 layer_of (c, now->e), via, im.guarded ? " (a guarded import: a warning)" : "");
-        removed = true;
-      }
-  if (!removed)
-    check_import (c, display (c, path), &im, via);
-  free (im.names);
-}
-
-static int
-check_reverse_edges (struct ctx *c, ib_error_t *err)
-{
-  if (c->r->first_checked_layer <= 0 || c->r->n_packages == 0)
-    return 0;
-  bool any = false;
-  for (size_t k = 0; k < c->n_known && !any; k++)
-    any = c->known[k]->checked;
-  if (!any)
-    return 0;
-  cleanup_free char *dir = NULL;
-  if (reverse_index (c, &dir, err) < 0)
-    return ib_error_wrap (err, "the reverse-import index");
-  size_t n_known = c->n_known;
-  for (size_t k = 0; k < n_known; k++)
-    {
-      if (!c->known[k]->checked)
-        continue;
-      cleanup_free char *module = module_of (c, c->known[k]->e->path);
-      if (!in_packages (c, module))
-        continue;
-      cleanup_free char *path = ib_path_join (dir, module);
-      cleanup_free char *text = NULL;
-      if (ib_read_file (path, 1u << 30, &text, NULL, NULL) < 0)
-        continue; /* nobody in the base imports names from it */
-      char *save = NULL;
-      struct ib_py_module *base = NULL;
-      for (char *l = strtok_r (text, "\n", &save); l; l = strtok_r (NULL, "\n", &save))
-        {
-          if (l[0] == '#')
-            {
-              cleanup_free char *package = package_of (c, c->known[k]->e->path);
-              ib_py_module_free (base);
-              base = ib_symcache_load_py (c->py_cache, l + 1, package);
-              continue;
-            }
-          check_importer (c, module, base, c->known[k], l);
-        }
-      ib_py_module_free (base);
-    }
-  return 0;
 }
 
 /* ---- native symbols ------------------------------------------------------ */
@@ -847,32 +565,32 @@ check_reverse_edges (struct ctx *c, ib_error_t *err)
  * PyInit_ of an extension module. */
 struct native_job
 {
-  struct ctx *c;
+  struct sg_ctx *c;
   const struct ib_requirement *req; /* or NULL: the extension modules */
 };
 
 static void
-check_native_file (struct ctx *c, const struct ib_requirement *req, const struct ib_fs_entry *e,
+check_native_file (struct sg_ctx *c, const struct ib_requirement *req, const struct ib_fs_entry *e,
                    const struct ib_elf_symbols *syms)
 {
   for (size_t i = 0; i < req->n_names; i++)
     {
       c->st->names_checked++;
       if (!ib_elf_exports (syms, req->names[i]))
-        problem (c, true, "%s: /%s does not export dynamic symbol %s (layer %s)", req->origin, e->path,
-                 req->names[i], layer_of (c, e));
+        sg_problem (c, true, "%s: /%s does not export dynamic symbol %s (layer %s)", req->origin, e->path,
+                    req->names[i], sg_layer_of (c, e));
     }
 }
 
 /* CPython imports extension module A.B by calling PyInit_B. */
 static void
-check_extension (struct ctx *c, const struct extension *x, const struct ib_elf_symbols *syms)
+check_extension (struct sg_ctx *c, const struct sg_extension *x, const struct ib_elf_symbols *syms)
 {
   cleanup_free char *init = ib_xasprintf ("PyInit_%s", ib_py_last_part (x->module));
   c->st->names_checked++;
   if (!ib_elf_exports (syms, init))
-    problem (c, true, "%s: import %s: /%s does not export %s, so CPython cannot import it (layer %s)", x->where,
-             x->module, x->e->path, init, layer_of (c, x->e));
+    sg_problem (c, true, "%s: import %s: /%s does not export %s, so CPython cannot import it (layer %s)", x->where,
+                x->module, x->e->path, init, sg_layer_of (c, x->e));
 }
 
 static void
@@ -894,14 +612,14 @@ static int
 native_extracted (void *data, const struct ib_fs_entry *e, struct ib_layer_reader *r, ib_error_t *err)
 {
   struct native_job *job = data;
-  struct ctx *c = job->c;
+  struct sg_ctx *c = job->c;
   cleanup_close int fd = -1;
   if (ib_reader_spool (r, c->elf_cache, &fd, err) < 0)
     return -1;
   struct ib_elf_symbols *syms;
   if (ib_elf_dynsyms (fd, e->path, &syms, err) < 0)
     {
-      problem (c, true, "%s: /%s: %s", job->req ? job->req->origin : "extension module", e->path, (*err)->msg);
+      sg_problem (c, true, "%s: /%s: %s", job->req ? job->req->origin : "extension module", e->path, (*err)->msg);
       ib_error_release (err);
       return 0;
     }
@@ -914,7 +632,7 @@ native_extracted (void *data, const struct ib_fs_entry *e, struct ib_layer_reade
 
 /* Check FILES from the cache where it can; read the rest in one pass. */
 static int
-check_native_files (struct ctx *c, struct native_job *job, const struct ib_fs_entry *const *files, size_t n_files,
+check_native_files (struct sg_ctx *c, struct native_job *job, const struct ib_fs_entry *const *files, size_t n_files,
                     ib_error_t *err)
 {
   const struct ib_fs_entry **wanted = NULL;
@@ -929,7 +647,7 @@ check_native_files (struct ctx *c, struct native_job *job, const struct ib_fs_en
           ib_elf_symbols_free (syms);
         }
       else
-        want (&wanted, &n, files[i]);
+        sg_want (&wanted, &n, files[i]);
     }
   int r = ib_extract_entries (c->s, c->img, wanted, n, native_extracted, job, err);
   free (wanted);
@@ -937,19 +655,19 @@ check_native_files (struct ctx *c, struct native_job *job, const struct ib_fs_en
 }
 
 static int
-check_native (struct ctx *c, const struct ib_requirement *req, ib_error_t *err)
+check_native (struct sg_ctx *c, const struct ib_requirement *req, ib_error_t *err)
 {
   cleanup_free const struct ib_fs_entry **files = NULL;
   size_t n_files = ib_fsview_glob (c->view, req->path, &files);
   c->st->native_checked += n_files;
   if (n_files == 0)
-    problem (c, true, "%s: no shared object in the image matches %s", req->origin, req->path);
+    sg_problem (c, true, "%s: no shared object in the image matches %s", req->origin, req->path);
   struct native_job job = { c, req };
   return check_native_files (c, &job, files, n_files, err);
 }
 
 static int
-check_extensions (struct ctx *c, ib_error_t *err)
+check_extensions (struct sg_ctx *c, ib_error_t *err)
 {
   const struct ib_fs_entry **files = ib_xcalloc (c->n_ext + 1, sizeof (*files));
   for (size_t i = 0; i < c->n_ext; i++)
@@ -963,7 +681,7 @@ check_extensions (struct ctx *c, ib_error_t *err)
 /* ---- the gate ------------------------------------------------------------ */
 
 static int
-ctx_init (struct ctx *c, ib_error_t *err)
+ctx_init (struct sg_ctx *c, ib_error_t *err)
 {
   c->root = ib_clean_tar_path (c->r->python_path ? c->r->python_path : "/");
   if (c->root == NULL)
@@ -984,7 +702,7 @@ ctx_init (struct ctx *c, ib_error_t *err)
 }
 
 static void
-ctx_clear (struct ctx *c)
+ctx_clear (struct sg_ctx *c)
 {
   for (size_t i = 0; i < c->n_known; i++)
     {
@@ -1018,7 +736,7 @@ ib_symbols_check (struct ib_store *s, const struct ib_image *img, const struct i
                   const struct ib_symbol_rules *rules, ib_problem_fn fn, void *data, struct ib_symbol_stats *stats,
                   ib_error_t *err)
 {
-  struct ctx c = { .s = s, .img = img, .view = view, .r = rules, .fn = fn, .data = data, .st = stats };
+  struct sg_ctx c = { .s = s, .img = img, .view = view, .r = rules, .fn = fn, .data = data, .st = stats };
   memset (stats, 0, sizeof (*stats));
   int r = ctx_init (&c, err);
   if (r == 0)
@@ -1031,7 +749,7 @@ ib_symbols_check (struct ib_store *s, const struct ib_image *img, const struct i
     if (c.known[i]->checked)
       check_imports (&c, c.known[i]);
   if (r == 0)
-    r = check_reverse_edges (&c, err);
+    r = sg_check_reverse_edges (&c, err);
   if (r == 0)
     r = check_extensions (&c, err);
   for (size_t i = 0; r == 0 && i < rules->n_python; i++)

@@ -90,6 +90,24 @@ PY
   refute skopeo inspect "oci:$IMGBUILD_STORE:dcp2:2" >/dev/null 2>&1
 }
 
+# The reverse edge: the overlay's weight_utils.py drops default_weight_loader,
+# which the base's own model_loader/__init__.py (not in the overlay) imports.
+# The overlay's imports all resolve; the image is broken all the same.
+t_overlay_dropping_a_name_the_base_imports_fails() {
+  build_base
+  copy_images d
+  sed -i 's/^def default_weight_loader(/def default_weight_loader_v2(/' d/dsv41-flash-dcp2/files/weight_utils.py
+  refute grep -q '^def default_weight_loader(' d/dsv41-flash-dcp2/files/weight_utils.py
+  expect_fail 5 'model_loader/__init__.py:1: from vllm.model_executor.model_loader.weight_utils import default_weight_loader: default_weight_loader was defined in the base.s vllm/model_executor/model_loader/weight_utils.py and the overlay.s no longer defines it \(layer sha256:[0-9a-f]{64}\) \(imported by the image.s vllm/model_executor/model_loader/__init__.py; the overlay replaces vllm.model_executor.model_loader.weight_utils\)' \
+    "$IB" --smoke=off d/dsv41-flash-dcp2 -t dcp2:rev
+  refute skopeo inspect "oci:$IMGBUILD_STORE:dcp2:rev" >/dev/null 2>&1
+  # The name the base does not import is free to go: safetensors_weights_iterator
+  # is imported too, find_weight_files is not.
+  copy_images e
+  sed -i 's/^def find_weight_files(/def find_weight_files_v2(/' e/dsv41-flash-dcp2/files/weight_utils.py
+  "$IB" -q --smoke=off e/dsv41-flash-dcp2 -t dcp2:rev-ok
+}
+
 t_missing_required_symbol_fails_the_build() {
   build_base
   copy_images d

@@ -1,0 +1,79 @@
+/* The symbol gate's state, shared by the files that make up the gate
+ * (symgate.c: the overlay's own imports and the native symbols;
+ * revimports.c: the base's importers of what the overlay replaces).
+ * Private to symbol-check/: nothing outside includes it. */
+#ifndef IB_SYMGATE_PRIVATE_H
+#define IB_SYMGATE_PRIVATE_H
+
+#include <stdbool.h>
+
+#include "pyfinder.h"
+#include "pysyms.h"
+#include "symgate.h"
+
+/* The largest Python source the gate reads. */
+#define MAX_PY_SOURCE (64u << 20)
+
+struct sg_known
+{
+  const struct ib_fs_entry *e;
+  struct ib_py_module *m;
+  bool checked;     /* an overlay file: its imports are checked */
+  char *scan_error; /* our scanner could not read it (CPython is asked too) */
+};
+
+/* An extension module some checked import needs: it must export PyInit_NAME. */
+struct sg_extension
+{
+  const struct ib_fs_entry *e;
+  char *module;
+  char *where; /* "file:line" of the first import */
+};
+
+struct sg_ctx
+{
+  struct ib_store *s;
+  const struct ib_image *img;
+  const struct ib_fsview *view;
+  const struct ib_symbol_rules *r;
+  char *root; /* the python path as a view path: "usr/local/…/dist-packages" */
+  struct ib_py_layout layout;
+  char *py_cache, *elf_cache, *syntax_cache;
+  struct sg_known **known; /* each its own allocation: pointers stay valid as it grows */
+  size_t n_known;
+  struct ib_py_source *sources; /* checked files the syntax cache does not know */
+  const struct ib_fs_entry **source_entries;
+  size_t n_sources;
+  struct sg_extension *ext;
+  size_t n_ext;
+  ib_problem_fn fn;
+  void *data;
+  struct ib_symbol_stats *st;
+};
+
+/* Counts a problem (an error or a warning, the first warning kept as the
+ * example) and hands it to the caller's callback. */
+void sg_problem (struct sg_ctx *c, bool is_error, const char *fmt, ...) __attribute__ ((format (printf, 3, 4)));
+/* "usr/…/dist-packages/vllm/x.py" -> "vllm/x.py" */
+const char *sg_display (const struct sg_ctx *c, const char *path);
+/* The digest of the layer an entry comes from, "?" when it has none. */
+const char *sg_layer_of (const struct sg_ctx *c, const struct ib_fs_entry *e);
+/* Whether a dotted module is one of the checked packages or below one. */
+bool sg_in_packages (const struct sg_ctx *c, const char *module);
+/* The package a file's relative imports resolve against (allocated). */
+char *sg_package_of (const struct sg_ctx *c, const char *path);
+/* The dotted module a .py file is: "torch/nn/__init__.py" -> "torch.nn" (allocated). */
+char *sg_module_of (const struct sg_ctx *c, const char *path);
+/* A regular .py file below the python path. */
+bool sg_is_py_under_root (const struct sg_ctx *c, const struct ib_fs_entry *e);
+/* Adds E to a list of entries to extract, once. */
+void sg_want (const struct ib_fs_entry ***list, size_t *n, const struct ib_fs_entry *e);
+/* Checks one import of FILE against the merged image; VIA is appended to
+ * each problem ("" or where the import comes from). */
+void sg_check_import (struct sg_ctx *c, const char *file, const struct ib_py_import *im, const char *via);
+
+/* revimports.c: the base's modules that import names from a module the
+ * overlay replaces, checked against the overlay's version. */
+int sg_check_reverse_edges (struct sg_ctx *c, ib_error_t *err);
+
+#endif
