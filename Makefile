@@ -30,7 +30,7 @@ CXXFLAGS += -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize=vptr,funct
 LDFLAGS += -fsanitize=address,undefined
 endif
 
-LIB_SRC := $(wildcard util/*.c layers/*.c registry/*.c transports/*.c symbol-check/*.c link-check/*.c kernels/*.c kernels/dcp2/dcp2_math.c recipe/*.c) $(filter-out builder/imgbuild.c builder/imgverify.c,$(wildcard builder/*.c))
+LIB_SRC := $(wildcard util/*.c layers/*.c registry/*.c transports/*.c symbol-check/*.c link-check/*.c kernels/*.c kernels/dcp2/dcp2_math.c recipe/*.c smoke/*.c definition/*.c) $(filter-out builder/imgbuild.c builder/imgverify.c,$(wildcard builder/*.c))
 LIB_CXX := $(wildcard recipe/*.cc)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(LIB_CXX:%.cc=$(BUILD)/obj/%.o)
 UNIT_SRC := $(wildcard tests/unit/*.c)

@@ -22,7 +22,7 @@
 #include "../layers/transport.h"
 #include "../layers/store.h"
 #include "../layers/tarlayer.h"
-#include "definition.h"
+#include "../definition/definition.h"
 #include "report.h"
 
 struct ib_build_options

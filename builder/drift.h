@@ -21,7 +21,7 @@
 #include <stddef.h>
 
 #include "build.h"
-#include "definition.h"
+#include "../definition/definition.h"
 #include "../util/requirement.h"
 
 #define IB_LOCK_FILE "manifest.lock"

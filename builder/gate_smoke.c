@@ -14,11 +14,11 @@
 #include "../layers/extract.h"
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
-#include "bundle.h"
+#include "../smoke/bundle.h"
 #include "gates.h"
-#include "gpuinfo.h"
-#include "kprobe_result.h"
-#include "nccl_log.h"
+#include "../smoke/gpuinfo.h"
+#include "../smoke/kprobe_result.h"
+#include "../smoke/nccl_log.h"
 
 /* Where the probe's cubins and manifest appear in the container. */
 #define KPROBE_TARGET "/opt/imgbuild/kprobe"

@@ -16,7 +16,7 @@
 #include "../layers/image.h"
 #include "../layers/transport.h"
 #include "../layers/store.h"
-#include "definition.h"
+#include "../definition/definition.h"
 #include "filesum.h"
 
 struct ib_side

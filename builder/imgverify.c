@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "build.h"
-#include "bundle.h"
+#include "../smoke/bundle.h"
 #include "gates.h"
 #include "imgdiff.h"
 #include "junit.h"

@@ -14,7 +14,7 @@
 #define IB_JUNIT_H
 
 #include "../util/error.h"
-#include "definition.h"
+#include "../definition/definition.h"
 #include "report.h"
 
 /* SPEC is junit:FILE or json:FILE: 0, else an IB_EUSAGE error. */

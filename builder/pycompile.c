@@ -13,7 +13,7 @@
 
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
-#include "bundle.h"
+#include "../smoke/bundle.h"
 
 /* Reads "LEN\nPATH\n" + LEN bytes records; answers one line each: "ok", or
  * "LINE MESSAGE".  Null bytes are a ValueError before 3.12, a SyntaxError

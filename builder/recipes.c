@@ -8,7 +8,7 @@
 #include "../transports/refs.h"
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
-#include "definition.h"
+#include "../definition/definition.h"
 #include "gates.h"
 
 #define MAX_SOURCE (16u << 20)

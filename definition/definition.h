@@ -20,7 +20,7 @@
 #include "../kernels/prebake.h"
 #include "../kernels/target.h"
 #include "../symbol-check/symgate.h"
-#include "contract.h"
+#include "../smoke/contract.h"
 #include "native_conf.h"
 #include "../util/error.h"
 

@@ -1,4 +1,4 @@
-/* The Dockerfile subset (builder/definition.c): FROM, COPY, ENV, LABEL,
+/* The Dockerfile subset (definition/definition.c): FROM, COPY, ENV, LABEL,
  * ARG, CMD, continuations, $VAR expansion and the `# imgbuild:new`
  * directive.  The input is a Dockerfile, then FUZZ_SEP and build
  * arguments (one NAME=VALUE a line); the context is the scratch folder
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../builder/definition.h"
+#include "../../definition/definition.h"
 #include "fuzz.h"
 
 int

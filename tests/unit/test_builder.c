@@ -2,7 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../builder/definition.h"
+#include "../../definition/definition.h"
 #include "../../builder/sbom.h"
 #include "../../util/cleanup.h"
 #include "../../util/fsutil.h"

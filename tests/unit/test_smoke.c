@@ -5,11 +5,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../builder/contract.h"
-#include "../../builder/definition.h"
-#include "../../builder/gpuinfo.h"
-#include "../../builder/kprobe_result.h"
-#include "../../builder/nccl_log.h"
+#include "../../smoke/contract.h"
+#include "../../definition/definition.h"
+#include "../../smoke/gpuinfo.h"
+#include "../../smoke/kprobe_result.h"
+#include "../../smoke/nccl_log.h"
 #include "../../kernels/kplan.h"
 #include "../../util/fsutil.h"
 #include "test.h"
