@@ -372,6 +372,8 @@ read_entry (struct inspector *in, uint64_t off, uint64_t end, uint64_t *next)
       e->compression = pl.codec == IB_PAYLOAD_ZSTD ? "zstd" : "lz4";
     }
   e->uncompressed_size = pl.size;
+  e->offset = pl.off;
+  e->stored = pl.stored;
   if (e->kind == IB_CUDA_SASS)
     return parse_cubin (in, &pl, e) < 0 ? -1 : sass_done (in, &pl);
   return e->kind == IB_CUDA_PTX ? parse_ptx (&pl, e, in->err) : 0;
@@ -441,7 +443,8 @@ read_cubin_at (struct inspector *in, uint64_t off)
                      (unsigned long long) off);
   struct ib_cuda_entry *e = add_entry (in->out);
   e->kind = IB_CUDA_SASS;
-  e->size = e->uncompressed_size = len;
+  e->size = e->uncompressed_size = e->stored = len;
+  e->offset = off;
   struct ib_payload pl = { in->fd, in->what, off, len, len, IB_PAYLOAD_PLAIN };
   return parse_cubin (in, &pl, e) < 0 ? -1 : sass_done (in, &pl);
 }
@@ -594,6 +597,24 @@ ib_cuda_file_free (struct ib_cuda_file *f)
   free (f);
 }
 
+int
+ib_cuda_entry_payload (const struct ib_cuda_entry *e, int fd, const char *what, struct ib_payload *out,
+                       ib_error_t *err)
+{
+  struct stat st;
+  if (fstat (fd, &st) < 0)
+    return ib_error_errno (err, errno, IB_EENV, "stat `%s`", what);
+  uint64_t size = (uint64_t) st.st_size;
+  if (e->stored == 0 || e->offset > size || e->stored > size - e->offset)
+    return ib_error (err, IB_EKERNELS, "`%s`: no entry of %llu bytes at offset %llu (the file is %llu bytes)", what,
+                     (unsigned long long) e->stored, (unsigned long long) e->offset, (unsigned long long) size);
+  enum ib_payload_codec c = strcmp (e->compression, "zstd") == 0  ? IB_PAYLOAD_ZSTD
+                            : strcmp (e->compression, "lz4") == 0 ? IB_PAYLOAD_LZ4
+                                                                  : IB_PAYLOAD_PLAIN;
+  *out = (struct ib_payload){ fd, what, e->offset, e->stored, e->uncompressed_size, c };
+  return 0;
+}
+
 const char *
 ib_cuda_kind_name (enum ib_cuda_kind k)
 {
@@ -632,6 +653,8 @@ ib_cuda_file_json (const struct ib_cuda_file *f)
       cJSON_AddStringToObject (j, "compression", e->compression);
       cJSON_AddNumberToObject (j, "size", (double) e->size);
       cJSON_AddNumberToObject (j, "uncompressed_size", (double) e->uncompressed_size);
+      cJSON_AddNumberToObject (j, "offset", (double) e->offset);
+      cJSON_AddNumberToObject (j, "stored", (double) e->stored);
       cJSON_AddBoolToObject (j, "relocatable", e->relocatable);
       if (e->kind == IB_CUDA_PTX)
         {
@@ -645,6 +668,14 @@ ib_cuda_file_json (const struct ib_cuda_file *f)
       cJSON_AddItemToArray (entries, j);
     }
   return o;
+}
+
+/* A byte count or offset; 0 when absent or not one (NaN must not reach a cast). */
+static uint64_t
+json_u64 (const cJSON *n)
+{
+  double v = cJSON_IsNumber (n) ? n->valuedouble : 0;
+  return v >= 0 && v < 18446744073709551616.0 ? (uint64_t) v : 0;
 }
 
 int
@@ -669,6 +700,8 @@ ib_cuda_file_from_json (const cJSON *j, struct ib_cuda_file **out, ib_error_t *e
     e->compression = strcmp (c, "zstd") == 0 ? "zstd" : strcmp (c, "lz4") == 0 ? "lz4" : "none";
     e->size = (uint64_t) cJSON_GetNumberValue (cJSON_GetObjectItemCaseSensitive (x, "size"));
     e->uncompressed_size = (uint64_t) cJSON_GetNumberValue (cJSON_GetObjectItemCaseSensitive (x, "uncompressed_size"));
+    e->offset = json_u64 (cJSON_GetObjectItemCaseSensitive (x, "offset"));
+    e->stored = json_u64 (cJSON_GetObjectItemCaseSensitive (x, "stored"));
     e->relocatable = cJSON_IsTrue (cJSON_GetObjectItemCaseSensitive (x, "relocatable"));
     const cJSON *pv = cJSON_GetObjectItemCaseSensitive (x, "ptx_version");
     if (cJSON_IsString (pv))

@@ -49,6 +49,8 @@ struct ib_cuda_entry
   unsigned ptx_major, ptx_minor; /* PTX: its .version (0.0 when absent) */
   size_t n_kernels;
   char **kernels;    /* __global__ entry points, as the symbol table names them */
+  uint64_t offset, stored; /* where its stored bytes lie in the file, and how many (a compressed
+                            * entry's size pads them): enough to read this one entry back alone */
 };
 
 struct ib_cuda_file
@@ -71,6 +73,13 @@ typedef int (*ib_cuda_sass_fn) (void *data, const struct ib_cuda_entry *e, size_
 int ib_cuda_inspect_each (int fd, const char *what, ib_cuda_sass_fn fn, void *data, struct ib_cuda_file **out,
                           ib_error_t *err);
 
+/* The payload of E, read back from the file it was inspected in (FD, WHAT
+ * names it in messages) by its recorded place: one entry, without reading
+ * the rest of the file.  An entry that lies past the file's end is an
+ * IB_EKERNELS error (E was not read from this content). */
+int ib_cuda_entry_payload (const struct ib_cuda_entry *e, int fd, const char *what, struct ib_payload *out,
+                           ib_error_t *err);
+
 const char *ib_cuda_kind_name (enum ib_cuda_kind k);
 /* "sm_121a", "compute_120", "ltoir_100" */
 void ib_cuda_entry_arch (const struct ib_cuda_entry *e, char *buf, size_t n);
@@ -81,7 +90,7 @@ void ib_cuda_entry_arch (const struct ib_cuda_entry *e, char *buf, size_t n);
 bool ib_sass_runs_on (unsigned sm, char variant, unsigned major, unsigned minor);
 
 /* {"entries":[{"kind","sm","variant","compression","size","uncompressed_size",
- *  "relocatable","ptx_version" (PTX only),"kernels":[…]}]} */
+ *  "offset","stored","relocatable","ptx_version" (PTX only),"kernels":[…]}]} */
 cJSON *ib_cuda_file_json (const struct ib_cuda_file *f);
 /* The inverse, for the per-content cache. */
 int ib_cuda_file_from_json (const cJSON *j, struct ib_cuda_file **out, ib_error_t *err);

@@ -10,7 +10,7 @@
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
 
-#define CACHE_MAGIC "imgbuild-kernels 2" /* 2: relocatable, ptx_version */
+#define CACHE_MAGIC "imgbuild-kernels 3" /* 2: relocatable, ptx_version; 3: offset, stored */
 
 int
 ib_compute_capability_parse (const char *s, struct ib_compute_capability *out)

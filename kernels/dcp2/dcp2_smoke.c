@@ -791,8 +791,8 @@ main (int argc, char **argv)
     }
   /* As the ranks end: once one has failed, the others would wait for it
    * in NCCL until the timeout (a 64 MB /dev/shm did that on the H200s),
-   * so they are stopped. */
-  int failed = 0, left = ranks;
+   * so they are stopped; the report names the rank that failed first. */
+  int failed = 0, stopped = 0, first = -1, left = ranks;
   bool stopping = false;
   while (left > 0)
     {
@@ -807,22 +807,27 @@ main (int argc, char **argv)
         continue;
       pids[r] = 0;
       left--;
-      if (!WIFEXITED (st) || WEXITSTATUS (st) != 0)
-        {
-          failed++;
-          fprintf (stderr, "dcp2_smoke: rank %d %s %d%s\n", r, WIFEXITED (st) ? "exited with" : "killed by signal",
-                   WIFEXITED (st) ? WEXITSTATUS (st) : WTERMSIG (st),
-                   stopping ? " (stopped: another rank had failed)" : "");
-          for (int k = 0; !stopping && k < ranks; k++)
-            if (pids[k] > 0)
-              kill (pids[k], SIGKILL);
-          stopping = true;
-        }
+      if (WIFEXITED (st) && WEXITSTATUS (st) == 0)
+        continue;
+      bool ours = stopping && WIFSIGNALED (st) && WTERMSIG (st) == SIGKILL;
+      stopped += ours;
+      failed += !ours;
+      if (first < 0)
+        first = r;
+      fprintf (stderr, "dcp2_smoke: rank %d %s %d%s\n", r, WIFEXITED (st) ? "exited with" : "killed by signal",
+               WIFEXITED (st) ? WEXITSTATUS (st) : WTERMSIG (st), ours ? " (stopped: another rank had failed)" : "");
+      for (int k = 0; !stopping && k < ranks; k++)
+        if (pids[k] > 0)
+          kill (pids[k], SIGKILL);
+      stopping = true;
     }
   char id[4200];
   snprintf (id, sizeof (id), "%s/nccl-id", dir);
   unlink (id);
   rmdir (dir);
-  printf ("dcp2_smoke: %s (%d of %d ranks failed)\n", failed ? "FAIL" : "PASS", failed, ranks);
-  return failed ? 1 : 0;
+  if (first >= 0)
+    printf ("dcp2_smoke: FAIL (%d of %d ranks failed, rank %d first; %d stopped)\n", failed, ranks, first, stopped);
+  else
+    printf ("dcp2_smoke: PASS (0 of %d ranks failed)\n", ranks);
+  return first >= 0 ? 1 : 0;
 }

@@ -47,6 +47,43 @@ t_inspector_reports_what_nvcc_compiled() {
   grep -q 'runs past' err.txt
 }
 
+# Where each entry lies (offset, stored): what the kernel probe's plan reads
+# a chosen cubin back by, without parsing the rest of the file.  Checked
+# with other tools: dd cuts the stored bytes out, zstd uncompresses them,
+# readelf reads the cubin.
+entry_at() { # FILE OFFSET STORED COMPRESSION -> the entry's bytes on stdout
+  dd if="$1" bs=1M iflag=skip_bytes,count_bytes skip="$2" count="$3" status=none |
+    case $4 in zstd) zstd -dcq ;; none) cat ;; *) return 1 ;; esac
+}
+
+t_inspector_records_where_each_entry_lies() {
+  echo "$K_SRC" >k.cu
+  "$NVCC_REAL" -fatbin -gencode arch=compute_121a,code=sm_121a -gencode arch=compute_90a,code=sm_90a \
+    -gencode arch=compute_120,code=compute_120 k.cu -o multi.fatbin
+  "$NVCC_REAL" -fatbin --compress-mode=size -Xfatbin -compress-all -gencode arch=compute_120f,code=sm_120f k.cu -o size.fatbin
+  "$NVCC_REAL" -cubin -arch=sm_89 k.cu -o k89.cubin
+  local nccl n=0
+  nccl=$(ls /usr/local/cuda/lib64/libnccl.so.2 /usr/local/cuda/lib/libnccl.so.2 2>/dev/null | head -1)
+  # NCCL: its biggest sm_90 cubin (105 MB, zstd), the one the probe loads on an H200.
+  for f in multi.fatbin size.fatbin k89.cubin ${nccl:+"$nccl"}; do
+    "$IV" --kernels --json "$f" | jq -r --arg f "$f" '[.files[].entries[] | select(.kind == "sass" and (.relocatable | not))]
+      | (if $f | endswith("libnccl.so.2") then [max_by(.uncompressed_size)] else . end)[]
+      | "\(.offset) \(.stored) \(.compression) \(.uncompressed_size) \(.kernels[0])"' >places.txt
+    [ -s places.txt ]
+    while read -r off stored comp usize kernel; do
+      entry_at "$f" "$off" "$stored" "$comp" >e.cubin
+      [ "$(stat -c %s e.cubin)" = "$usize" ]
+      readelf -hW e.cubin | grep -q 'Machine: *NVIDIA CUDA architecture'
+      readelf -sW e.cubin | grep -qF " $kernel"
+      n=$((n + 1))
+    done <places.txt
+  done
+  log "$n entries read back by their recorded place"
+  [ "$n" -ge 4 ]
+  # Every place lies inside the file.
+  "$IV" --kernels --json multi.fatbin | jq -e '[.files[].entries[] | .offset + .stored] | max <= '"$(stat -c %s multi.fatbin)"
+}
+
 # A base with k.fatbin compiled by GENCODE at /opt/k/, and a thin image over
 # it that requires trtllm_dcp_alltoall for compute 12.1.
 gate_case() { # NAME GENCODE... -> exit status of the build

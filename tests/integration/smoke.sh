@@ -97,6 +97,103 @@ t_image_without_nccl_fails_the_smoke_gate() {
   refute skopeo inspect "oci:$IMGBUILD_STORE:dcp2-no-nccl:1" >/dev/null 2>&1
 }
 
+# A CUDA driver and an NCCL of a few lines, for what the program does when a
+# rank fails (no GPU here): every driver call succeeds on two "GPUs";
+# NCCL's init fails on rank 1, by an error or a crash (MODE), and waits for
+# its peers forever on rank 0, as the real NCCL does when a peer is gone.
+stub_driver_and_nccl() {
+  cat >cuda.c <<'C'
+typedef int CUresult;
+#define OK(name, ...) CUresult name (__VA_ARGS__) { return 0; }
+CUresult cuInit (unsigned f) { (void) f; return 0; }
+CUresult cuDeviceGetCount (int *n) { *n = 2; return 0; }
+CUresult cuDeviceGet (int *d, int i) { *d = i; return 0; }
+CUresult cuDeviceGetAttribute (int *v, int a, int d) { (void) d; *v = a == 75 ? 9 : 0; return 0; }
+CUresult cuDeviceGetName (char *s, int n, int d) { (void) d; if (n > 5) __builtin_memcpy (s, "stub", 5); return 0; }
+CUresult cuGetErrorString (CUresult r, const char **s) { (void) r; *s = "stub"; return 0; }
+OK (cuDevicePrimaryCtxRetain, void **c, int d) OK (cuCtxSetCurrent, void *c) OK (cuCtxSynchronize, void)
+OK (cuModuleLoadData, void **m, const void *p) OK (cuModuleGetFunction, void **f, void *m, const char *n)
+OK (cuMemAlloc_v2, unsigned long long *p, unsigned long n) OK (cuMemFree_v2, unsigned long long p)
+OK (cuMemcpyHtoD_v2, unsigned long long d, const void *s, unsigned long n)
+OK (cuMemcpyDtoH_v2, void *d, unsigned long long s, unsigned long n)
+OK (cuMemsetD8_v2, unsigned long long d, unsigned char c, unsigned long n)
+OK (cuLaunchKernel, void *f, unsigned a, unsigned b, unsigned c, unsigned d, unsigned e, unsigned g, unsigned h,
+    void *s, void **p, void **x)
+OK (cuStreamCreate, void **s, unsigned f) OK (cuStreamSynchronize, void *s) OK (cuEventCreate, void **e, unsigned f)
+OK (cuEventRecord, void *e, void *s) OK (cuEventSynchronize, void *e) OK (cuEventElapsedTime, float *t, void *a, void *b)
+C
+  cat >nccl.c <<'C'
+#include <signal.h>
+#include <unistd.h>
+typedef struct { char internal[128]; } ncclUniqueId;
+int ncclGetVersion (int *v) { *v = 22803; return 0; }
+int ncclGetUniqueId (ncclUniqueId *id) { __builtin_memset (id, 7, sizeof (*id)); return 0; }
+const char *ncclGetErrorString (int r) { (void) r; return "internal error (the stub's rank 1)"; }
+int ncclCommInitRank (void **comm, int n, ncclUniqueId id, int rank)
+{
+  (void) comm, (void) n, (void) id;
+  if (rank == 1)
+    {
+#ifdef CRASH
+      raise (SIGSEGV);
+#endif
+      return 3;
+    }
+  for (;;)
+    pause ();
+}
+#define NOP(name) int name (void) { return 0; }
+NOP (ncclCommSplit) NOP (ncclAllGather) NOP (ncclReduceScatter) NOP (ncclSend) NOP (ncclRecv)
+NOP (ncclGroupStart) NOP (ncclGroupEnd) NOP (ncclCommDestroy)
+C
+  cc -shared -fPIC -w -Wl,-soname,libcuda.so.1 cuda.c -o libcuda.so.1
+  cc -shared -fPIC -w nccl.c -o libnccl-exit.so
+  cc -shared -fPIC -w -DCRASH nccl.c -o libnccl-crash.so
+}
+
+t_smoke_program_stops_the_other_ranks_when_one_fails() {
+  build_base
+  "$IB" -q dsv41-flash-dcp2 >/dev/null
+  mkdir -p def && cd def
+  stub_driver_and_nccl
+  cat >image.conf <<'CONF'
+[image]
+name = rank-stub:1
+from = dsv41-flash-dcp2:local
+
+[copy]
+file libcuda.so.1 /usr/lib/libcuda.so.1
+file libnccl-exit.so /opt/stub/libnccl-exit.so
+file libnccl-crash.so /opt/stub/libnccl-crash.so
+
+[new]
+/usr/lib/libcuda.so.1
+/opt/stub/
+CONF
+  cd ..
+  "$IB" -q def >/dev/null
+  local mode rc
+  for mode in exit crash; do
+    # Without the stop, rank 0 waits in NCCL for ever: the timeout (124) fails the test.
+    rc=0
+    timeout 120 "$IV" --run rank-stub:1 -- "$ROOT/${IB_BUILD:-build}/dcp2_smoke" \
+      --kernels "$SITE/vllm/prebaked/dcp2/dcp2_kernels.fatbin" --nccl /opt/stub/libnccl-$mode.so --ranks 2 --dcp 2 \
+      >$mode.txt 2>&1 || rc=$?
+    cat $mode.txt
+    [ "$rc" = 1 ]
+    case $mode in
+      exit) grep -q '^dcp2_smoke: rank 1: ncclCommInitRank.* failed: internal error (the stub.s rank 1)$' $mode.txt
+            grep -q '^dcp2_smoke: rank 1 exited with 2$' $mode.txt ;;
+      crash) grep -q '^dcp2_smoke: rank 1 killed by signal 11$' $mode.txt ;;
+    esac
+    grep -q '^dcp2_smoke: rank 0 killed by signal 9 (stopped: another rank had failed)$' $mode.txt
+    grep -q '^dcp2_smoke: FAIL (1 of 2 ranks failed, rank 1 first; 1 stopped)$' $mode.txt
+  done
+  # Nothing is left running or mounted.
+  refute grep -q "$IMGBUILD_STORE" /proc/mounts
+  [ -z "$(ls "$IMGBUILD_STORE/imgbuild/run")" ]
+}
+
 # Issue 16: the kernel probe, NCCL's configuration, the launch contract.
 
 t_static_kernel_gate_passes_a_planted_fatbin() {

@@ -184,13 +184,13 @@ jit_budget_counts (struct test_ctx *t)
 {
   char *k_run[] = { "run" }, *k_ptx[] = { "jit", "elsewhere" }, *k_old[] = { "old" }, *k_rel[] = { "rel" };
   struct ib_cuda_entry a[] = {
-    { IB_CUDA_SASS, 120, 0, "none", 10, 10, false, 0, 0, 1, k_run },
-    { IB_CUDA_PTX, 120, 0, "none", 100, 1000, false, 9, 0, 2, k_ptx },
-    { IB_CUDA_SASS, 90, 'a', "none", 10, 10, false, 0, 0, 1, k_old },
-    { IB_CUDA_SASS, 121, 'a', "none", 10, 10, true, 0, 0, 1, k_rel },
+    { IB_CUDA_SASS, 120, 0, "none", 10, 10, false, 0, 0, 1, k_run, 0, 0 },
+    { IB_CUDA_PTX, 120, 0, "none", 100, 1000, false, 9, 0, 2, k_ptx, 0, 0 },
+    { IB_CUDA_SASS, 90, 'a', "none", 10, 10, false, 0, 0, 1, k_old, 0, 0 },
+    { IB_CUDA_SASS, 121, 'a', "none", 10, 10, true, 0, 0, 1, k_rel, 0, 0 },
   };
   char *k_else[] = { "elsewhere" };
-  struct ib_cuda_entry b[] = { { IB_CUDA_SASS, 121, 'a', "none", 10, 10, false, 0, 0, 1, k_else } };
+  struct ib_cuda_entry b[] = { { IB_CUDA_SASS, 121, 'a', "none", 10, 10, false, 0, 0, 1, k_else, 0, 0 } };
   struct ib_cuda_file fa = { 4, a }, fb = { 1, b };
   struct ib_cuda_file *code[] = { &fa, &fb };
   const char *paths[] = { "/a.so", "/b.cubin" };

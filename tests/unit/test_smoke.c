@@ -2,8 +2,10 @@
  * load (kplan), NCCL's log (real logs of NCCL 2.28 on two H200s, from
  * tests/gpu/smoke.sh, in tests/unit/data), the launch contract, the kernel
  * probe's results, the GPU list, and the [smoke]/[run] definition lines. */
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../../smoke/contract.h"
 #include "../../definition/definition.h"
@@ -11,6 +13,7 @@
 #include "../../smoke/kprobe_result.h"
 #include "../../smoke/nccl_log.h"
 #include "../../kernels/kplan.h"
+#include "../../kernels/payload.h"
 #include "../../util/fsutil.h"
 #include "test.h"
 
@@ -71,6 +74,36 @@ kplan_select_follows_cuda_rules (struct test_ctx *t)
   struct ib_compute_capability ada = { 8, 9 };
   CHECK (t, ib_kplan_select (&f, "kernel_b", ada, &sym) == 3);
   CHECK_STR (t, sym, "_Z8kernel_bPf");
+}
+
+/* An entry is read back by its recorded place only where the file has it:
+ * a place past the end (a kernel cache entry of other content) or none at
+ * all is an error naming the file, never a read of whatever lies there. */
+void
+kplan_entry_place_is_checked (struct test_ctx *t)
+{
+  char path[4096];
+  snprintf (path, sizeof (path), "%s/entry.bin", test_tmpdir ());
+  char bytes[100] = { 0 };
+  ib_error_t err = NULL;
+  CHECK (t, ib_write_file_atomic (path, bytes, sizeof (bytes), 0644, &err) == 0);
+  int fd = open (path, O_RDONLY | O_CLOEXEC);
+  CHECK (t, fd >= 0);
+  struct ib_cuda_entry e = entry (IB_CUDA_SASS, 90, 'a', false, NULL, 0);
+  struct ib_payload pl;
+  e.compression = "zstd", e.offset = 60, e.stored = 40, e.uncompressed_size = 500;
+  CHECK (t, ib_cuda_entry_payload (&e, fd, "/x.so", &pl, &err) == 0);
+  CHECK (t, pl.off == 60 && pl.stored == 40 && pl.size == 500 && pl.codec == IB_PAYLOAD_ZSTD && pl.fd == fd);
+  e.compression = "none", e.offset = 0, e.stored = 100, e.uncompressed_size = 100;
+  CHECK (t, ib_cuda_entry_payload (&e, fd, "/x.so", &pl, &err) == 0 && pl.codec == IB_PAYLOAD_PLAIN);
+  e.offset = 61, e.stored = 40;
+  CHECK (t, ib_cuda_entry_payload (&e, fd, "/x.so", &pl, &err) < 0);
+  CHECK (t, err && strstr (err->msg, "`/x.so`: no entry of 40 bytes at offset 61 (the file is 100 bytes)"));
+  ib_error_release (&err);
+  e.offset = 0, e.stored = 0; /* no place recorded */
+  CHECK (t, ib_cuda_entry_payload (&e, fd, "/x.so", &pl, &err) < 0);
+  ib_error_release (&err);
+  close (fd);
 }
 
 static char *
