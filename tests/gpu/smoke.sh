@@ -116,10 +116,22 @@ proven = [k for k in ks if k["status"] == "pass" and k.get("arch", "").startswit
 absent = [k for k in ks if k["status"] == "not on this machine"]
 launched = [k for k in proven if k.get("launch", "").startswith("launched")]
 bad = [k for k in ks if k["status"] not in ("pass", "not on this machine")]
-print("proven", len(proven), "launched", len(launched), "not on this machine", len(absent), "bad", len(bad))
-sys.exit(0 if len(proven) >= 11 and len(launched) >= 8 and len(absent) >= 2 and not bad else 1)
+# Every required sm_90a kernel is launched, not only loaded (each has a recipe).
+unlaunched = [k["kernel"] for k in proven if k["arch"] == "sm_90a" and not k.get("launch", "").startswith("launched")]
+print("proven", len(proven), "launched", len(launched), "not on this machine", len(absent), "bad", len(bad),
+      "sm_90a not launched", unlaunched or "none")
+sys.exit(0 if len(proven) >= 12 and len(launched) >= 9 and len(absent) >= 2 and not bad and not unlaunched else 1)
 PY
 cat "$OUT/kernels.txt" | tee -a "$OUT/summary.txt"
+
+# The smoke gate's time (issue 16: within 2x of the 6.6 s it took before the
+# probe): the first build (its cubins not yet in the store's cache) and the
+# second (the JSON one, caches warm).  Reported, never asserted.
+cold=$(sed -n 's/^imgbuild: smoke: pass in \([0-9.]*\)s.*/\1/p' "$OUT/smoke-all.txt")
+plan=$(sed -n 's/^imgbuild: smoke: kernel probe plan: .* in \([0-9.]*\)s$/\1/p' "$OUT/smoke-all.txt")
+warm=$(python3 -c 'import json,sys; print("%.1f" % json.load(open(sys.argv[1]))["smoke"]["seconds"])' "$OUT/smoke-all.json" || echo "?")
+awk -v c="${cold:-999}" -v w="$warm" -v p="${plan:-?}" 'BEGIN { printf "smoke time: first build %s s (plan %s s), warm %s s; 2x of 6.6 s is 13.2 s: %s\n", c, p, w, (c + 0 <= 13.2 && w + 0 <= 13.2) ? "within" : "OVER" }' \
+  | tee -a "$OUT/summary.txt"
 
 step "imgverify --smoke dcp2-all:1: the same test on the tagged image"
 expect 0 verify-smoke "$OUT/verify-smoke.txt" "$IV" --smoke dcp2-all:1
