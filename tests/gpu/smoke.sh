@@ -2,7 +2,7 @@
 # The GPU half of the smoke test, on the GPU machine (kinds nvidia-h200-x2 or
 # -x4), run from the repository root:
 #   tests/gpu/smoke.sh CARRY OUT
-# CARRY holds what this machine cannot build (it has no package registry):
+# CARRY (a folder, or the carry.tgz that prepare-carry.sh --pack makes) holds what this machine cannot build (it has no package registry):
 # build/ (imgbuild, imgverify, dcp2_smoke), lib/ (their shared libraries and
 # runc's), bin/runc, and store/ with the stand-in base built without NCCL
 # (tests/gpu/prepare-carry.sh makes it).  OUT receives the logs.
@@ -27,6 +27,10 @@
 set -euo pipefail
 [ $# = 2 ] || { echo "usage: tests/gpu/smoke.sh CARRY OUT" >&2; exit 2; }
 CARRY=$(readlink -f "$1"); OUT=$2
+# A packed carry (prepare-carry.sh DIR --pack: DIR/carry.tgz) is unpacked first.
+if [ -f "$CARRY" ]; then
+  rm -rf /tmp/ib-carry && mkdir -p /tmp/ib-carry && tar xzf "$CARRY" -C /tmp/ib-carry && CARRY=/tmp/ib-carry
+fi
 mkdir -p "$OUT"
 : >"$OUT/summary.txt"
 export LD_LIBRARY_PATH=$CARRY/lib PATH=$CARRY/bin:/usr/local/cuda/bin:$PATH
