@@ -33,6 +33,6 @@ cc $CF bench/kprobe-plan.c -o "$W/plan-after" build/libimgbuild.a $LIBS
 mapfile -t REQS < <(sed -n 's/^require \(\/[^ ]*\) /\1 /p' images/dsv41-flash-dcp2/image.conf | grep -v '@')
 echo "image dsv41-flash-dcp2:local, GPU 9.0, ${#REQS[@]} requirements; $(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg)"
 for i in $(seq "$ROUNDS"); do
-  echo "before ($REV $(git rev-parse --short "$REV")): $("$W/plan-before" "$IMGBUILD_STORE" dsv41-flash-dcp2:local 9.0 1 "${REQS[@]}")"
-  echo "after  (this tree):      $("$W/plan-after" "$IMGBUILD_STORE" dsv41-flash-dcp2:local 9.0 1 "${REQS[@]}")"
+  "$W/plan-before" "$IMGBUILD_STORE" dsv41-flash-dcp2:local 9.0 1 "${REQS[@]}" | sed "s/^/before ($REV $(git rev-parse --short "$REV")): /"
+  "$W/plan-after" "$IMGBUILD_STORE" dsv41-flash-dcp2:local 9.0 1 "${REQS[@]}" | sed "s/^/after (this tree): /"
 done
