@@ -20,7 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../builder/bundle.h"
+#include "../smoke/bundle.h"
 #include "../kernels/kgate.h"
 #include "../kernels/kplan.h"
 #include "../layers/fsview.h"
