@@ -3,7 +3,7 @@
  *
  *   resolve base → INPUTS gates → overlay layer → prebake layer
  *     → config + manifest → IMAGE gates (over the candidate image)
- *     → tag → outputs
+ *     → attestations (and the signature of --sign-with) → tag → outputs
  *
  * The kernel gate judges the image with its prebaked layer: before it, the
  * kernels that prebake exists to add would be missing by design.
@@ -42,6 +42,7 @@ struct ib_build_options
   bool json;
   bool quiet;
   bool allow_unsafe_base; /* build over a base with hostile entries, each a warning */
+  const char *sign_with;  /* --sign-with: the signer's command (sign.h), run before the tag */
   enum
   {
     IB_SMOKE_AUTO,     /* run when GPUs exist, else say plainly that it skipped */

@@ -117,6 +117,16 @@ static const char usage[] =
     "                          XML (one test case per gate and per requirement\n"
     "                          line, a failure naming the file and line), or the\n"
     "                          --json document; repeatable\n"
+    "      --sign-with CMD     once every gate passed, before the tag: run\n"
+    "                          `/bin/sh -c CMD` with a payload naming the image's\n"
+    "                          digest and its attestations (cosign's simple\n"
+    "                          signing JSON) on stdin; its stdout (or the file\n"
+    "                          $IMGBUILD_SIGNATURE) is the signature, attached\n"
+    "                          as a cosign-style referrer that travels with the\n"
+    "                          image.  A signer that fails or writes nothing\n"
+    "                          fails the build (exit 8), nothing tagged.  E.g.\n"
+    "                          'openssl dgst -sha256 -sign key.pem',\n"
+    "                          'ssh-keygen -Y sign -f KEY -n imgbuild -q'\n"
     "  -q, --quiet             no progress on stderr (errors still go there)\n"
     "  -h, --help              this text\n"
     "  -V, --version           the version\n"
@@ -191,6 +201,7 @@ parse_args (int argc, char **argv, struct cli *c)
     OPT_ALLOW_UNSAFE_BASE,
     OPT_GC,
     OPT_REPORT,
+    OPT_SIGN_WITH,
   };
   static const struct option longopts[] = {
     { "file", required_argument, NULL, 'f' },         { "tag", required_argument, NULL, 't' },
@@ -204,6 +215,7 @@ parse_args (int argc, char **argv, struct cli *c)
     { "lock", no_argument, NULL, OPT_LOCK },
     { "allow-unsafe-base", no_argument, NULL, OPT_ALLOW_UNSAFE_BASE }, { "gc", no_argument, NULL, OPT_GC },
     { "report", required_argument, NULL, OPT_REPORT },
+    { "sign-with", required_argument, NULL, OPT_SIGN_WITH },
     { "quiet", no_argument, NULL, 'q' },              { "help", no_argument, NULL, 'h' },
     { "version", no_argument, NULL, 'V' },            { NULL, 0, NULL, 0 },
   };
@@ -239,6 +251,7 @@ parse_args (int argc, char **argv, struct cli *c)
         break;
       case OPT_AUTHFILE: c->opt.remote.auth_file = optarg; break;
       case OPT_ALLOW_UNSAFE_BASE: c->opt.allow_unsafe_base = true; break;
+      case OPT_SIGN_WITH: c->opt.sign_with = optarg; break;
       case OPT_REPORT:
         {
           ib_error_t e = NULL;

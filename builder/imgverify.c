@@ -180,6 +180,17 @@ static const char usage[] =
     "  --authfile FILE           registry credentials (auths.HOST.auth), instead\n"
     "                            of $REGISTRY_AUTH_FILE or ~/.docker/config.json\n"
     "  --json                    machine-readable output\n"
+    "  --verify-signature-with CMD\n"
+    "                            the signature gate: run `/bin/sh -c CMD` on each\n"
+    "                            signature of the image (imgbuild --sign-with,\n"
+    "                            or cosign's own), the signed payload on stdin,\n"
+    "                            the signature in the file $IMGBUILD_SIGNATURE;\n"
+    "                            exit 0 is a good signature.  At least one must\n"
+    "                            verify (else exit 4), e.g. 'openssl dgst -sha256\n"
+    "                            -verify pub.pem -signature \"$IMGBUILD_SIGNATURE\"'.\n"
+    "                            Without it the signatures are listed and checked\n"
+    "                            to name this image and the attestations it\n"
+    "                            carries, not verified (the gate is a skip)\n"
     "  --report junit:FILE|json:FILE\n"
     "                            also write the verify report to FILE, pass or\n"
     "                            fail: JUnit XML (one test case per gate and per\n"
@@ -200,7 +211,9 @@ static const char usage[] =
     "     match (the message names it); a layer has a hostile entry (a name\n"
     "     with `..` or absolute, a link leaving the root, a device node, FIFO,\n"
     "     setuid/setgid file, duplicate, whiteout of . or .., a name over\n"
-    "     PATH_MAX, a malformed header: layer and entry named)\n"
+    "     PATH_MAX, a malformed header: layer and entry named); a signature\n"
+    "     about another image or over attestations the image does not carry;\n"
+    "     with --verify-signature-with, no signature that verifies\n"
     "  5  symbol or native link gate; --triage: a definition missing from the overlay\n"
     "     (--require-superset) or a `require NAME@FILE` that does not hold\n"
     "  6  kernel gate, [target] checks\n"
@@ -631,6 +644,7 @@ main (int argc, char **argv)
     OPT_RECIPE,
     OPT_HOST,
     OPT_REPORT,
+    OPT_VERIFY_SIGNATURE_WITH,
   };
   static const struct option longopts[] = {
     { "python-symbols", no_argument, NULL, OPT_PY },
@@ -659,6 +673,7 @@ main (int argc, char **argv)
     { "recipe", required_argument, NULL, OPT_RECIPE },
     { "host", required_argument, NULL, OPT_HOST },
     { "report", required_argument, NULL, OPT_REPORT },
+    { "verify-signature-with", required_argument, NULL, OPT_VERIFY_SIGNATURE_WITH },
     { "help", no_argument, NULL, 'h' },
     { NULL, 0, NULL, 0 },
   };
@@ -695,6 +710,7 @@ main (int argc, char **argv)
       case OPT_THEIR_BASE: to.their_base = optarg; break;
       case OPT_SUPERSET: to.require_superset = true; break;
       case OPT_AUTHFILE: vo.remote.auth_file = optarg; break;
+      case OPT_VERIFY_SIGNATURE_WITH: vo.verify_signature_with = optarg; break;
       case OPT_HOST:
         {
           ib_error_t e = NULL;

@@ -12,6 +12,7 @@
 #include "load_nodes.h"
 #include "junit.h"
 #include "provenance.h"
+#include "sign.h"
 
 int
 ib_build_base_view (struct ib_build *b, const struct ib_fsview **out, ib_error_t *err)
@@ -279,6 +280,30 @@ write_outputs (struct ib_build *b, ib_error_t *err)
   return 0;
 }
 
+/* Sign the image and its attestation artifact PROV with --sign-with, and
+ * list both about the image (the attestation first: listing it drops the
+ * signatures of the one it replaces); the tag comes after. */
+static int
+sign (struct ib_build *b, const struct ib_descriptor *prov, ib_error_t *err)
+{
+  cleanup_free char *def = ib_store_artifact_definition (b->store, &prov->digest);
+  struct ib_descriptor sig = { 0 };
+  int r = ib_sign_image (b->store, b->image, b->name, prov, def, b->opt->sign_with, &sig, err);
+  if (r == 0)
+    r = ib_store_tag (b->store, NULL, &b->image->manifest, prov, err);
+  if (r == 0)
+    r = ib_store_tag (b->store, NULL, &b->image->manifest, &sig, err);
+  if (r == 0)
+    {
+      ib_report_note (b->report, "signed with `%s`: signature %s", b->opt->sign_with, sig.digest.s);
+      cJSON *j = cJSON_AddObjectToObject (ib_report_json (b->report), "signature");
+      cJSON_AddStringToObject (j, "artifact", sig.digest.s);
+      cJSON_AddStringToObject (j, "attestation", prov->digest.s);
+    }
+  ib_descriptor_clear (&sig);
+  return r;
+}
+
 static int
 pipeline (struct ib_build *b, ib_error_t *err)
 {
@@ -286,11 +311,14 @@ pipeline (struct ib_build *b, ib_error_t *err)
       || write_prebake (b, err) < 0 || commit_image (b, err) < 0 || run_gates (b, IB_PHASE_IMAGE, err) < 0)
     return -1;
   /* Every gate passed: the name is written last, in one atomic step, with
-   * the provenance listed beside it. */
+   * the provenance listed beside it (and the signature before, when there
+   * is one: a signer that fails leaves no tag). */
   struct ib_descriptor prov = { 0 };
   int r = ib_provenance_write_build (b, &prov, err);
+  if (r == 0 && b->opt->sign_with)
+    r = sign (b, &prov, err);
   if (r == 0)
-    r = ib_store_tag (b->store, b->name, &b->image->manifest, &prov, err);
+    r = ib_store_tag (b->store, b->name, &b->image->manifest, b->opt->sign_with ? NULL : &prov, err);
   ib_descriptor_clear (&prov);
   if (r < 0)
     return -1;

@@ -253,6 +253,8 @@ read_one (struct ib_store *s, const struct ib_image *img, const struct ib_descri
                   img->manifest.digest.s);
   else if (cJSON_IsString (type) && strcmp (type->valuestring, IB_MT_INTOTO) == 0)
     r = read_statements (s, img, m, doc, err);
+  else if (cJSON_IsString (type) && strcmp (type->valuestring, IB_MT_PROVENANCE) != 0)
+    ; /* not a record: a signature (sign.h), or someone else's artifact */
   else if ((r = ib_descriptor_from_json (cJSON_GetArrayItem (cJSON_GetObjectItemCaseSensitive (m, "layers"), 0),
                                          &blob, err)) == 0)
     r = read_json (s, &blob.digest, 16u << 20, doc, err);

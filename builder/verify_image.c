@@ -12,6 +12,7 @@
 #include "gates.h"
 #include "junit.h"
 #include "provenance.h"
+#include "sign.h"
 #include "verify.h"
 
 /* What --require-gates may name, with the class of the failure when one of
@@ -253,6 +254,95 @@ check_integrity (struct ib_build *b, const struct ib_verify_image_options *o, st
   cJSON_AddNumberToObject (in, "bytes", (double) st.bytes);
   cJSON_AddNumberToObject (in, "bad", (double) st.bad);
   keep (v, &e, "integrity");
+}
+
+static bool
+listed (const struct ib_descriptor *arts, size_t n, const char *digest)
+{
+  for (size_t i = 0; i < n; i++)
+    if (strcmp (arts[i].digest.s, digest) == 0)
+      return true;
+  return false;
+}
+
+/* One signature artifact ART (sign.h): about this image, over an
+ * attestation the image carries (ARTS, the referrers), and with
+ * --verify-signature-with, verified: *OK.  Problems go to K. */
+static void
+check_signature (struct ib_build *b, const struct ib_verify_image_options *o, const struct ib_descriptor *art,
+                 const struct ib_descriptor *arts, size_t n_arts, struct ib_gate_sink *k, bool *ok, cJSON *j)
+{
+  struct ib_signature sig;
+  ib_error_t e = NULL;
+  const char *img = b->image->manifest.digest.s;
+  *ok = false;
+  if (ib_signature_read (b->store, art, &sig, &e) < 0)
+    {
+      ib_gate_sink_problem (k, true, e->msg);
+      ib_error_release (&e);
+      return;
+    }
+  if (sig.attestation)
+    cJSON_AddStringToObject (j, "attestation", sig.attestation);
+  if (strcmp (sig.subject, img) != 0 || strcmp (sig.image, img) != 0)
+    ib_problemf (ib_gate_sink_problem, k, true, "signature %s signs image %s, not %s", art->digest.s, sig.image, img);
+  else if (sig.attestation && !listed (arts, n_arts, sig.attestation))
+    ib_problemf (ib_gate_sink_problem, k, true,
+                 "signature %s signs the attestations %s, which the image does not carry: its attestations "
+                 "were changed after signing",
+                 art->digest.s, sig.attestation);
+  else if (o->verify_signature_with && ib_signature_verify (&sig, o->verify_signature_with, b->name, ok, &e) < 0)
+    {
+      ib_gate_sink_problem (k, true, e->msg);
+      ib_error_release (&e);
+    }
+  else if (o->verify_signature_with && !*ok)
+    ib_problemf (ib_gate_sink_problem, k, false, "signature %s does not verify with `%s`", art->digest.s,
+                 o->verify_signature_with);
+  if (o->verify_signature_with)
+    cJSON_AddBoolToObject (j, "verified", *ok);
+  ib_signature_clear (&sig);
+}
+
+/* The signature gate: every signature listed about the image is checked
+ * (check_signature); with --verify-signature-with at least one must verify,
+ * without it the gate says how many there are and that it verified none. */
+static void
+check_signatures (struct ib_build *b, const struct ib_verify_image_options *o, struct verdict *v)
+{
+  struct ib_gate_sink k = { b->report, "signature", NULL, 0 };
+  size_t errors = ib_report_errors (b->report, "signature");
+  double t0 = ib_now ();
+  ib_error_t e = NULL;
+  struct ib_descriptor *arts = NULL;
+  size_t n_arts = 0, n_sigs = 0, n_ok = 0;
+  cJSON *list = cJSON_AddArrayToObject (ib_report_json (b->report), "signatures");
+  int r = ib_store_find_referrers (b->store, &b->image->manifest.digest, &arts, &n_arts, &e);
+  for (size_t i = 0; r == 0 && i < n_arts; i++)
+    {
+      cleanup_free char *type = ib_store_artifact_type (b->store, &arts[i].digest);
+      if (strcmp (type, IB_MT_COSIGN_SIGNATURE) != 0)
+        continue;
+      bool ok;
+      cJSON *j = cJSON_CreateObject ();
+      cJSON_AddStringToObject (j, "artifact", arts[i].digest.s);
+      check_signature (b, o, &arts[i], arts, n_arts, &k, &ok, j);
+      cJSON_AddItemToArray (list, j);
+      n_sigs++;
+      n_ok += ok;
+    }
+  ib_descriptors_free (arts, n_arts);
+  if (r == 0 && o->verify_signature_with && n_ok == 0 && k.errors == 0)
+    ib_problemf (ib_gate_sink_problem, &k, true, "no signature of %s verifies with `%s` (%zu signature%s)",
+                 b->image->manifest.digest.s, o->verify_signature_with, n_sigs, n_sigs == 1 ? "" : "s");
+  if (r == 0 && ib_gate_sink_finish (&k, IB_EINTEGRITY, &e) < 0)
+    r = -1;
+  if (r == 0 && !o->verify_signature_with)
+    r = ib_gate_skip (b, "%zu signature%s, none verified: no --verify-signature-with", n_sigs, n_sigs == 1 ? "" : "s");
+  cleanup_free char *detail = ib_xasprintf ("%zu of %zu signature%s verified with `%s`", n_ok, n_sigs,
+                                            n_sigs == 1 ? "" : "s", o->verify_signature_with ? o->verify_signature_with : "");
+  ib_gate_row (b, "signature", r, ib_now () - t0, errors, detail, e);
+  keep (v, &e, "signature");
 }
 
 /* The provenance gate of one definition: its record's files, and with
@@ -521,6 +611,8 @@ ib_verify_image_ref (const char *ref, const struct ib_verify_image_options *o)
   if (r == 0)
     check_image_id (&b, o, ref, &v);
   bool gates = r == 0 && v.first == NULL;
+  if (gates)
+    check_signatures (&b, o, &v);
   if (gates && ib_provenance_read_all (b.store, b.image, &records, &n_records, &err) < 0)
     {
       ib_report_problem (b.report, "provenance", true, "%s", err->msg);

@@ -25,6 +25,7 @@ struct ib_verify_image_options
   char *const *reports; /* --report junit:FILE / json:FILE (junit.h) */
   size_t n_reports;
   struct ib_remote_options remote;
+  const char *verify_signature_with; /* the verifier's command (sign.h); NULL: signatures are listed, not verified */
 };
 
 /* Names that --require-gates accepts: 0, or -1 with a usage error. */

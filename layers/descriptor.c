@@ -78,5 +78,15 @@ ib_layer_media_type_to_oci (const char *mt)
 bool
 ib_is_attestation_type (const char *t)
 {
-  return t && (strcmp (t, IB_MT_PROVENANCE) == 0 || strcmp (t, IB_MT_INTOTO) == 0);
+  return t
+         && (strcmp (t, IB_MT_PROVENANCE) == 0 || strcmp (t, IB_MT_INTOTO) == 0
+             || strcmp (t, IB_MT_COSIGN_SIGNATURE) == 0);
+}
+
+bool
+ib_referrer_replaces (const char *new_type, const char *old_type)
+{
+  if (!ib_is_attestation_type (new_type) || !ib_is_attestation_type (old_type))
+    return false;
+  return strcmp (new_type, IB_MT_COSIGN_SIGNATURE) != 0 || strcmp (old_type, IB_MT_COSIGN_SIGNATURE) == 0;
 }

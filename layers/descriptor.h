@@ -37,6 +37,13 @@
  * cosign attach them. */
 #define IB_MT_INTOTO "application/vnd.in-toto+json"
 #define IB_ANNOTATION_PREDICATE "in-toto.io/predicate-type"
+/* A signature, laid out as cosign lays out its own in OCI 1.1 mode: an
+ * artifact of this type whose one layer is the signed payload (cosign's
+ * "simple signing" JSON) with the signature, base64, in the annotation
+ * IB_ANNOTATION_COSIGN_SIGNATURE (builder/sign.h). */
+#define IB_MT_COSIGN_SIGNATURE "application/vnd.dev.cosign.artifact.sig.v1+json"
+#define IB_MT_COSIGN_SIMPLESIGNING "application/vnd.dev.cosign.simplesigning.v1+json"
+#define IB_ANNOTATION_COSIGN_SIGNATURE "dev.cosignproject.cosign/signature"
 
 struct ib_descriptor
 {
@@ -52,8 +59,14 @@ int ib_descriptor_from_json (const cJSON *j, struct ib_descriptor *d, ib_error_t
 cJSON *ib_descriptor_to_json (const struct ib_descriptor *d);
 
 bool ib_media_type_is_layer (const char *mt);
-/* Whether an artifactType is imgbuild's provenance, old or in-toto. */
+/* Whether an artifactType is imgbuild's provenance, old or in-toto, or a
+ * signature: the referrers that travel with an image. */
 bool ib_is_attestation_type (const char *artifact_type);
+/* Whether a new referrer of type NEW (from some definition) replaces a
+ * listed one of type OLD from the same definition: new attestations replace
+ * the old ones and the signatures of them (which sign what is replaced), a
+ * new signature replaces only signatures. */
+bool ib_referrer_replaces (const char *new_type, const char *old_type);
 /* The OCI media type that carries the same bytes as MT (Docker's layer types
  * map to OCI's); NULL when MT is not a layer type we can carry. */
 const char *ib_layer_media_type_to_oci (const char *mt);

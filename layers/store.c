@@ -629,8 +629,9 @@ same (const char *a, const char *b)
   return (a == NULL && b == NULL) || (a && b && strcmp (a, b) == 0);
 }
 
-/* List REFERRER about MANIFEST in LIST, replacing the one from the same
- * definition (and any listing of the very same artifact). */
+/* List REFERRER about MANIFEST in LIST, replacing those from the same
+ * definition that it supersedes (ib_referrer_replaces; and any listing of
+ * the very same artifact). */
 static void
 list_referrer (struct ib_store *s, cJSON *list, const struct ib_descriptor *manifest,
                const struct ib_descriptor *referrer)
@@ -642,8 +643,10 @@ list_referrer (struct ib_store *s, cJSON *list, const struct ib_descriptor *mani
       const cJSON *e = cJSON_GetArrayItem (list, i);
       const char *sub = annotation (e, IB_ANNOTATION_SUBJECT);
       const cJSON *dg = cJSON_GetObjectItemCaseSensitive (e, "digest");
+      const cJSON *at = cJSON_GetObjectItemCaseSensitive (e, "artifactType");
+      const char *old_type = cJSON_IsString (at) ? at->valuestring : IB_MT_PROVENANCE;
       if (sub && strcmp (sub, manifest->digest.s) == 0
-          && (same (annotation (e, IB_ANNOTATION_DEFINITION), def)
+          && ((same (annotation (e, IB_ANNOTATION_DEFINITION), def) && ib_referrer_replaces (type, old_type))
               || (cJSON_IsString (dg) && strcmp (dg->valuestring, referrer->digest.s) == 0)))
         cJSON_DeleteItemFromArray (list, i);
     }

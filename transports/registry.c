@@ -175,7 +175,8 @@ fetch_artifact_blobs (struct ib_registry *reg, struct ib_store *s, const struct 
   return rc;
 }
 
-/* The provenance records of MANIFEST, found through the referrers tag. */
+/* The provenance records and signatures of MANIFEST, found through the
+ * referrers tag. */
 static int
 pull_referrer (struct ib_registry *reg, struct ib_store *s, const struct ib_descriptor *manifest, ib_error_t *err)
 {
@@ -315,7 +316,8 @@ put_manifest_blob (struct ib_registry *reg, struct ib_store *s, const struct ib_
 
 /* The referrers tag `sha256-HEX` of IMG: an index of the artifacts about
  * it.  Others may have listed theirs (signatures, SBOMs): they are kept;
- * an earlier record of the same definition is replaced. */
+ * an earlier record of the same definition is replaced, and with it the
+ * signatures of it (ib_referrer_replaces). */
 static int
 put_referrers_index (struct ib_registry *reg, struct ib_store *s, const struct ib_image *img,
                      const struct ib_descriptor *artifact, ib_error_t *err)
@@ -352,7 +354,7 @@ put_referrers_index (struct ib_registry *reg, struct ib_store *s, const struct i
       const cJSON *at = cJSON_GetObjectItemCaseSensitive (e, "artifactType");
       const cJSON *ed = cJSON_GetObjectItemCaseSensitive (cJSON_GetObjectItemCaseSensitive (e, "annotations"),
                                                           IB_ANNOTATION_DEFINITION);
-      bool same_def = def && cJSON_IsString (at) && ib_is_attestation_type (at->valuestring)
+      bool same_def = def && cJSON_IsString (at) && ib_referrer_replaces (type, at->valuestring)
                       && cJSON_IsString (ed) && strcmp (ed->valuestring, def) == 0;
       if ((cJSON_IsString (dg) && strcmp (dg->valuestring, artifact->digest.s) == 0) || same_def)
         cJSON_DeleteItemFromArray (list, i);

@@ -255,6 +255,188 @@ CONF
 
 XSD=$ROOT/tests/attest/junit-10.xsd
 
+# ---- signatures: --sign-with / --verify-signature-with ----------------------
+
+# sig_of STORE-OR-LAYOUT DIGEST: the signature artifacts listed about DIGEST
+# in an OCI layout, as JSON lines {artifact, payload (file), signature
+# (file, decoded), artifactType}: read with Python, not imgbuild.
+sig_of() {
+  /usr/bin/python3 - "$1" "$2" <<'PY'
+import base64, json, os, sys
+lay, digest = sys.argv[1:3]
+def path(d): return os.path.join(lay, "blobs", *d.split(":"))
+for i, e in enumerate(json.load(open(os.path.join(lay, "index.json")))["manifests"]):
+    m = json.load(open(path(e["digest"])))
+    if m.get("subject", {}).get("digest") != digest or m.get("artifactType") != "application/vnd.dev.cosign.artifact.sig.v1+json":
+        continue
+    l = m["layers"][0]
+    assert l["mediaType"] == "application/vnd.dev.cosign.simplesigning.v1+json", l
+    open(f"payload{i}", "wb").write(open(path(l["digest"]), "rb").read())
+    open(f"sig{i}", "wb").write(base64.b64decode(l["annotations"]["dev.cosignproject.cosign/signature"], validate=True))
+    print(json.dumps({"artifact": e["digest"], "payload": f"payload{i}", "signature": f"sig{i}",
+                      "listedType": e.get("artifactType")}))
+PY
+}
+
+# retag_attestation STORE TAG: rewrite one statement of TAG's in-toto
+# artifact (a field of the SLSA predicate) and list the changed artifact in
+# its place, as someone editing the attestations after signing would.
+retag_attestation() {
+  /usr/bin/python3 - "$1" "$2" <<'PY'
+import hashlib, json, os, sys
+store, tag = sys.argv[1:3]
+def path(d): return os.path.join(store, "blobs", *d.split(":"))
+def put(b):
+    d = "sha256:" + hashlib.sha256(b).hexdigest()
+    open(path(d) + ".tmp", "wb").write(b)
+    os.replace(path(d) + ".tmp", path(d))
+    return d, len(b)
+idx = json.load(open(f"{store}/index.json"))
+ann = lambda m, k: m.get("annotations", {}).get(k)
+img = next(m for m in idx["manifests"] if ann(m, "org.opencontainers.image.ref.name") == tag)["digest"]
+ent = next(m for m in idx["manifests"] if ann(m, "vnd.imgbuild.subject") == img and m["artifactType"] == "application/vnd.in-toto+json")
+m = json.load(open(path(ent["digest"])))
+st = json.load(open(path(m["layers"][0]["digest"])))
+st["predicate"]["runDetails"]["builder"]["id"] = "https://evil.invalid/builder"
+m["layers"][0]["digest"], m["layers"][0]["size"] = put(json.dumps(st).encode())
+ent["digest"], ent["size"] = put(json.dumps(m).encode())
+open(f"{store}/index.json.tmp", "w").write(json.dumps(idx))
+os.replace(f"{store}/index.json.tmp", f"{store}/index.json")
+PY
+}
+
+OPENSSL_VERIFY='openssl dgst -sha256 -verify pub.pem -signature "$IMGBUILD_SIGNATURE"'
+
+# --sign-with runs a real signer (openssl, ECDSA P-256 over SHA-256, what
+# cosign's keys are) before the tag; the signature is a cosign-style
+# referrer whose payload names the image and its attestations; openssl
+# itself verifies it, and imgverify --verify-signature-with with openssl
+# passes with the right key and fails (exit 4) with another key, after the
+# attestations were changed, and after the signed payload was changed.
+t_sign_with_openssl_verified_by_openssl() {
+  build_base
+  openssl ecparam -name prime256v1 -genkey -noout -out key.pem 2>/dev/null
+  openssl ec -in key.pem -pubout -out pub.pem 2>/dev/null
+  openssl ecparam -name prime256v1 -genkey -noout -out other.pem 2>/dev/null
+  openssl ec -in other.pem -pubout -out other.pub 2>/dev/null
+  "$IB" -q --json dsv41-flash-dcp2 --sign-with 'openssl dgst -sha256 -sign key.pem' >b.json
+  validate b.json
+  digest=$(jq -r .manifest b.json)
+  sig_of "$IMGBUILD_STORE" "$digest" >sigs.json
+  [ "$(wc -l <sigs.json)" = 1 ]
+  jq -e --arg a "$(jq -r .signature.artifact b.json)" '.artifact == $a and .listedType == "application/vnd.dev.cosign.artifact.sig.v1+json"' sigs.json
+  p=$(jq -r .payload sigs.json); s=$(jq -r .signature sigs.json)
+  # The payload is cosign's simple signing JSON about this image, covering
+  # the in-toto artifact listed with it.
+  att=$(jq -r --arg d "$digest" '.manifests[] | select(.artifactType == "application/vnd.in-toto+json"
+           and .annotations["vnd.imgbuild.subject"] == $d) | .digest' "$IMGBUILD_STORE/index.json")
+  jq -e --arg d "$digest" --arg a "$att" '.critical.type == "cosign container image signature"
+      and .critical.image["docker-manifest-digest"] == $d and .critical.identity["docker-reference"] == "dsv41-flash-dcp2"
+      and .optional["vnd.imgbuild.attestation"] == $a' "$p"
+  jq -e --arg a "$att" '.signature.attestation == $a' b.json
+  # openssl verifies it (not imgbuild); the other key does not.
+  openssl dgst -sha256 -verify pub.pem -signature "$s" "$p"
+  refute openssl dgst -sha256 -verify other.pub -signature "$s" "$p"
+  # imgverify: verified with the right key; listed but a skip without a verifier.
+  "$IV" --json dsv41-flash-dcp2:local --verify-signature-with "$OPENSSL_VERIFY" >v.json 2>err.txt
+  validate v.json
+  jq -e '.status == "pass" and (.gates[] | select(.name == "signature") | .status == "pass")
+         and (.signatures | length == 1 and .[0].verified == true)' v.json
+  grep 'Verified OK' err.txt
+  "$IV" --json dsv41-flash-dcp2:local >v0.json
+  jq -e '.status == "pass" and (.gates[] | select(.name == "signature") | .status == "skip"
+         and .reason == "1 signature, none verified: no --verify-signature-with")' v0.json
+  # Another key: no signature verifies.
+  expect_fail 4 'no signature of sha256:[0-9a-f]{64} verifies with' \
+    "$IV" dsv41-flash-dcp2:local --verify-signature-with 'openssl dgst -sha256 -verify other.pub -signature "$IMGBUILD_SIGNATURE"'
+  # The JUnit report of that run shows the failing gate.
+  rc=0; "$IV" dsv41-flash-dcp2:local --report junit:j.xml \
+    --verify-signature-with 'openssl dgst -sha256 -verify other.pub -signature "$IMGBUILD_SIGNATURE"' 2>/dev/null || rc=$?
+  [ "$rc" = 4 ]
+  xmllint --noout --schema "$XSD" j.xml
+  junit_cases j.xml | grep -E '^imgverify\.gates\|signature\|\|\|failure\|no signature of sha256:'
+  # A statement changed after signing: the signature still verifies over
+  # its payload, but the payload covers attestations the image no longer carries.
+  "$IB" -q dsv41-flash-dcp2 -t edited:1 --sign-with 'openssl dgst -sha256 -sign key.pem' >/dev/null
+  retag_attestation "$IMGBUILD_STORE" edited:1
+  expect_fail 4 'signature sha256:[0-9a-f]{64} signs the attestations sha256:[0-9a-f]{64}, which the image does not carry' \
+    "$IV" edited:1 --verify-signature-with "$OPENSSL_VERIFY"
+  # The signed payload itself changed (and re-listed): openssl refuses it.
+  "$IB" -q dsv41-flash-dcp2 -t forged:1 --sign-with 'openssl dgst -sha256 -sign key.pem' >/dev/null
+  /usr/bin/python3 - "$IMGBUILD_STORE" forged:1 <<'PY'
+import hashlib, json, os, sys
+store, tag = sys.argv[1:3]
+def path(d): return os.path.join(store, "blobs", *d.split(":"))
+def put(b):
+    d = "sha256:" + hashlib.sha256(b).hexdigest()
+    open(path(d), "wb").write(b)
+    return d, len(b)
+idx = json.load(open(f"{store}/index.json"))
+ann = lambda m, k: m.get("annotations", {}).get(k)
+img = next(m for m in idx["manifests"] if ann(m, "org.opencontainers.image.ref.name") == tag)["digest"]
+ent = next(m for m in idx["manifests"] if ann(m, "vnd.imgbuild.subject") == img and m["artifactType"].startswith("application/vnd.dev.cosign"))
+m = json.load(open(path(ent["digest"])))
+p = json.load(open(path(m["layers"][0]["digest"])))
+p["critical"]["identity"]["docker-reference"] = "someone-else"
+m["layers"][0]["digest"], m["layers"][0]["size"] = put(json.dumps(p).encode())
+ent["digest"], ent["size"] = put(json.dumps(m).encode())
+open(f"{store}/index.json", "w").write(json.dumps(idx))
+PY
+  expect_fail 4 'no signature of sha256:[0-9a-f]{64} verifies with' \
+    "$IV" forged:1 --verify-signature-with "$OPENSSL_VERIFY"
+  grep -E 'warning: signature sha256:[0-9a-f]{64} does not verify with' stderr.txt
+}
+
+# A signer that fails, or writes no signature, fails the build before the
+# tag (exit 8): the store has no tag, and no signature of the image.
+t_sign_with_failing_signer_tags_nothing() {
+  build_base
+  expect_fail 8 'sign-with `echo refused >&2; exit 3`: the signer failed \(exit status 3\)' \
+    "$IB" -q dsv41-flash-dcp2 -t s:1 --sign-with 'echo refused >&2; exit 3'
+  grep -x 'refused' stderr.txt
+  expect_fail 8 'the signer wrote no signature' "$IB" -q dsv41-flash-dcp2 -t s:2 --sign-with 'cat >/dev/null'
+  refute jq -e '.manifests[] | select(.annotations["org.opencontainers.image.ref.name"] | test("^s:"))' \
+    "$IMGBUILD_STORE/index.json"
+  refute jq -e '.manifests[] | select(.artifactType == "application/vnd.dev.cosign.artifact.sig.v1+json")' \
+    "$IMGBUILD_STORE/index.json"
+}
+
+# ssh-keygen -Y sign (stdin to stdout) as the signer; the signature travels
+# with the image to a registry (the referrers tag lists it, skopeo sees it)
+# and to a docker-archive, and imgverify of each verifies it with ssh-keygen
+# -Y verify.  A rebuild replaces its signature; a rebuild without
+# --sign-with leaves none (the old one signed the attestations it replaced).
+t_sign_with_ssh_keygen_travels_with_the_image() {
+  build_base
+  registry_start open
+  push_base
+  ssh-keygen -q -t ed25519 -N '' -f sk -C builder
+  echo "builder $(cat sk.pub)" >allowed
+  verify='ssh-keygen -Y verify -f allowed -I builder -n imgbuild -s "$IMGBUILD_SIGNATURE"'
+  "$IB" -q dsv41-flash-dcp2 --sign-with 'ssh-keygen -Y sign -f sk -n imgbuild -q' \
+    --push "docker://$REG/dcp2:1" --output docker-archive:dcp2.tar >out.txt
+  digest=$(cut -d' ' -f2 out.txt)
+  skopeo inspect --raw --tls-verify=false "docker://$REG/dcp2:sha256-${digest#sha256:}" >ref.json
+  jq -e '[.manifests[].artifactType] | sort == ["application/vnd.dev.cosign.artifact.sig.v1+json", "application/vnd.in-toto+json"]' ref.json
+  for ref in "docker://$REG/dcp2:1" docker-archive:dcp2.tar; do
+    IMGBUILD_STORE=$PWD/v "$IV" --json "$ref" --verify-signature-with "$verify" >v.json 2>err.txt
+    jq -e '.status == "pass" and (.signatures | length == 1 and .[0].verified == true)' v.json
+    grep 'Good "imgbuild" signature for builder' err.txt
+  done
+  # ssh-keygen itself, on what the pulled store holds.
+  sig_of v "$digest" >sigs.json
+  ssh-keygen -Y verify -f allowed -I builder -n imgbuild -s "$(jq -r .signature sigs.json)" <"$(jq -r .payload sigs.json)"
+  # Rebuilt and re-signed: still one signature, the new one; rebuilt unsigned: none.
+  "$IB" -q dsv41-flash-dcp2 --sign-with 'ssh-keygen -Y sign -f sk -n imgbuild -q' >/dev/null
+  [ "$(sig_of "$IMGBUILD_STORE" "$digest" | wc -l)" = 1 ]
+  "$IV" dsv41-flash-dcp2:local --verify-signature-with "$verify" 2>/dev/null
+  "$IB" -q dsv41-flash-dcp2 >/dev/null
+  [ "$(sig_of "$IMGBUILD_STORE" "$digest" | wc -l)" = 0 ]
+  expect_fail 4 'no signature of sha256:[0-9a-f]{64} verifies with .* \(0 signatures\)' \
+    "$IV" dsv41-flash-dcp2:local --verify-signature-with "$verify"
+}
+
+
 requirement_lines() { # CONF SECTION: its python, native and require lines
   awk -v want="[$2]" '/^\[/ { s = $1 } s == want && /^(python|native|require) /' "$1" | wc -l
 }
