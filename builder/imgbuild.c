@@ -152,8 +152,9 @@ static const char usage[] =
     "     the base has hostile entries (see --allow-unsafe-base)\n"
     "  5  symbol or native link gate    6  kernel gate, [target] checks    7  smoke test\n"
     "  8  environment: I/O error, missing tool, registry or Docker Engine\n"
-    "     unreachable, credentials refused, retries exhausted; with --load, a\n"
-    "     node that does not have the image (the tag in the store is written)\n"
+    "     unreachable, credentials refused, retries exhausted; a --sign-with\n"
+    "     signer that failed (nothing tagged); with --load, a node that does\n"
+    "     not have the image (the tag in the store is written)\n"
     "  9  an image reference that does not resolve\n";
 
 struct cli
