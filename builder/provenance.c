@@ -131,28 +131,21 @@ put_statement (struct ib_store *s, const cJSON *statement, ib_error_t *err)
 }
 
 int
-ib_provenance_write (struct ib_store *s, const struct ib_image *img, cJSON *const *statements, size_t n,
-                     const char *definition, struct ib_descriptor *out, ib_error_t *err)
+ib_artifact_write (struct ib_store *s, const struct ib_image *img, const char *artifact_type, cJSON *layers,
+                   const char *definition, struct ib_descriptor *out, ib_error_t *err)
 {
   struct ib_descriptor empty = { .media_type = IB_MT_OCI_EMPTY, .size = 2 };
   if (ib_store_put_blob (s, "{}", 2, &empty.digest, err) < 0)
-    return -1;
+    {
+      cJSON_Delete (layers);
+      return -1;
+    }
   cJSON *m = cJSON_CreateObject ();
   cJSON_AddNumberToObject (m, "schemaVersion", 2);
   cJSON_AddStringToObject (m, "mediaType", IB_MT_OCI_MANIFEST);
-  cJSON_AddStringToObject (m, "artifactType", IB_MT_INTOTO);
+  cJSON_AddStringToObject (m, "artifactType", artifact_type);
   cJSON_AddItemToObject (m, "config", ib_descriptor_to_json (&empty));
-  cJSON *layers = cJSON_AddArrayToObject (m, "layers");
-  for (size_t i = 0; i < n; i++)
-    {
-      cJSON *l = put_statement (s, statements[i], err);
-      if (l == NULL)
-        {
-          cJSON_Delete (m);
-          return -1;
-        }
-      cJSON_AddItemToArray (layers, l);
-    }
+  cJSON_AddItemToObject (m, "layers", layers);
   cJSON_AddItemToObject (m, "subject", ib_descriptor_to_json (&img->manifest));
   if (definition && *definition)
     cJSON_AddStringToObject (cJSON_AddObjectToObject (m, "annotations"), IB_ANNOTATION_DEFINITION, definition);
@@ -163,6 +156,24 @@ ib_provenance_write (struct ib_store *s, const struct ib_image *img, cJSON *cons
   int r = ib_store_put_blob (s, mtext, out->size, &out->digest, err);
   free (mtext);
   return r;
+}
+
+int
+ib_provenance_write (struct ib_store *s, const struct ib_image *img, cJSON *const *statements, size_t n,
+                     const char *definition, struct ib_descriptor *out, ib_error_t *err)
+{
+  cJSON *layers = cJSON_CreateArray ();
+  for (size_t i = 0; i < n; i++)
+    {
+      cJSON *l = put_statement (s, statements[i], err);
+      if (l == NULL)
+        {
+          cJSON_Delete (layers);
+          return -1;
+        }
+      cJSON_AddItemToArray (layers, l);
+    }
+  return ib_artifact_write (s, img, IB_MT_INTOTO, layers, definition, out, err);
 }
 
 int

@@ -35,6 +35,11 @@ cJSON *ib_provenance_of_build (struct ib_build *b);
  * IB_ANNOTATION_DEFINITION; *OUT is the artifact's manifest. */
 int ib_provenance_write (struct ib_store *s, const struct ib_image *img, cJSON *const *statements, size_t n,
                          const char *definition, struct ib_descriptor *out, ib_error_t *err);
+/* Store an artifact about IMG: ARTIFACT_TYPE, an empty config, LAYERS (a
+ * JSON array of descriptors, taken), IMG as its subject, DEFINITION (may
+ * be NULL) in IB_ANNOTATION_DEFINITION; *OUT is its manifest. */
+int ib_artifact_write (struct ib_store *s, const struct ib_image *img, const char *artifact_type, cJSON *layers,
+                       const char *definition, struct ib_descriptor *out, ib_error_t *err);
 /* The attestations of a build whose gates have run (attest.h: SLSA, the
  * record of ib_provenance_of_build, the SBOM), written as above. */
 int ib_provenance_write_build (struct ib_build *b, struct ib_descriptor *out, ib_error_t *err);

@@ -15,6 +15,7 @@
 
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
+#include "provenance.h"
 
 extern char **environ;
 
@@ -177,36 +178,21 @@ base64_decode (const char *text, unsigned char **out, size_t *len)
   return 0;
 }
 
-/* The signature artifact: an empty config, the payload as its layer with
- * the signature in its annotation, the image as its subject. */
+/* The signature artifact: the payload as its one layer, with the
+ * signature in its annotation. */
 static int
 put_artifact (struct ib_store *s, const struct ib_image *img, const char *payload, const unsigned char *sig,
               size_t sig_len, const char *definition, struct ib_descriptor *out, ib_error_t *err)
 {
-  struct ib_descriptor empty = { .media_type = IB_MT_OCI_EMPTY, .size = 2 };
   struct ib_descriptor layer = { .media_type = IB_MT_COSIGN_SIMPLESIGNING, .size = strlen (payload) };
-  if (ib_store_put_blob (s, "{}", 2, &empty.digest, err) < 0
-      || ib_store_put_blob (s, payload, layer.size, &layer.digest, err) < 0)
+  if (ib_store_put_blob (s, payload, layer.size, &layer.digest, err) < 0)
     return -1;
-  cJSON *m = cJSON_CreateObject ();
-  cJSON_AddNumberToObject (m, "schemaVersion", 2);
-  cJSON_AddStringToObject (m, "mediaType", IB_MT_OCI_MANIFEST);
-  cJSON_AddStringToObject (m, "artifactType", IB_MT_COSIGN_SIGNATURE);
-  cJSON_AddItemToObject (m, "config", ib_descriptor_to_json (&empty));
   cJSON *l = ib_descriptor_to_json (&layer);
   cleanup_free char *b64 = base64_of (sig, sig_len);
   cJSON_AddStringToObject (cJSON_AddObjectToObject (l, "annotations"), IB_ANNOTATION_COSIGN_SIGNATURE, b64);
-  cJSON_AddItemToArray (cJSON_AddArrayToObject (m, "layers"), l);
-  cJSON_AddItemToObject (m, "subject", ib_descriptor_to_json (&img->manifest));
-  if (definition && *definition)
-    cJSON_AddStringToObject (cJSON_AddObjectToObject (m, "annotations"), IB_ANNOTATION_DEFINITION, definition);
-  char *text = cJSON_PrintUnformatted (m);
-  cJSON_Delete (m);
-  out->media_type = ib_xstrdup (IB_MT_OCI_MANIFEST);
-  out->size = strlen (text);
-  int r = ib_store_put_blob (s, text, out->size, &out->digest, err);
-  free (text);
-  return r;
+  cJSON *layers = cJSON_CreateArray ();
+  cJSON_AddItemToArray (layers, l);
+  return ib_artifact_write (s, img, IB_MT_COSIGN_SIGNATURE, layers, definition, out, err);
 }
 
 int

@@ -175,6 +175,27 @@ fetch_artifact_blobs (struct ib_registry *reg, struct ib_store *s, const struct 
   return rc;
 }
 
+/* One artifact the referrers tag lists (M), with its blobs, listed about
+ * MANIFEST in the store. */
+static int
+pull_listed (struct ib_registry *reg, struct ib_store *s, const struct ib_descriptor *manifest, const cJSON *m,
+             ib_error_t *err)
+{
+  struct ib_descriptor listed = { 0 }, ref = { 0 };
+  cleanup_free char *body = NULL;
+  size_t blen;
+  int rc = ib_descriptor_from_json (m, &listed, err);
+  if (rc == 0)
+    rc = fetch_manifest (reg, s, listed.digest.s, &ref, &body, &blen, err);
+  ib_descriptor_clear (&listed);
+  if (rc == 0)
+    rc = fetch_artifact_blobs (reg, s, &ref, body, blen, err);
+  if (rc == 0)
+    rc = ib_store_tag (s, NULL, manifest, &ref, err);
+  ib_descriptor_clear (&ref);
+  return rc;
+}
+
 /* The provenance records and signatures of MANIFEST, found through the
  * referrers tag. */
 static int
@@ -201,26 +222,18 @@ pull_referrer (struct ib_registry *reg, struct ib_store *s, const struct ib_desc
   cJSON *j = cJSON_ParseWithLength (text, len);
   const cJSON *m;
   int rc = 0;
-  cJSON_ArrayForEach (m, cJSON_GetObjectItemCaseSensitive (j, "manifests"))
-  {
-    const cJSON *at = cJSON_GetObjectItemCaseSensitive (m, "artifactType");
-    if (!cJSON_IsString (at) || !ib_is_attestation_type (at->valuestring))
-      continue;
-    struct ib_descriptor listed = { 0 }, ref = { 0 };
-    cleanup_free char *body = NULL;
-    size_t blen;
-    rc = ib_descriptor_from_json (m, &listed, err);
-    if (rc == 0)
-      rc = fetch_manifest (reg, s, listed.digest.s, &ref, &body, &blen, err);
-    ib_descriptor_clear (&listed);
-    if (rc == 0)
-      rc = fetch_artifact_blobs (reg, s, &ref, body, blen, err);
-    if (rc == 0)
-      rc = ib_store_tag (s, NULL, manifest, &ref, err);
-    ib_descriptor_clear (&ref);
-    if (rc < 0)
-      break;
-  }
+  /* The attestations first, then the signatures: listing an attestation
+   * drops the signatures of the one it replaces (ib_referrer_replaces). */
+  for (int signatures = 0; signatures < 2; signatures++)
+    {
+      cJSON_ArrayForEach (m, cJSON_GetObjectItemCaseSensitive (j, "manifests"))
+      {
+        const cJSON *at = cJSON_GetObjectItemCaseSensitive (m, "artifactType");
+        if (rc == 0 && cJSON_IsString (at) && ib_is_attestation_type (at->valuestring)
+            && (strcmp (at->valuestring, IB_MT_COSIGN_SIGNATURE) == 0) == signatures)
+          rc = pull_listed (reg, s, manifest, m, err);
+      }
+    }
   cJSON_Delete (j);
   return rc < 0 ? ib_error_wrap (err, "provenance") : 0;
 }

@@ -114,12 +114,11 @@ t_attest_registry_referrers_tag_and_skopeo() {
   attest_of v "$digest" | jq -e '.artifacts | length == 1'
 }
 
-# old_format TAG: rewrite the image's artifact in $IMGBUILD_STORE to the
-# format imgbuild wrote before (artifactType application/vnd.imgbuild.
-# provenance.v1+json, the record as its one layer).
-old_format() {
-  /usr/bin/python3 - "$IMGBUILD_STORE" "$1" <<'PY'
-import hashlib, json, os, sys
+# edit_store TAG <<'PY' ... PY: run the Python on stdin over $IMGBUILD_STORE
+# as someone editing the store by hand, with store, tag, path(D), put(BYTES)
+# -> (digest, size), idx (index.json), ann(ENTRY, KEY) and img (TAG's
+# manifest digest) defined; save() writes idx back.
+STORE_PY='import hashlib, json, os, sys
 store, tag = sys.argv[1:3]
 def path(d): return os.path.join(store, "blobs", *d.split(":"))
 def put(b):
@@ -130,6 +129,19 @@ def put(b):
 idx = json.load(open(f"{store}/index.json"))
 ann = lambda m, k: m.get("annotations", {}).get(k)
 img = next(m for m in idx["manifests"] if ann(m, "org.opencontainers.image.ref.name") == tag)["digest"]
+def save():
+    open(f"{store}/index.json.tmp", "w").write(json.dumps(idx))
+    os.replace(f"{store}/index.json.tmp", f"{store}/index.json")
+'
+edit_store() {
+  /usr/bin/python3 -c "$STORE_PY$(cat)" "$IMGBUILD_STORE" "$1"
+}
+
+# old_format TAG: rewrite the image's artifact in $IMGBUILD_STORE to the
+# format imgbuild wrote before (artifactType application/vnd.imgbuild.
+# provenance.v1+json, the record as its one layer).
+old_format() {
+  edit_store "$1" <<'PY'
 ent = next(m for m in idx["manifests"] if ann(m, "vnd.imgbuild.subject") == img)
 m = json.load(open(path(ent["digest"])))
 ours = next(l for l in m["layers"] if l["annotations"]["in-toto.io/predicate-type"].startswith("https://imgbuild.invalid/"))
@@ -139,8 +151,7 @@ m["artifactType"] = "application/vnd.imgbuild.provenance.v1+json"
 m["layers"] = [{"mediaType": "application/vnd.imgbuild.provenance.v1+json", "digest": d, "size": n}]
 ent["digest"], ent["size"] = put(json.dumps(m).encode())
 ent["artifactType"] = m["artifactType"]
-open(f"{store}/index.json.tmp", "w").write(json.dumps(idx))
-os.replace(f"{store}/index.json.tmp", f"{store}/index.json")
+save()
 PY
 }
 
@@ -158,26 +169,14 @@ t_attest_old_format_is_still_read() {
 t_attest_statement_about_another_image_is_refused() {
   build_base
   "$IB" -q dsv41-flash-dcp2 -t other:1 >/dev/null
-  /usr/bin/python3 - "$IMGBUILD_STORE" other:1 <<'PY'
-import hashlib, json, os, sys
-store, tag = sys.argv[1:3]
-def path(d): return os.path.join(store, "blobs", *d.split(":"))
-def put(b):
-    d = "sha256:" + hashlib.sha256(b).hexdigest()
-    open(path(d) + ".tmp", "wb").write(b)
-    os.replace(path(d) + ".tmp", path(d))
-    return d, len(b)
-idx = json.load(open(f"{store}/index.json"))
-ann = lambda m, k: m.get("annotations", {}).get(k)
-img = next(m for m in idx["manifests"] if ann(m, "org.opencontainers.image.ref.name") == tag)["digest"]
+  edit_store other:1 <<'PY'
 ent = next(m for m in idx["manifests"] if ann(m, "vnd.imgbuild.subject") == img)
 m = json.load(open(path(ent["digest"])))
 st = json.load(open(path(m["layers"][2]["digest"])))
 st["subject"][0]["digest"]["sha256"] = hashlib.sha256(b"another image").hexdigest()
 m["layers"][2]["digest"], m["layers"][2]["size"] = put(json.dumps(st).encode())
 ent["digest"], ent["size"] = put(json.dumps(m).encode())
-open(f"{store}/index.json.tmp", "w").write(json.dumps(idx))
-os.replace(f"{store}/index.json.tmp", f"{store}/index.json")
+save()
 PY
   expect_fail 4 'statement sha256:[0-9a-f]{64}: its subject is not the image sha256:' "$IV" other:1
 }
@@ -282,26 +281,14 @@ PY
 # artifact (a field of the SLSA predicate) and list the changed artifact in
 # its place, as someone editing the attestations after signing would.
 retag_attestation() {
-  /usr/bin/python3 - "$1" "$2" <<'PY'
-import hashlib, json, os, sys
-store, tag = sys.argv[1:3]
-def path(d): return os.path.join(store, "blobs", *d.split(":"))
-def put(b):
-    d = "sha256:" + hashlib.sha256(b).hexdigest()
-    open(path(d) + ".tmp", "wb").write(b)
-    os.replace(path(d) + ".tmp", path(d))
-    return d, len(b)
-idx = json.load(open(f"{store}/index.json"))
-ann = lambda m, k: m.get("annotations", {}).get(k)
-img = next(m for m in idx["manifests"] if ann(m, "org.opencontainers.image.ref.name") == tag)["digest"]
+  IMGBUILD_STORE=$1 edit_store "$2" <<'PY'
 ent = next(m for m in idx["manifests"] if ann(m, "vnd.imgbuild.subject") == img and m["artifactType"] == "application/vnd.in-toto+json")
 m = json.load(open(path(ent["digest"])))
 st = json.load(open(path(m["layers"][0]["digest"])))
 st["predicate"]["runDetails"]["builder"]["id"] = "https://evil.invalid/builder"
 m["layers"][0]["digest"], m["layers"][0]["size"] = put(json.dumps(st).encode())
 ent["digest"], ent["size"] = put(json.dumps(m).encode())
-open(f"{store}/index.json.tmp", "w").write(json.dumps(idx))
-os.replace(f"{store}/index.json.tmp", f"{store}/index.json")
+save()
 PY
 }
 
@@ -363,24 +350,14 @@ t_sign_with_openssl_verified_by_openssl() {
     "$IV" edited:1 --verify-signature-with "$OPENSSL_VERIFY"
   # The signed payload itself changed (and re-listed): openssl refuses it.
   "$IB" -q dsv41-flash-dcp2 -t forged:1 --sign-with 'openssl dgst -sha256 -sign key.pem' >/dev/null
-  /usr/bin/python3 - "$IMGBUILD_STORE" forged:1 <<'PY'
-import hashlib, json, os, sys
-store, tag = sys.argv[1:3]
-def path(d): return os.path.join(store, "blobs", *d.split(":"))
-def put(b):
-    d = "sha256:" + hashlib.sha256(b).hexdigest()
-    open(path(d), "wb").write(b)
-    return d, len(b)
-idx = json.load(open(f"{store}/index.json"))
-ann = lambda m, k: m.get("annotations", {}).get(k)
-img = next(m for m in idx["manifests"] if ann(m, "org.opencontainers.image.ref.name") == tag)["digest"]
+  edit_store forged:1 <<'PY'
 ent = next(m for m in idx["manifests"] if ann(m, "vnd.imgbuild.subject") == img and m["artifactType"].startswith("application/vnd.dev.cosign"))
 m = json.load(open(path(ent["digest"])))
 p = json.load(open(path(m["layers"][0]["digest"])))
 p["critical"]["identity"]["docker-reference"] = "someone-else"
 m["layers"][0]["digest"], m["layers"][0]["size"] = put(json.dumps(p).encode())
 ent["digest"], ent["size"] = put(json.dumps(m).encode())
-open(f"{store}/index.json", "w").write(json.dumps(idx))
+save()
 PY
   expect_fail 4 'no signature of sha256:[0-9a-f]{64} verifies with' \
     "$IV" forged:1 --verify-signature-with "$OPENSSL_VERIFY"
