@@ -25,6 +25,8 @@
 #include "../definition/definition.h"
 #include "report.h"
 
+struct ib_cluster_options;
+
 struct ib_build_options
 {
   const char *store;     /* NULL: ib_store_default_path */
@@ -43,6 +45,9 @@ struct ib_build_options
   bool quiet;
   bool allow_unsafe_base; /* build over a base with hostile entries, each a warning */
   const char *sign_with;  /* --sign-with: the signer's command (sign.h), run before the tag */
+  /* --hosts: the smoke test across these nodes, through a launcher
+   * (smoke_cluster.h); NULL: on this machine's GPUs. */
+  const struct ib_cluster_options *cluster;
   enum
   {
     IB_SMOKE_AUTO,     /* run when GPUs exist, else say plainly that it skipped */

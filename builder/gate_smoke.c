@@ -19,6 +19,7 @@
 #include "../smoke/gpuinfo.h"
 #include "../smoke/kprobe_result.h"
 #include "../smoke/nccl_log.h"
+#include "smoke_cluster.h"
 
 /* Where the probe's cubins and manifest appear in the container. */
 #define KPROBE_TARGET "/opt/imgbuild/kprobe"
@@ -385,11 +386,12 @@ judge (struct ib_build *b, const struct ib_contract *k, const struct ib_kplan *p
 static char **
 smoke_args (const struct ib_definition *d, const char *nccl, const char *dcp, const char *ranks, size_t *n)
 {
-  char **args = ib_xcalloc (10 + d->n_smoke_args, sizeof (char *));
+  char **args = ib_xcalloc (18 + d->n_smoke_args, sizeof (char *));
   size_t k = 0;
   args[k++] = "--kernels", args[k++] = d->smoke_kernels, args[k++] = "--nccl", args[k++] = (char *) nccl;
   args[k++] = "--dcp", args[k++] = (char *) dcp, args[k++] = "--ranks", args[k++] = (char *) ranks;
-  args[k++] = "--probe", args[k++] = KPROBE_TARGET;
+  if (d->smoke_gpus_per_rank)
+    args[k++] = "--probe", args[k++] = KPROBE_TARGET;
   for (size_t i = 0; i < d->n_smoke_args; i++)
     args[k++] = d->smoke_args[i];
   *n = k;
@@ -414,6 +416,8 @@ ib_gate_smoke (struct ib_build *b, ib_error_t *err)
   cleanup_free char *nccl = NULL;
   if (find_nccl (b, &nccl, err) < 0 || nccl_config (b, err) < 0)
     return -1;
+  if (b->opt->cluster)
+    return ib_smoke_cluster (b, b->name, err);
   int gpus = 0;
   for (int i = 0; i < ib_gpu_count (); i++)
     gpus += ib_contract_has_gpu (&d->contract, i);
@@ -488,6 +492,125 @@ ib_gate_smoke (struct ib_build *b, ib_error_t *err)
   ib_report_note (b->report, "smoke: %s in %.1fs (%s, %s)", r == 0 ? "pass" : "FAIL", secs, res.runtime,
                   res.gpu_source);
   ib_kplan_clear (&plan);
+  ib_run_result_clear (&res);
+  return r;
+}
+
+/* ---- one rank of a launcher's job (smoke_cluster.c) ---------------------- */
+
+/* The environment of a rank's container: NCCL's log as the single-machine
+ * test asks for it, and every NCCL_* variable the launcher gave this
+ * process (NCCL_COMM_ID, NCCL_SOCKET_IFNAME, NCCL_IB_HCA, ...). */
+static char **
+rank_env (size_t *n)
+{
+  static const char *const fixed[] = { "NCCL_NVLS_ENABLE=0", "TORCH_SYMM_MEM_DISABLE_MULTICAST=1",
+                                       "NVSHMEM_DISABLE_NVLS=1", "NCCL_DEBUG=INFO",
+                                       "NCCL_DEBUG_SUBSYS=INIT,NET,ENV", NULL };
+  extern char **environ;
+  size_t k = 0, cap = 8;
+  for (char **e = environ; *e; e++)
+    cap++;
+  char **env = ib_xcalloc (cap + 1, sizeof (char *));
+  for (int i = 0; fixed[i]; i++)
+    {
+      size_t len = strcspn (fixed[i], "=") + 1;
+      bool overridden = false;
+      for (char **e = environ; *e; e++)
+        overridden |= strncmp (*e, fixed[i], len) == 0;
+      if (!overridden)
+        env[k++] = ib_xstrdup (fixed[i]);
+    }
+  for (char **e = environ; *e; e++)
+    if (strncmp (*e, "NCCL_", 5) == 0)
+      env[k++] = ib_xstrdup (*e);
+  *n = k;
+  return env;
+}
+
+static void
+free_strings (char **v, size_t n)
+{
+  for (size_t i = 0; i < n; i++)
+    free (v[i]);
+  free (v);
+}
+
+int
+ib_smoke_rank_run (struct ib_build *b, const struct ib_smoke_rank *rk, int *exit_code, ib_error_t *err)
+{
+  const struct ib_definition *d = b->def;
+  *exit_code = -1;
+  cleanup_free char *nccl = NULL;
+  if (find_nccl (b, &nccl, err) < 0)
+    return -1;
+  bool gpus = d->smoke_gpus_per_rank > 0;
+  if (gpus && ib_gpu_count () <= rk->local_rank)
+    return ib_error (err, IB_ESMOKE, "this node has %d GPU%s (no /dev/nvidia%d), and rank %d needs its GPU %d",
+                     ib_gpu_count (), ib_gpu_count () == 1 ? "" : "s", rk->local_rank, rk->rank, rk->local_rank);
+  cleanup_free char *program = rk->program ? ib_xstrdup (rk->program) : smoke_program (d);
+  if (access (program, X_OK) < 0)
+    return ib_error (err, IB_EENV, "the smoke program %s is missing on this node", program);
+  /* The container gets the rank's GPU and none other. */
+  struct ib_contract eff = d->contract;
+  cleanup_free char *devices = ib_xasprintf ("%d", rk->local_rank);
+  if (gpus)
+    eff.devices = devices;
+  cleanup_free char *runs = NULL, *dir = NULL, *state = NULL;
+  if (ib_store_cache_dir (b->store, "run", &runs, err) < 0)
+    return -1;
+  dir = ib_path_join (runs, "kprobe-XXXXXX");
+  state = ib_path_join (runs, "runc");
+  if (mkdtemp (dir) == NULL)
+    return ib_error_errno (err, errno, IB_EENV, "mkdtemp `%s`", dir);
+  struct ib_kplan plan = { 0 };
+  struct ib_definition *dd = b->def;
+  struct ib_contract keep = dd->contract;
+  dd->contract = eff; /* plan_kernels picks the contract's GPUs */
+  int r = gpus ? plan_kernels (b, dir, &plan, err) : 0;
+  dd->contract = keep;
+  if (r < 0)
+    {
+      ib_remove_tree (dir, NULL);
+      return -1;
+    }
+  char dcp[16], world[16], rank[16];
+  snprintf (dcp, sizeof (dcp), "%d", rk->dcp);
+  snprintf (world, sizeof (world), "%d", rk->world);
+  snprintf (rank, sizeof (rank), "%d", rk->rank);
+  size_t n;
+  char **args = smoke_args (d, nccl, dcp, world, &n);
+  args[n++] = "--rank", args[n++] = rank, args[n++] = "--world", args[n++] = world;
+  args[n++] = "--device", args[n++] = "0";
+  size_t n_env;
+  char **env = rank_env (&n_env);
+  cleanup_free char *id = ib_xasprintf ("imgbuild-smoke-%d-rank%d", (int) getpid (), rk->rank);
+  struct ib_run_options o = { .program = program, .program_target = "/opt/imgbuild/dcp2_smoke", .args = args,
+                              .n_args = n, .env = env, .n_env = n_env, .gpus = gpus, .timeout_s = d->smoke_timeout,
+                              .contract = &eff, .bind_dir = gpus ? dir : NULL, .bind_target = gpus ? KPROBE_TARGET : NULL,
+                              .state_root = state, .container_id = id, .reaper = true };
+  struct ib_run_result res;
+  fprintf (stderr, "imgverify: rank %d of %d: container %s (%s)\n", rk->rank, rk->world, id,
+           gpus ? "its node's GPU" : "no GPU: gpus-per-rank 0");
+  r = ib_run_image (b->store, b->image, &o, &res, err);
+  free (args);
+  free_strings (env, n_env);
+  ib_remove_tree (dir, NULL);
+  ib_kplan_clear (&plan);
+  if (r < 0)
+    return ib_error_wrap (err, "rank %d's container", rk->rank);
+  fputs (res.output ? res.output : "", stdout);
+  fflush (stdout);
+  *exit_code = res.exit_code;
+  if (res.exit_code != 0)
+    {
+      cleanup_free char *line = failure_line (res.output);
+      r = ib_error (err, IB_ESMOKE, "rank %d: the smoke program %s (exit %d): %s", rk->rank,
+                    res.exit_code == 137 ? "was killed (SIGKILL)"
+                    : res.exit_code == 124 ? "timed out"
+                                            : "failed",
+                    res.exit_code, line);
+    }
   ib_run_result_clear (&res);
   return r;
 }

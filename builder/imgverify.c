@@ -15,6 +15,8 @@
 #include "junit.h"
 #include "triage.h"
 #include "provenance.h"
+#include "smoke_cluster.h"
+#include "launch.h"
 #include "recipes.h"
 #include "verify.h"
 #include "verify_image.h"
@@ -39,6 +41,8 @@ static const char usage[] =
     "       imgverify --jit-budget [--gpu CC] [--driver VERSION] PATH... | REF [GLOB...]\n"
     "       imgverify --native [--ldd] [--json] REF [GLOB...]\n"
     "       imgverify --python-symbols FILE...\n"
+    "       imgverify --smoke --hosts H1,H2[:GPUS],... [--launcher mpirun|srun]\n"
+    "                 [--dry-run] docker://REGISTRY/REPO@sha256:DIGEST\n"
     "       imgverify --run REF [--gpus] -- PROGRAM [ARG...]\n"
     "       imgverify --recipe RECIPE.toml [REF]\n"
     "       imgverify --diff A B\n"
@@ -79,6 +83,33 @@ static const char usage[] =
     "                            kernel gates that ran in a recorded build\n"
     "  --smoke                   also run the smoke test on this machine's GPUs\n"
     "                            (fails where there are none)\n"
+    "  --hosts H1,H2[:GPUS],...  with --smoke: run it across these nodes instead,\n"
+    "                            one rank per GPU (GPUS per host, default 1), each\n"
+    "                            rank in a container on its node (the same runtime\n"
+    "                            and launch contract), started by --launcher; every\n"
+    "                            node first pulls REF (docker://...@sha256:...) by\n"
+    "                            digest into its own store.  Ranks meet through\n"
+    "                            NCCL_COMM_ID (H1:PORT); NCCL_* variables of this\n"
+    "                            environment go to every rank.  A node that cannot\n"
+    "                            pull, has no GPU, or whose rank dies ends the run\n"
+    "                            (exit 7, or the pull's code), naming the node;\n"
+    "                            no container is left running.  The report gains\n"
+    "                            the nodes, command lines, NCCL's transport per\n"
+    "                            peer pair (expect-transport-nodes, default NET/IB)\n"
+    "                            and busbw figures\n"
+    "  --launcher mpirun|srun|auto\n"
+    "                            OpenMPI's mpirun (default), or Slurm's srun\n"
+    "                            (auto: when SLURM_JOB_ID is set)\n"
+    "  --comm-port PORT          NCCL_COMM_ID's port on the first host (29517)\n"
+    "  --smoke-program PATH      with --hosts: the smoke program on the nodes\n"
+    "                            (default: the definition's, else dcp2_smoke beside\n"
+    "                            imgverify there)\n"
+    "  --dry-run                 with --hosts: print the launcher's command lines\n"
+    "                            (the pull, then the ranks), run nothing\n"
+    "  --node-pull REF, --node-rank REF\n"
+    "                            what the launcher starts on each node (with\n"
+    "                            --node-slots, --node-definition, --node-program,\n"
+    "                            --dcp); not for use by hand\n"
     "  --jobs N                  threads for the integrity check (default: cores)\n"
     "  --store                   with no REF: verify the whole local store\n"
     "  --store-dir DIR           the local store (default as imgbuild)\n"
@@ -645,6 +676,17 @@ main (int argc, char **argv)
     OPT_HOST,
     OPT_REPORT,
     OPT_VERIFY_SIGNATURE_WITH,
+    OPT_HOSTS,
+    OPT_LAUNCHER,
+    OPT_COMM_PORT,
+    OPT_DRY_RUN,
+    OPT_NODE_PULL,
+    OPT_NODE_RANK,
+    OPT_NODE_SLOTS,
+    OPT_NODE_DEF,
+    OPT_NODE_PROGRAM,
+    OPT_DCP,
+    OPT_SMOKE_PROGRAM,
   };
   static const struct option longopts[] = {
     { "python-symbols", no_argument, NULL, OPT_PY },
@@ -674,6 +716,17 @@ main (int argc, char **argv)
     { "host", required_argument, NULL, OPT_HOST },
     { "report", required_argument, NULL, OPT_REPORT },
     { "verify-signature-with", required_argument, NULL, OPT_VERIFY_SIGNATURE_WITH },
+    { "hosts", required_argument, NULL, OPT_HOSTS },
+    { "launcher", required_argument, NULL, OPT_LAUNCHER },
+    { "comm-port", required_argument, NULL, OPT_COMM_PORT },
+    { "dry-run", no_argument, NULL, OPT_DRY_RUN },
+    { "node-pull", required_argument, NULL, OPT_NODE_PULL },
+    { "node-rank", required_argument, NULL, OPT_NODE_RANK },
+    { "node-slots", required_argument, NULL, OPT_NODE_SLOTS },
+    { "node-definition", required_argument, NULL, OPT_NODE_DEF },
+    { "node-program", required_argument, NULL, OPT_NODE_PROGRAM },
+    { "dcp", required_argument, NULL, OPT_DCP },
+    { "smoke-program", required_argument, NULL, OPT_SMOKE_PROGRAM },
     { "help", no_argument, NULL, 'h' },
     { NULL, 0, NULL, 0 },
   };
@@ -687,6 +740,9 @@ main (int argc, char **argv)
   const char *recipe = NULL;
   char *reports[16];
   size_t n_reports = 0;
+  struct ib_cluster_options cluster = { 0 };
+  struct ib_node_options node = { 0 };
+  const char *node_step = NULL;
   int o;
   while ((o = getopt_long (argc, argv, "h", longopts, NULL)) != -1)
     switch (o)
@@ -728,6 +784,27 @@ main (int argc, char **argv)
         }
         break;
       case OPT_JIT: jit = true; break;
+      case OPT_HOSTS: cluster.hosts = optarg; break;
+      case OPT_LAUNCHER: cluster.launcher = optarg; break;
+      case OPT_COMM_PORT:
+        cluster.comm_port = atoi (optarg);
+        if (cluster.comm_port < 1 || cluster.comm_port > 65535)
+          {
+            fprintf (stderr, "imgverify: error: --comm-port: `%s` is not a port\n", optarg);
+            return IB_EUSAGE;
+          }
+        break;
+      case OPT_DRY_RUN: cluster.dry_run = true; break;
+      case OPT_NODE_PULL:
+      case OPT_NODE_RANK:
+        node_step = o == OPT_NODE_PULL ? "pull" : "rank";
+        node.ref = optarg;
+        break;
+      case OPT_NODE_SLOTS: node.slots = optarg; break;
+      case OPT_NODE_DEF: node.definition = optarg; break;
+      case OPT_NODE_PROGRAM: node.program = optarg; break;
+      case OPT_DCP: node.dcp = atoi (optarg); break;
+      case OPT_SMOKE_PROGRAM: cluster.program = optarg; break;
       case OPT_REPORT:
         {
           ib_error_t e = NULL;
@@ -769,6 +846,28 @@ main (int argc, char **argv)
   vo.json = json;
   vo.reports = reports;
   vo.n_reports = n_reports;
+  if (node_step && optind == argc)
+    {
+      node.store = store;
+      node.remote = vo.remote;
+      return strcmp (node_step, "pull") == 0 ? ib_node_pull_main (&node) : ib_node_rank_main (&node);
+    }
+  if (cluster.hosts || cluster.launcher || cluster.dry_run || cluster.comm_port || cluster.program)
+    {
+      if (!(cluster.hosts && vo.smoke && optind + 1 == argc))
+        {
+          fprintf (stderr, "imgverify: error: --hosts, --launcher, --comm-port, --smoke-program and --dry-run go "
+                           "with --smoke --hosts H1,H2,... REF\n");
+          return IB_EUSAGE;
+        }
+      ib_error_t e = NULL;
+      struct ib_hosts h;
+      enum ib_launcher l;
+      if (ib_hosts_parse (cluster.hosts, &h, &e) < 0 || ib_launcher_choose (cluster.launcher, &l, &e) < 0)
+        return ib_error_report ("imgverify", &e);
+      ib_hosts_clear (&h);
+      vo.cluster = &cluster;
+    }
   if (run && optind < argc)
     return run_in_image (store, &vo.remote, run, gpus, argc - optind, argv + optind);
   if (recipe && optind + 1 >= argc)

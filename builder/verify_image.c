@@ -597,7 +597,11 @@ ib_verify_image_ref (const char *ref, const struct ib_verify_image_options *o)
   bool want[N_GATES];
   if (o->require_gates && parse_gates (o->require_gates, want, &err) < 0)
     return ib_error_report ("imgverify", &err);
-  struct ib_build_options bo = { .json = o->json, .quiet = o->json, .smoke = o->smoke ? IB_SMOKE_REQUIRED : IB_SMOKE_OFF };
+  struct ib_build_options bo = { .json = o->json,
+                                 .quiet = o->json,
+                                 .smoke = o->smoke ? IB_SMOKE_REQUIRED : IB_SMOKE_OFF,
+                                 .remote = o->remote,
+                                 .cluster = o->cluster };
   struct ib_build b = { .opt = &bo, .name = ref, .keep_going = true };
   b.report = ib_report_new ("imgverify", "imgverify.report/v1", o->json);
   cJSON_AddStringToObject (ib_report_json (b.report), "ref", ref);

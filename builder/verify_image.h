@@ -13,6 +13,8 @@
 
 #include "../layers/transport.h"
 
+struct ib_cluster_options;
+
 struct ib_verify_image_options
 {
   const char *store;      /* NULL: ib_store_default_path */
@@ -26,6 +28,7 @@ struct ib_verify_image_options
   size_t n_reports;
   struct ib_remote_options remote;
   const char *verify_signature_with; /* the verifier's command (sign.h); NULL: signatures are listed, not verified */
+  const struct ib_cluster_options *cluster; /* --hosts (smoke_cluster.h) */
 };
 
 /* Names that --require-gates accepts: 0, or -1 with a usage error. */

@@ -88,6 +88,7 @@ ib_definition_free (struct ib_definition *d)
     free (d->smoke_args[i]);
   free (d->smoke_args);
   free (d->smoke_expect_transport);
+  free (d->smoke_expect_transport_nodes);
   for (size_t i = 0; i < d->n_launch; i++)
     free (d->launch[i].kernel), free (d->launch[i].recipe);
   free (d->launch);
@@ -114,6 +115,7 @@ ib_def_new (const char *dir, const char *file)
   d->gzip_level = 6;
   d->smoke_dcp = 2;
   d->smoke_timeout = 600;
+  d->smoke_gpus_per_rank = 1;
   ib_contract_init (&d->contract);
   return d;
 }
@@ -551,7 +553,7 @@ parse_launch (struct ib_definition *d, char *const *w, int n, const char *origin
 }
 
 /* [smoke]: program PATH | kernels IMAGE-PATH | nccl IMAGE-PATH | dcp N |
- * ranks N | timeout SECONDS | args ARG... | expect-transport T |
+ * ranks N | timeout SECONDS | gpus-per-rank 0|1 | args ARG... | expect-transport T |
  * launch KERNEL RECIPE... | a key of the launch contract (contract.h) */
 static int
 parse_smoke_line (struct ib_definition *d, char *l, const char *origin, ib_error_t *err)
@@ -564,13 +566,16 @@ parse_smoke_line (struct ib_definition *d, char *l, const char *origin, ib_error
     return c;
   if (n >= 1 && strcmp (w[0], "launch") == 0)
     return parse_launch (d, w, n, origin, err);
-  if (n == 2 && strcmp (w[0], "expect-transport") == 0)
+  if (n == 2 && (strcmp (w[0], "expect-transport") == 0 || strcmp (w[0], "expect-transport-nodes") == 0))
     {
       if (!known_transport (w[1]))
-        return ib_error (err, IB_EDEFINITION, "%s: expect-transport `%s`: not P2P, NVLS, SHM, NET/IB or NET/Socket",
-                         origin, w[1]);
-      free (d->smoke_expect_transport);
-      d->smoke_expect_transport = ib_xstrdup (w[1]);
+        return ib_error (err, IB_EDEFINITION, "%s: %s `%s`: not P2P, NVLS, SHM, NET/IB or NET/Socket", origin, w[0],
+                         w[1]);
+      /* expect-transport: peers on one machine; -nodes: peers on two
+       * nodes of a --hosts run. */
+      char **slot = w[0][16] ? &d->smoke_expect_transport_nodes : &d->smoke_expect_transport;
+      free (*slot);
+      *slot = ib_xstrdup (w[1]);
       return 0;
     }
   if (n >= 2 && strcmp (w[0], "args") == 0)
@@ -597,11 +602,14 @@ parse_smoke_line (struct ib_definition *d, char *l, const char *origin, ib_error
       return 0;
     }
   int *num = strcmp (w[0], "dcp") == 0 ? &d->smoke_dcp : strcmp (w[0], "ranks") == 0 ? &d->smoke_ranks
-             : strcmp (w[0], "timeout") == 0 ? &d->smoke_timeout : NULL;
+             : strcmp (w[0], "timeout") == 0 ? &d->smoke_timeout
+             : strcmp (w[0], "gpus-per-rank") == 0 ? &d->smoke_gpus_per_rank : NULL;
   if (num == NULL)
     return ib_error (err, IB_EDEFINITION, "%s: unknown key `%s` in [smoke]", origin, w[0]);
   *num = atoi (w[1]);
-  if (*num < 0 || (num != &d->smoke_ranks && *num == 0))
+  if (num == &d->smoke_gpus_per_rank && strcmp (w[1], "0") != 0 && strcmp (w[1], "1") != 0)
+    return ib_error (err, IB_EDEFINITION, "%s: gpus-per-rank is 0 or 1", origin);
+  if (*num < 0 || (num != &d->smoke_ranks && num != &d->smoke_gpus_per_rank && *num == 0))
     return ib_error (err, IB_EDEFINITION, "%s: %s must be a positive number", origin, w[0]);
   return 0;
 }

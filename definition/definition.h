@@ -98,6 +98,7 @@ struct ib_definition
   char *smoke_kernels; /* image path of the prebaked fatbin */
   char *smoke_nccl;    /* image path; NULL: the first libnccl.so* of the image */
   int smoke_dcp, smoke_ranks, smoke_timeout;
+  int smoke_gpus_per_rank; /* [smoke] gpus-per-rank 0|1 (default 1): 0 for a program that needs none */
   size_t n_smoke_args;
   char **smoke_args;
   /* [recipe]: launcher recipes (`file = PATH`, relative to DIR) the recipe
@@ -107,6 +108,7 @@ struct ib_definition
   char **recipes;
   char **recipe_origins; /* "image.conf:70" */
   char *smoke_expect_transport; /* NULL: P2P on one machine */
+  char *smoke_expect_transport_nodes; /* between nodes (--hosts); NULL: NET/IB */
   size_t n_launch;
   struct ib_launch_recipe *launch; /* [smoke] launch KERNEL RECIPE... */
   /* [run] and [smoke]: the launch contract (contract.h) */

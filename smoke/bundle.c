@@ -560,6 +560,76 @@ run_runtime (const char *runtime, const char *state, const char *bundle, const c
 }
 
 static void
+runtime_do (const char *runtime, const char *state, const char *verb, const char *id, const char *extra)
+{
+  pid_t k = fork ();
+  if (k == 0)
+    {
+      if (extra)
+        execl (runtime, runtime, "--root", state, verb, extra, id, (char *) NULL);
+      else
+        execl (runtime, runtime, "--root", state, verb, id, "KILL", (char *) NULL);
+      _exit (127);
+    }
+  if (k > 0)
+    waitpid (k, NULL, 0);
+}
+
+/* The reaper (ib_run_options.reaper): a process in a session of its own,
+ * which a launcher's signals to this one's group do not reach, waiting for
+ * the end of the pipe that this process holds.  When this process ends,
+ * normally or killed, the pipe closes: it kills and deletes the container
+ * (nothing when it has already ended) and removes the bundle.  Returns the
+ * pipe's end to close when the run is over, or -1. */
+static int
+start_reaper (const char *runtime, const char *state, const char *id, const char *rootfs, const char *bundle)
+{
+  int p[2];
+  if (pipe2 (p, O_CLOEXEC) < 0)
+    return -1;
+  pid_t pid = fork ();
+  if (pid < 0)
+    {
+      close (p[0]);
+      close (p[1]);
+      return -1;
+    }
+  if (pid == 0)
+    {
+      setsid ();
+      /* Nothing of the launcher's: its output pipes must close when the
+       * rank ends, not when the reaper does. */
+      int nul = open ("/dev/null", O_RDWR);
+      for (int fd = 0; fd < 3; fd++)
+        dup2 (nul, fd);
+      for (int fd = 3; fd < 1024; fd++)
+        if (fd != p[0])
+          close (fd);
+      /* A grandchild, so that nobody waits for it. */
+      if (fork () != 0)
+        _exit (0);
+      char c;
+      while (read (p[0], &c, 1) != 0 && errno == EINTR)
+        ;
+      runtime_do (runtime, state, "kill", id, NULL);
+      for (int i = 0; i < 50; i++)
+        {
+          cleanup_free char *cmd = ib_xasprintf ("'%s' --root '%s' state '%s' >/dev/null 2>&1", runtime, state, id);
+          if (system (cmd) != 0)
+            break;
+          usleep (100000);
+        }
+      runtime_do (runtime, state, "delete", id, "--force");
+      umount2 (rootfs, MNT_DETACH);
+      ib_remove_tree (bundle, NULL);
+      _exit (0);
+    }
+  waitpid (pid, NULL, 0);
+  close (p[0]);
+  return p[1];
+}
+
+static void
 runtime_version (const char *runtime, struct ib_run_result *res)
 {
   cleanup_free char *cmd = ib_xasprintf ("'%s' --version 2>/dev/null", runtime);
@@ -620,15 +690,29 @@ ib_run_image (struct ib_store *s, const struct ib_image *img, const struct ib_ru
       free (text);
     }
   cJSON_Delete (cfg);
-  char id[64];
+  char id[128];
   snprintf (id, sizeof (id), "imgbuild-%d-%ld", (int) getpid (), (long) time (NULL));
+  if (o->container_id)
+    snprintf (id, sizeof (id), "%s", o->container_id);
+  const char *state_dir = state;
+  if (ret == 0 && o->state_root)
+    {
+      state_dir = o->state_root;
+      ret = ib_mkdir_p (state_dir, 0700, err);
+    }
+  int reaper = ret == 0 && o->reaper ? start_reaper (runtime, state_dir, id, rootfs, bundle) : -1;
   if (ret == 0)
-    ret = run_runtime (runtime, state, bundle, id, log, o->timeout_s > 0 ? o->timeout_s : 600, &res->exit_code, err);
+    ret = run_runtime (runtime, state_dir, bundle, id, log, o->timeout_s > 0 ? o->timeout_s : 600, &res->exit_code,
+                       err);
+  if (ret == 0 && o->state_root)
+    runtime_do (runtime, state_dir, "delete", id, "--force");
   if (ret == 0)
     ib_read_file (log, 64u << 20, &res->output, NULL, NULL);
   if (mounted)
     umount2 (rootfs, MNT_DETACH);
   ib_remove_tree (bundle, NULL);
+  if (reaper >= 0)
+    close (reaper);
   return ret;
 }
 

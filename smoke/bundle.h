@@ -30,6 +30,16 @@ struct ib_run_options
   const struct ib_contract *contract; /* NULL: the defaults (contract.h) */
   const char *bind_dir;       /* a folder of the build machine, read-only, */
   const char *bind_target;    /* at this path in the container (or NULL) */
+  /* The runtime's state folder and the container's name (NULL: a folder
+   * of the bundle and a name of its own), so that a node's containers can
+   * be listed and killed by name (`runc --root STATE_ROOT list`). */
+  const char *state_root;
+  const char *container_id;
+  /* A process of its own session that outlives this one: when this
+   * process ends, however it ends (a launcher's SIGTERM, SIGKILL), it
+   * kills and deletes the container and removes the bundle, so that no
+   * container is left running on the node. */
+  bool reaper;
 };
 
 struct ib_run_result

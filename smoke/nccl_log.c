@@ -356,3 +356,38 @@ ib_nccl_log_strip_info (const char *text)
   fclose (f);
   return out;
 }
+
+cJSON *
+ib_nccl_bandwidth_json (const char *text)
+{
+  cJSON *list = cJSON_CreateArray ();
+  for (const char *l = text ? text : ""; *l;)
+    {
+      const char *e = strchr (l, '\n');
+      size_t len = e ? (size_t) (e - l) : strlen (l);
+      cleanup_free char *line = strndup (l, len);
+      l = e ? e + 1 : l + len;
+      const char *r = strstr (line, " ranks ");
+      if (strncmp (line, "nccl ", 5) != 0 || r == NULL)
+        continue;
+      int ranks;
+      unsigned long long bytes;
+      double us, alg, bus;
+      if (sscanf (r, " ranks %d %llu B %lf us algbw %lf GB/s busbw %lf GB/s", &ranks, &bytes, &us, &alg, &bus) != 5)
+        continue;
+      const char *name = line + 5;
+      size_t n = (size_t) (r - name);
+      while (n && name[n - 1] == ' ')
+        n--;
+      cJSON *o = cJSON_CreateObject ();
+      cleanup_free char *coll = strndup (name, n);
+      cJSON_AddStringToObject (o, "collective", coll);
+      cJSON_AddNumberToObject (o, "ranks", ranks);
+      cJSON_AddNumberToObject (o, "bytes", (double) bytes);
+      cJSON_AddNumberToObject (o, "us", us);
+      cJSON_AddNumberToObject (o, "algbw_gbs", alg);
+      cJSON_AddNumberToObject (o, "busbw_gbs", bus);
+      cJSON_AddItemToArray (list, o);
+    }
+  return list;
+}

@@ -59,6 +59,12 @@ const char *ib_nccl_log_cause (const struct ib_nccl_log *l);
 /* {"version","communicators":[...],"pairs":[...],"settings":[...],"warnings":[...]} */
 cJSON *ib_nccl_log_json (const struct ib_nccl_log *l);
 
+/* The smoke program's bandwidth lines ("nccl all-gather (all ranks) ranks 4
+ * 1048576 B  52.1 us  algbw 20.12 GB/s  busbw 15.09 GB/s", nccl-tests'
+ * algbw and busbw) as [{"collective","ranks","bytes","us","algbw_gbs",
+ * "busbw_gbs"}]. */
+cJSON *ib_nccl_bandwidth_json (const char *text);
+
 /* TEXT without NCCL's INFO lines (malloc'd): what is shown to people. */
 char *ib_nccl_log_strip_info (const char *text);
 

@@ -6,7 +6,14 @@
  * combined by log-sum-exp, equals full attention computed on one GPU.
  *
  *   dcp2_smoke --kernels FATBIN [--nccl LIB] [--ranks N] [--dcp 2] [--quick]
- *              [--probe DIR]
+ *              [--probe DIR] [--rank R --world W [--device D]]
+ *
+ * With --rank, this process is rank R of W, one of the processes a
+ * launcher (mpirun, srun) started across nodes, on GPU D (default 0) of
+ * its container; the ranks meet through NCCL_COMM_ID (rank 0's address and
+ * port), which NCCL's own bootstrap reads: no file, no home-made
+ * rendezvous.  Without it, one process per GPU of this container is forked
+ * and rank 0 hands the others NCCL's id through a file.
  *
  * --probe first loads, measures and launches every required kernel of the
  * image (kprobe.h, the manifest imgbuild wrote into DIR); when one fails,
@@ -497,12 +504,24 @@ time_coll (struct rank_ctx *c, enum coll which, size_t bytes, ncclComm_t comm, i
   return ms;
 }
 
+/* nccl-tests' figures: algbw = BYTES (the whole buffer of one rank: what
+ * all-gather receives, what reduce-scatter sends, what all-to-all sends)
+ * over the time; busbw = algbw x (n-1)/n for all three (nccl-tests'
+ * AllGather, ReduceScatter and AlltoAll).  The all-rank figures are
+ * printed by rank 0; a DCP group's by its first rank, naming the group. */
 static void
 report_bw (struct rank_ctx *c, const char *what, size_t bytes, double ms, int n)
 {
   double algbw = (double) bytes / (ms / 1e3) / 1e9, busbw = algbw * (n - 1) / n;
-  if (c->rank == 0)
-    printf ("nccl %-26s ranks %d  %10zu B  %9.1f us  algbw %7.2f GB/s  busbw %7.2f GB/s\n", what, n, bytes,
+  bool group = strstr (what, "(dcp group)") != NULL || strncmp (what, "a2a ", 4) == 0
+               || strncmp (what, "plain ", 6) == 0;
+  char label[64];
+  if (group && strstr (what, "(dcp group)"))
+    snprintf (label, sizeof (label), "all-to-all (dcp group %d)", c->group);
+  else
+    snprintf (label, sizeof (label), "%s", what);
+  if (group ? c->grank == 0 && (c->group == 0 || strstr (what, "(dcp group)")) : c->rank == 0)
+    printf ("nccl %-26s ranks %d  %10zu B  %9.1f us  algbw %7.2f GB/s  busbw %7.2f GB/s\n", label, n, bytes,
             ms * 1e3, algbw, busbw);
 }
 
@@ -573,13 +592,23 @@ read_all (const char *path, size_t *len)
   return buf;
 }
 
-/* Rank 0 writes the NCCL unique id to a file; the others wait for it. */
+/* With NCCL_COMM_ID every rank gets the same id from NCCL itself (rank 0
+ * opens the bootstrap root at that address in ncclCommInitRank); without
+ * it, rank 0 writes the NCCL unique id to a file and the others wait for it. */
 static ncclUniqueId
 share_id (struct rank_ctx *c, const char *dir)
 {
   char path[4096], tmp[4200];
   snprintf (path, sizeof (path), "%s/nccl-id", dir);
   ncclUniqueId id;
+  const char *comm_id = getenv ("NCCL_COMM_ID");
+  if ((comm_id && *comm_id) || dir == NULL)
+    {
+      if (!(comm_id && *comm_id))
+        die ("rank %d: --rank needs NCCL_COMM_ID (rank 0's ADDRESS:PORT) in the environment", c->rank);
+      NC (c, ncclGetUniqueId (&id));
+      return id;
+    }
   if (c->rank == 0)
     {
       NC (c, ncclGetUniqueId (&id));
@@ -631,7 +660,7 @@ cases (bool quick, size_t *n)
 }
 
 static int
-rank_main (struct api *a, int rank, int world, int dcp, const char *fatbin, const char *dir, bool quick)
+rank_main (struct api *a, int rank, int world, int dcp, int device, const char *fatbin, const char *dir, bool quick)
 {
   struct rank_ctx c = { .a = a, .rank = rank, .world = world, .dcp = dcp };
   c.group = dcp2_group_of (rank, dcp);
@@ -639,11 +668,13 @@ rank_main (struct api *a, int rank, int world, int dcp, const char *fatbin, cons
   CU (&c, cuInit (0));
   int ndev = 0;
   CU (&c, cuDeviceGetCount (&ndev));
-  if (ndev < world)
+  if (dir && ndev < world)
     die ("rank %d: %d GPUs visible, %d ranks asked for", rank, ndev, world);
+  if (device >= ndev)
+    die ("rank %d: no GPU %d in this container (%d visible)", rank, device, ndev);
   CUdevice dev;
   CUcontext ctx;
-  CU (&c, cuDeviceGet (&dev, rank));
+  CU (&c, cuDeviceGet (&dev, device));
   CU (&c, cuDevicePrimaryCtxRetain (&ctx, dev));
   CU (&c, cuCtxSetCurrent (ctx));
   int major = 0, minor = 0;
@@ -698,7 +729,7 @@ int
 main (int argc, char **argv)
 {
   const char *fatbin = NULL, *nccl = "libnccl.so.2", *probe_dir = NULL;
-  int ranks = 0, dcp = 2;
+  int ranks = 0, dcp = 2, rank = -1, world = 0, device = 0;
   bool quick = false;
   for (int i = 1; i < argc; i++)
     {
@@ -714,8 +745,15 @@ main (int argc, char **argv)
         probe_dir = argv[++i];
       else if (strcmp (argv[i], "--quick") == 0)
         quick = true;
+      else if (strcmp (argv[i], "--rank") == 0 && i + 1 < argc)
+        rank = atoi (argv[++i]);
+      else if (strcmp (argv[i], "--world") == 0 && i + 1 < argc)
+        world = atoi (argv[++i]);
+      else if (strcmp (argv[i], "--device") == 0 && i + 1 < argc)
+        device = atoi (argv[++i]);
       else
-        die ("usage: dcp2_smoke --kernels FATBIN [--nccl LIB] [--ranks N] [--dcp D] [--quick]");
+        die ("usage: dcp2_smoke --kernels FATBIN [--nccl LIB] [--ranks N] [--dcp D] [--quick] [--rank R --world W "
+             "[--device D]]");
     }
   /* Line by line even into a file: ranks _exit() and their output is the report. */
   setvbuf (stdout, NULL, _IOLBF, 0);
@@ -758,6 +796,24 @@ main (int argc, char **argv)
     }
   struct api api;
   load_api (&api, nccl);
+  if (rank >= 0)
+    {
+      /* One rank of a launcher's job: no fork, the launcher ends the
+       * others when this one fails. */
+      if (world < 1 || rank >= world || dcp < 1 || world % dcp || device < 0)
+        die ("rank %d of %d does not form DCP groups of %d", rank, world, dcp);
+      fflush (stdout);
+      pid_t p = fork (); /* CUDA in a child: a crash is reported, not silent */
+      if (p == 0)
+        _exit (rank_main (&api, rank, world, dcp, device, fatbin, NULL, quick));
+      int st = 0;
+      waitpid (p, &st, 0);
+      bool ok = WIFEXITED (st) && WEXITSTATUS (st) == 0;
+      if (!WIFEXITED (st))
+        fprintf (stderr, "dcp2_smoke: rank %d killed by signal %d\n", rank, WTERMSIG (st));
+      printf ("dcp2_smoke: rank %d of %d: %s\n", rank, world, ok ? "PASS" : "FAIL");
+      return ok ? 0 : 1;
+    }
   if (ranks <= 0)
     {
       /* CUDA may not be initialised before fork(): count in a child. */
@@ -785,7 +841,7 @@ main (int argc, char **argv)
     {
       pids[r] = fork ();
       if (pids[r] == 0)
-        _exit (rank_main (&api, r, ranks, dcp, fatbin, dir, quick));
+        _exit (rank_main (&api, r, ranks, dcp, r, fatbin, dir, quick));
       if (pids[r] < 0)
         die ("fork: %s", strerror (errno));
     }

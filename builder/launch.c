@@ -1,0 +1,441 @@
+#include "launch.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../util/cleanup.h"
+#include "../util/fsutil.h"
+
+/* ---- hosts --------------------------------------------------------------- */
+
+static bool
+host_name_ok (const char *s)
+{
+  /* A name or an IPv4/IPv6 address as mpirun, srun and NCCL_COMM_ID take
+   * it: no blanks, no shell or list characters. */
+  if (*s == '\0' || strlen (s) > 253)
+    return false;
+  for (const char *p = s; *p; p++)
+    if (!(*p == '.' || *p == '-' || *p == '_' || (*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'z')
+          || (*p >= 'A' && *p <= 'Z')))
+      return false;
+  return true;
+}
+
+int
+ib_hosts_parse (const char *text, struct ib_hosts *h, ib_error_t *err)
+{
+  memset (h, 0, sizeof (*h));
+  cleanup_free char *copy = ib_xstrdup (text ? text : "");
+  char *save = NULL;
+  for (char *tok = strtok_r (copy, ",", &save); tok; tok = strtok_r (NULL, ",", &save))
+    {
+      char *colon = strrchr (tok, ':');
+      long slots = 1;
+      if (colon)
+        {
+          char *end;
+          *colon = '\0';
+          slots = strtol (colon + 1, &end, 10);
+          if (*end || colon[1] == '\0' || slots < 1 || slots > 64)
+            {
+              ib_hosts_clear (h);
+              return ib_error (err, IB_EUSAGE, "--hosts: `%s:%s`: the GPUs of a host are 1 to 64", tok, colon + 1);
+            }
+        }
+      if (!host_name_ok (tok))
+        {
+          ib_hosts_clear (h);
+          return ib_error (err, IB_EUSAGE, "--hosts: `%s` is not a host name or address", tok);
+        }
+      for (size_t i = 0; i < h->n; i++)
+        if (strcmp (h->name[i], tok) == 0)
+          {
+            ib_hosts_clear (h);
+            return ib_error (err, IB_EUSAGE, "--hosts: `%s` is named twice (HOST:N gives it N GPUs)", tok);
+          }
+      if (h->n == 1024)
+        {
+          ib_hosts_clear (h);
+          return ib_error (err, IB_EUSAGE, "--hosts: more than 1024 hosts");
+        }
+      h->name = ib_xrealloc (h->name, (h->n + 1) * sizeof (*h->name));
+      h->slots = ib_xrealloc (h->slots, (h->n + 1) * sizeof (*h->slots));
+      h->name[h->n] = ib_xstrdup (tok);
+      h->slots[h->n++] = (int) slots;
+      h->ranks += (int) slots;
+    }
+  if (h->n == 0)
+    return ib_error (err, IB_EUSAGE, "--hosts: no host named (H1,H2,... or H1:GPUS,...)");
+  return 0;
+}
+
+void
+ib_hosts_clear (struct ib_hosts *h)
+{
+  for (size_t i = 0; i < h->n; i++)
+    free (h->name[i]);
+  free (h->name);
+  free (h->slots);
+  memset (h, 0, sizeof (*h));
+}
+
+const char *
+ib_hosts_of_rank (const struct ib_hosts *h, int rank)
+{
+  for (size_t i = 0; i < h->n; i++)
+    {
+      if (rank < h->slots[i])
+        return h->name[i];
+      rank -= h->slots[i];
+    }
+  return "?";
+}
+
+/* ---- launchers ----------------------------------------------------------- */
+
+int
+ib_launcher_choose (const char *name, enum ib_launcher *out, ib_error_t *err)
+{
+  if (name == NULL || strcmp (name, "auto") == 0)
+    {
+      const char *job = getenv ("SLURM_JOB_ID");
+      *out = job && *job ? IB_LAUNCH_SRUN : IB_LAUNCH_MPIRUN;
+      return 0;
+    }
+  if (strcmp (name, "mpirun") == 0)
+    *out = IB_LAUNCH_MPIRUN;
+  else if (strcmp (name, "srun") == 0)
+    *out = IB_LAUNCH_SRUN;
+  else
+    return ib_error (err, IB_EUSAGE, "--launcher: `%s` is not mpirun, srun or auto", name);
+  return 0;
+}
+
+const char *
+ib_launcher_name (enum ib_launcher l)
+{
+  return l == IB_LAUNCH_SRUN ? "srun" : "mpirun";
+}
+
+struct words
+{
+  char **w;
+  size_t n;
+};
+
+static void
+add (struct words *v, char *s)
+{
+  v->w = ib_xrealloc (v->w, (v->n + 2) * sizeof (*v->w));
+  v->w[v->n++] = s;
+  v->w[v->n] = NULL;
+}
+
+static void
+mpirun_argv (const struct ib_launch_step *s, struct words *v)
+{
+  const struct ib_hosts *h = s->hosts;
+  add (v, ib_xstrdup ("mpirun"));
+  if (s->as_root)
+    add (v, ib_xstrdup ("--allow-run-as-root"));
+  cleanup_free char *list = ib_xstrdup ("");
+  for (size_t i = 0; i < h->n; i++)
+    {
+      char *next = ib_xasprintf ("%s%s%s:%d", list, i ? "," : "", h->name[i], h->slots[i]);
+      free (list);
+      list = next;
+    }
+  add (v, ib_xstrdup ("--host"));
+  add (v, ib_xstrdup (list));
+  add (v, ib_xstrdup ("-np"));
+  add (v, ib_xasprintf ("%d", s->per_node ? (int) h->n : h->ranks));
+  /* One per node for the pull; by slot for the ranks, so that rank R is on
+   * ib_hosts_of_rank (R). */
+  add (v, ib_xstrdup ("--map-by"));
+  add (v, ib_xstrdup (s->per_node ? "node" : "slot"));
+  /* The container and NCCL place themselves; a binding would pin the
+   * runtime to one core. */
+  add (v, ib_xstrdup ("--bind-to"));
+  add (v, ib_xstrdup ("none"));
+  add (v, ib_xstrdup ("--tag-output"));
+  for (size_t i = 0; i < s->n_env; i++)
+    {
+      add (v, ib_xstrdup ("-x"));
+      add (v, ib_xstrdup (s->env[i]));
+    }
+}
+
+static void
+srun_argv (const struct ib_launch_step *s, struct words *v)
+{
+  const struct ib_hosts *h = s->hosts;
+  add (v, ib_xstrdup ("srun"));
+  cleanup_free char *list = ib_xstrdup ("");
+  for (size_t i = 0; i < h->n; i++)
+    {
+      char *next = ib_xasprintf ("%s%s%s", list, i ? "," : "", h->name[i]);
+      free (list);
+      list = next;
+    }
+  add (v, ib_xasprintf ("--nodes=%zu", h->n));
+  add (v, ib_xasprintf ("--nodelist=%s", list));
+  add (v, ib_xasprintf ("--ntasks=%d", s->per_node ? (int) h->n : h->ranks));
+  add (v, ib_xasprintf ("--ntasks-per-node=%d", s->per_node ? 1 : h->slots[0]));
+  add (v, ib_xstrdup ("--distribution=block"));
+  /* One task that fails ends the step (Slurm's way of what mpirun does by
+   * default), and each line says its rank. */
+  add (v, ib_xstrdup ("--kill-on-bad-exit=1"));
+  add (v, ib_xstrdup ("--label"));
+  add (v, ib_xstrdup ("--export=ALL"));
+  if (s->n_env)
+    {
+      /* --export cannot carry a value with a comma (NCCL_IB_HCA=mlx5_0,mlx5_1). */
+      add (v, ib_xstrdup ("env"));
+      for (size_t i = 0; i < s->n_env; i++)
+        add (v, ib_xstrdup (s->env[i]));
+    }
+}
+
+char **
+ib_launch_argv (const struct ib_launch_step *s, size_t *n)
+{
+  struct words v = { 0 };
+  if (s->launcher == IB_LAUNCH_SRUN)
+    srun_argv (s, &v);
+  else
+    mpirun_argv (s, &v);
+  for (size_t i = 0; i < s->n_argv; i++)
+    add (&v, ib_xstrdup (s->argv[i]));
+  if (n)
+    *n = v.n;
+  return v.w;
+}
+
+void
+ib_launch_argv_free (char **argv)
+{
+  for (size_t i = 0; argv && argv[i]; i++)
+    free (argv[i]);
+  free (argv);
+}
+
+char *
+ib_launch_shell_line (char *const *argv)
+{
+  char *line = NULL;
+  size_t used = 0;
+  for (size_t i = 0; argv[i]; i++)
+    {
+      const char *w = argv[i];
+      bool plain = *w != '\0' && strspn (w, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./:=,@+%")
+                                     == strlen (w);
+      if (i)
+        ib_xappend (&line, &used, " ", 1);
+      if (plain)
+        ib_xappend (&line, &used, w, strlen (w));
+      else
+        {
+          ib_xappend (&line, &used, "'", 1);
+          for (const char *p = w; *p; p++)
+            if (*p == '\'')
+              ib_xappend (&line, &used, "'\\''", 4);
+            else
+              ib_xappend (&line, &used, p, 1);
+          ib_xappend (&line, &used, "'", 1);
+        }
+    }
+  ib_xappend (&line, &used, "", 1);
+  return line;
+}
+
+static int
+env_int (const char *name)
+{
+  const char *v = getenv (name);
+  char *end;
+  if (v == NULL || *v == '\0')
+    return -1;
+  long x = strtol (v, &end, 10);
+  return *end || x < 0 || x > 1 << 20 ? -1 : (int) x;
+}
+
+int
+ib_launch_rank_from_env (int *rank, int *size, int *local_rank)
+{
+  static const char *const names[][3] = {
+    { "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK" },
+    { "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID" },
+  };
+  for (size_t i = 0; i < 2; i++)
+    {
+      int r = env_int (names[i][0]), n = env_int (names[i][1]), l = env_int (names[i][2]);
+      if (r >= 0 && n > r)
+        {
+          *rank = r;
+          *size = n;
+          *local_rank = l >= 0 ? l : 0;
+          return 0;
+        }
+    }
+  return -1;
+}
+
+/* ---- running the launcher ------------------------------------------------ */
+
+static double
+now_s (void)
+{
+  struct timespec t;
+  clock_gettime (CLOCK_MONOTONIC, &t);
+  return (double) t.tv_sec + (double) t.tv_nsec / 1e9;
+}
+
+int
+ib_launch_run (char *const *argv, int timeout_s, int grace_s, int echo_fd, char **output, int *code,
+               bool *timed_out, ib_error_t *err)
+{
+  int pfd[2];
+  *output = NULL;
+  *timed_out = false;
+  if (pipe2 (pfd, O_CLOEXEC) < 0)
+    return ib_error_errno (err, errno, IB_EENV, "pipe");
+  pid_t pid = fork ();
+  if (pid < 0)
+    return ib_error_errno (err, errno, IB_EENV, "fork");
+  if (pid == 0)
+    {
+      /* Its own group: on a timeout the launcher and whatever it started
+       * here get the signal, this program does not. */
+      setpgid (0, 0);
+      dup2 (pfd[1], 1);
+      dup2 (pfd[1], 2);
+      int nul = open ("/dev/null", O_RDONLY);
+      if (nul >= 0)
+        dup2 (nul, 0);
+      execvp (argv[0], argv);
+      dprintf (2, "cannot run %s: %s\n", argv[0], strerror (errno));
+      _exit (127);
+    }
+  setpgid (pid, pid);
+  close (pfd[1]);
+  size_t used = 0;
+  ib_xappend (output, &used, "", 0);
+  double t0 = now_s ();
+  int signalled = 0; /* 0, SIGTERM, SIGKILL */
+  char buf[65536];
+  for (;;)
+    {
+      struct pollfd p = { .fd = pfd[0], .events = POLLIN };
+      int rc = poll (&p, 1, 200);
+      if (rc > 0)
+        {
+          ssize_t n = read (pfd[0], buf, sizeof (buf));
+          if (n > 0)
+            {
+              ib_xappend (output, &used, buf, (size_t) n);
+              if (echo_fd >= 0 && write (echo_fd, buf, (size_t) n) < 0)
+                echo_fd = -1;
+            }
+          else if (n == 0)
+            break;
+        }
+      double el = now_s () - t0;
+      if (signalled == 0 && el >= timeout_s)
+        {
+          *timed_out = true;
+          kill (-pid, SIGTERM);
+          signalled = SIGTERM;
+        }
+      else if (signalled == SIGTERM && el >= timeout_s + grace_s)
+        {
+          kill (-pid, SIGKILL);
+          signalled = SIGKILL;
+        }
+      else if (signalled == SIGKILL && el >= timeout_s + grace_s + 5)
+        break; /* a descendant holds the pipe open; the launcher is gone */
+    }
+  close (pfd[0]);
+  ib_xappend (output, &used, "", 1);
+  int st = 0;
+  waitpid (pid, &st, 0);
+  *code = WIFEXITED (st) ? WEXITSTATUS (st) : 128 + WTERMSIG (st);
+  return 0;
+}
+
+/* ---- the launcher's output ----------------------------------------------- */
+
+/* Rank of an mpirun --tag-output line "[J,R]<stdout>:" or an srun --label
+ * line "  R: "; *TEXT after the tag.  -1: the launcher's own line. */
+static int
+line_rank (enum ib_launcher l, const char *line, const char **text)
+{
+  int job, rank, n = 0;
+  if (l == IB_LAUNCH_MPIRUN)
+    {
+      if (sscanf (line, "[%d,%d]<%*[a-z]>:%n", &job, &rank, &n) == 2 && n > 0)
+        {
+          *text = line + n;
+          return rank;
+        }
+      return -1;
+    }
+  if (sscanf (line, " %d: %n", &rank, &n) == 1 && n > 0)
+    {
+      *text = line + n;
+      return rank;
+    }
+  return -1;
+}
+
+void
+ib_launch_split (enum ib_launcher l, const char *output, int ranks, char ***per_rank, char **launcher)
+{
+  char **rk = ib_xcalloc ((size_t) ranks + 1, sizeof (char *));
+  size_t *used = ib_xcalloc ((size_t) ranks + 1, sizeof (size_t));
+  size_t lused = 0;
+  *launcher = NULL;
+  ib_xappend (launcher, &lused, "", 0);
+  for (int r = 0; r < ranks; r++)
+    ib_xappend (&rk[r], &used[r], "", 0);
+  for (const char *p = output ? output : ""; *p;)
+    {
+      const char *e = strchr (p, '\n');
+      size_t len = e ? (size_t) (e - p) : strlen (p);
+      cleanup_free char *line = strndup (p, len);
+      const char *text = line;
+      int r = line_rank (l, line, &text);
+      if (r >= 0 && r < ranks)
+        {
+          ib_xappend (&rk[r], &used[r], text, strlen (text));
+          ib_xappend (&rk[r], &used[r], "\n", 1);
+        }
+      else
+        {
+          ib_xappend (launcher, &lused, line, len);
+          ib_xappend (launcher, &lused, "\n", 1);
+        }
+      p = e ? e + 1 : p + len;
+    }
+  for (int r = 0; r < ranks; r++)
+    ib_xappend (&rk[r], &used[r], "", 1);
+  ib_xappend (launcher, &lused, "", 1);
+  free (used);
+  *per_rank = rk;
+}
+
+void
+ib_launch_split_free (char **per_rank, int ranks)
+{
+  for (int r = 0; per_rank && r < ranks; r++)
+    free (per_rank[r]);
+  free (per_rank);
+}

@@ -1,0 +1,67 @@
+/* The smoke test across nodes (--hosts): one rank per GPU, started by the
+ * cluster's own launcher (launch.h: mpirun, or srun inside a Slurm
+ * allocation), each rank in a container on its node with the same runtime
+ * and launch contract as the single-machine smoke test (bundle.c).
+ *
+ *   1. pull: one process per node, `imgverify --node-pull REF`: the node
+ *      pulls the image by digest into its own store (what it has is not
+ *      fetched again) and says how many GPUs it has;
+ *   2. ranks: one process per GPU, `imgverify --node-rank REF ...`: rank
+ *      and size from the launcher's environment, NCCL_COMM_ID (the first
+ *      host's address and a port) for NCCL's own bootstrap, the container
+ *      given that node's GPU of the rank; a reaper kills the container when
+ *      the rank ends however it ends.
+ *
+ * A node that cannot pull, has no GPU, or whose rank dies ends the whole
+ * run (the launcher stops the other ranks; a timeout stops the launcher),
+ * and the error names the node.  The report gains the nodes, the command
+ * lines, NCCL's transport per peer pair with the hosts of both ends, and
+ * the bandwidth figures (nccl-tests' busbw). */
+#ifndef IB_SMOKE_CLUSTER_H
+#define IB_SMOKE_CLUSTER_H
+
+#include <stdbool.h>
+
+#include "build.h"
+
+struct ib_cluster_options
+{
+  const char *hosts;    /* "H1,H2:2" */
+  const char *launcher; /* "mpirun", "srun", NULL: auto */
+  int comm_port;        /* NCCL_COMM_ID's port on the first host; 0: 29517 */
+  bool dry_run;         /* print the launcher's command lines, run nothing */
+  const char *node_imgverify; /* imgverify on the nodes; NULL: the one beside this program */
+  const char *program;  /* --smoke-program: the smoke program on the nodes; NULL:
+                           the definition's, else dcp2_smoke beside imgverify */
+};
+
+/* The coordinator: the smoke gate of B over REF (docker://...@sha256:...)
+ * on the hosts of B->opt->cluster. */
+int ib_smoke_cluster (struct ib_build *b, const char *ref, ib_error_t *err);
+
+/* What the launcher starts on each node (imgverify --node-pull and
+ * --node-rank); their exit codes are imgverify's. */
+struct ib_node_options
+{
+  const char *ref;
+  const char *store;
+  struct ib_remote_options remote;
+  const char *slots;      /* --node-slots "1,2": the GPUs each node (by its rank in the pull) needs */
+  const char *definition; /* --node-definition HEX: the definition's gate text */
+  const char *program;    /* --node-program: the smoke program on the node */
+  int dcp;
+};
+int ib_node_pull_main (const struct ib_node_options *o);
+int ib_node_rank_main (const struct ib_node_options *o);
+
+/* One rank's container on this node (gate_smoke.c): RANK of WORLD, its
+ * node's GPU LOCAL_RANK, DCP groups of DCP; the program's output on stdout.
+ * *EXIT_CODE: the program's. */
+struct ib_smoke_rank
+{
+  int rank, world, local_rank, dcp;
+  const char *program;
+};
+int ib_smoke_rank_run (struct ib_build *b, const struct ib_smoke_rank *rk, int *exit_code, ib_error_t *err);
+
+#endif
