@@ -12,6 +12,7 @@
 
 #include "../recipe/recipe.h"
 #include "../layers/extract.h"
+#include "../transports/refs.h"
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
 #include "../smoke/bundle.h"
@@ -398,6 +399,37 @@ smoke_args (const struct ib_definition *d, const char *nccl, const char *dcp, co
   return args;
 }
 
+/* --hosts: imgverify's REF is the registry's image; imgbuild's candidate
+ * goes to the registry of the first --push by digest, untagged (no tag may
+ * name it before it passed), and the nodes pull it from there. */
+static int
+smoke_on_hosts (struct ib_build *b, ib_error_t *err)
+{
+  if (b->keep_going)
+    return ib_smoke_cluster (b, b->name, err);
+  const char *push = NULL;
+  for (size_t i = 0; i < b->opt->n_outputs && push == NULL; i++)
+    if (strncmp (b->opt->outputs[i], "docker://", 9) == 0)
+      push = b->opt->outputs[i];
+  if (push == NULL)
+    return ib_error (err, IB_EUSAGE, "--hosts: the nodes pull the image from a registry: add --push");
+  /* docker://HOST[:PORT]/REPO[:TAG|@DIGEST] -> docker://HOST[:PORT]/REPO@DIGEST */
+  const char *slash = strchr (push + 9, '/');
+  size_t end = strlen (push);
+  const char *at = strchr (push + 9, '@');
+  const char *colon = slash ? strrchr (slash, ':') : NULL;
+  if (at)
+    end = (size_t) (at - push);
+  else if (colon)
+    end = (size_t) (colon - push);
+  cleanup_free char *ref = ib_xasprintf ("%.*s@%s", (int) end, push, b->image->manifest.digest.s);
+  struct ib_remote_options remote = b->opt->remote;
+  ib_report_note (b->report, "smoke: the candidate goes to %s (untagged) for the nodes", ref);
+  if (!b->opt->cluster->dry_run && ib_image_push (b->store, b->image, ref, b->name, &remote, err) < 0)
+    return ib_error_wrap (err, "push the candidate for --hosts");
+  return ib_smoke_cluster (b, ref, err);
+}
+
 int
 ib_gate_smoke (struct ib_build *b, ib_error_t *err)
 {
@@ -417,7 +449,7 @@ ib_gate_smoke (struct ib_build *b, ib_error_t *err)
   if (find_nccl (b, &nccl, err) < 0 || nccl_config (b, err) < 0)
     return -1;
   if (b->opt->cluster)
-    return ib_smoke_cluster (b, b->name, err);
+    return smoke_on_hosts (b, err);
   int gpus = 0;
   for (int i = 0; i < ib_gpu_count (); i++)
     gpus += ib_contract_has_gpu (&d->contract, i);
@@ -584,11 +616,12 @@ ib_smoke_rank_run (struct ib_build *b, const struct ib_smoke_rank *rk, int *exit
   args[n++] = "--device", args[n++] = "0";
   size_t n_env;
   char **env = rank_env (&n_env);
-  cleanup_free char *id = ib_xasprintf ("imgbuild-smoke-%d-rank%d", (int) getpid (), rk->rank);
+  cleanup_free char *id = rk->run_id ? ib_xasprintf (IB_SMOKE_CONTAINER_PREFIX "%s-rank%d", rk->run_id, rk->rank)
+                                     : ib_xasprintf (IB_SMOKE_CONTAINER_PREFIX "%d-rank%d", (int) getpid (), rk->rank);
   struct ib_run_options o = { .program = program, .program_target = "/opt/imgbuild/dcp2_smoke", .args = args,
                               .n_args = n, .env = env, .n_env = n_env, .gpus = gpus, .timeout_s = d->smoke_timeout,
                               .contract = &eff, .bind_dir = gpus ? dir : NULL, .bind_target = gpus ? KPROBE_TARGET : NULL,
-                              .state_root = state, .container_id = id, .reaper = true };
+                              .state_root = state, .container_id = id, .reaper = true, .reap_also = dir };
   struct ib_run_result res;
   fprintf (stderr, "imgverify: rank %d of %d: container %s (%s)\n", rk->rank, rk->world, id,
            gpus ? "its node's GPU" : "no GPU: gpus-per-rank 0");

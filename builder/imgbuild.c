@@ -12,7 +12,9 @@
 #include "../transports/docker_client.h"
 #include "build.h"
 #include "drift.h"
+#include "launch.h"
 #include "load_nodes.h"
+#include "smoke_cluster.h"
 #include "junit.h"
 
 #ifndef IB_IMAGES_DIR
@@ -73,6 +75,14 @@ static const char usage[] =
     "                          it when this machine has GPUs, else say that it\n"
     "                          skipped; the default), required (no tag without a\n"
     "                          pass), off\n"
+    "      --hosts H1,H2[:GPUS],...\n"
+    "                          run the smoke test across these nodes instead of\n"
+    "                          this machine (with --push: the candidate is pushed\n"
+    "                          there by digest, untagged; each node pulls it by\n"
+    "                          digest; the tags come only after a pass).  See\n"
+    "                          imgverify --help, --hosts, and README \"Clusters\"\n"
+    "      --launcher mpirun|srun|auto, --comm-port PORT\n"
+    "                          as imgverify's, with --hosts\n"
     "      --load [HOST]       after tagging, load the image into a Docker Engine,\n"
     "                          sending only the layers it does not have (it finds\n"
     "                          them by chain ID), then check that NAME:TAG there is\n"
@@ -172,6 +182,7 @@ struct cli
   size_t n_reports;
   bool lock;
   bool gc;
+  struct ib_cluster_options cluster;
 };
 
 static void
@@ -203,6 +214,9 @@ parse_args (int argc, char **argv, struct cli *c)
     OPT_GC,
     OPT_REPORT,
     OPT_SIGN_WITH,
+    OPT_HOSTS,
+    OPT_LAUNCHER,
+    OPT_COMM_PORT,
   };
   static const struct option longopts[] = {
     { "file", required_argument, NULL, 'f' },         { "tag", required_argument, NULL, 't' },
@@ -217,6 +231,9 @@ parse_args (int argc, char **argv, struct cli *c)
     { "allow-unsafe-base", no_argument, NULL, OPT_ALLOW_UNSAFE_BASE }, { "gc", no_argument, NULL, OPT_GC },
     { "report", required_argument, NULL, OPT_REPORT },
     { "sign-with", required_argument, NULL, OPT_SIGN_WITH },
+    { "hosts", required_argument, NULL, OPT_HOSTS },
+    { "launcher", required_argument, NULL, OPT_LAUNCHER },
+    { "comm-port", required_argument, NULL, OPT_COMM_PORT },
     { "quiet", no_argument, NULL, 'q' },              { "help", no_argument, NULL, 'h' },
     { "version", no_argument, NULL, 'V' },            { NULL, 0, NULL, 0 },
   };
@@ -240,6 +257,16 @@ parse_args (int argc, char **argv, struct cli *c)
         push_arg (&c->load_hosts, &c->n_load_hosts, optarg ? optarg : "");
         break;
       case OPT_NODES: c->nodes_file = optarg; break;
+      case OPT_HOSTS: c->cluster.hosts = optarg; break;
+      case OPT_LAUNCHER: c->cluster.launcher = optarg; break;
+      case OPT_COMM_PORT:
+        c->cluster.comm_port = atoi (optarg);
+        if (c->cluster.comm_port < 1 || c->cluster.comm_port > 65535)
+          {
+            fprintf (stderr, "imgbuild: --comm-port: `%s` is not a port\n", optarg);
+            return -1;
+          }
+        break;
       case OPT_LOCK: c->lock = true; break;
       case OPT_GC: c->gc = true; break;
       case OPT_PUSH:
@@ -349,6 +376,29 @@ run_gc (const struct cli *c)
   return 0;
 }
 
+/* --hosts: checked before a byte is built; needs a registry (--push) that
+ * the nodes pull the candidate from. */
+static int
+cluster_hosts (struct cli *c, ib_error_t *err)
+{
+  if (c->cluster.hosts == NULL)
+    return c->cluster.launcher || c->cluster.comm_port
+               ? ib_error (err, IB_EUSAGE, "--launcher and --comm-port go with --hosts")
+               : 0;
+  struct ib_hosts h;
+  enum ib_launcher l;
+  if (ib_hosts_parse (c->cluster.hosts, &h, err) < 0 || ib_launcher_choose (c->cluster.launcher, &l, err) < 0)
+    return -1;
+  ib_hosts_clear (&h);
+  bool pushed = false;
+  for (size_t i = 0; i < c->n_outputs; i++)
+    pushed |= strncmp (c->outputs[i], "docker://", 9) == 0;
+  if (!pushed)
+    return ib_error (err, IB_EUSAGE, "--hosts: the nodes pull the image from a registry: add --push docker://HOST/REPO:TAG");
+  c->opt.cluster = &c->cluster;
+  return 0;
+}
+
 /* --load HOST and --nodes FILE, checked before a byte is built. */
 static int
 load_hosts (struct cli *c, ib_error_t *err)
@@ -378,6 +428,8 @@ main (int argc, char **argv)
   struct ib_definition *def = NULL;
   size_t n_given = c.n_load_hosts;
   int r = load_hosts (&c, &err);
+  if (r == 0)
+    r = cluster_hosts (&c, &err);
   if (r == 0 && c.file)
     r = ib_definition_from_dockerfile (c.file, c.context, c.build_args, c.n_build_args, &def, &err);
   else if (r == 0)

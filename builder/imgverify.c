@@ -106,10 +106,10 @@ static const char usage[] =
     "                            imgverify there)\n"
     "  --dry-run                 with --hosts: print the launcher's command lines\n"
     "                            (the pull, then the ranks), run nothing\n"
-    "  --node-pull REF, --node-rank REF\n"
+    "  --node-pull REF, --node-rank REF, --node-sweep RUN\n"
     "                            what the launcher starts on each node (with\n"
     "                            --node-slots, --node-definition, --node-program,\n"
-    "                            --dcp); not for use by hand\n"
+    "                            --node-run-id, --dcp); not for use by hand\n"
     "  --jobs N                  threads for the integrity check (default: cores)\n"
     "  --store                   with no REF: verify the whole local store\n"
     "  --store-dir DIR           the local store (default as imgbuild)\n"
@@ -687,6 +687,8 @@ main (int argc, char **argv)
     OPT_NODE_PROGRAM,
     OPT_DCP,
     OPT_SMOKE_PROGRAM,
+    OPT_NODE_SWEEP,
+    OPT_NODE_RUN_ID,
   };
   static const struct option longopts[] = {
     { "python-symbols", no_argument, NULL, OPT_PY },
@@ -727,6 +729,8 @@ main (int argc, char **argv)
     { "node-program", required_argument, NULL, OPT_NODE_PROGRAM },
     { "dcp", required_argument, NULL, OPT_DCP },
     { "smoke-program", required_argument, NULL, OPT_SMOKE_PROGRAM },
+    { "node-sweep", required_argument, NULL, OPT_NODE_SWEEP },
+    { "node-run-id", required_argument, NULL, OPT_NODE_RUN_ID },
     { "help", no_argument, NULL, 'h' },
     { NULL, 0, NULL, 0 },
   };
@@ -805,6 +809,11 @@ main (int argc, char **argv)
       case OPT_NODE_PROGRAM: node.program = optarg; break;
       case OPT_DCP: node.dcp = atoi (optarg); break;
       case OPT_SMOKE_PROGRAM: cluster.program = optarg; break;
+      case OPT_NODE_SWEEP:
+        node_step = "sweep";
+        node.run_id = optarg;
+        break;
+      case OPT_NODE_RUN_ID: node.run_id = optarg; break;
       case OPT_REPORT:
         {
           ib_error_t e = NULL;
@@ -850,7 +859,9 @@ main (int argc, char **argv)
     {
       node.store = store;
       node.remote = vo.remote;
-      return strcmp (node_step, "pull") == 0 ? ib_node_pull_main (&node) : ib_node_rank_main (&node);
+      return strcmp (node_step, "pull") == 0   ? ib_node_pull_main (&node)
+             : strcmp (node_step, "rank") == 0 ? ib_node_rank_main (&node)
+                                               : ib_node_sweep_main (&node);
     }
   if (cluster.hosts || cluster.launcher || cluster.dry_run || cluster.comm_port || cluster.program)
     {

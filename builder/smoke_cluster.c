@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../transports/refs.h"
@@ -174,7 +175,18 @@ step_run (struct ib_build *b, struct step *s, cJSON *commands, ib_error_t *err)
   char **argv = ib_launch_argv (&s->ls, NULL);
   cleanup_free char *line = ib_launch_shell_line (argv);
   cJSON_AddStringToObject (commands, s->what, line);
-  ib_report_note (b->report, "smoke: %s: %s", s->what, line);
+  /* The definition's hex is for the nodes, not for people. */
+  cleanup_free char *shown = ib_xstrdup (line);
+  char *hex = strstr (shown, "--node-definition ");
+  if (hex)
+    {
+      hex += 18;
+      size_t n = strspn (hex, "0123456789abcdef");
+      char *tail = ib_xasprintf ("HEX(%zu bytes)%s", n / 2, hex + n);
+      strcpy (hex, tail);
+      free (tail);
+    }
+  ib_report_note (b->report, "smoke: %s: %s", s->what, shown);
   if (b->opt->cluster->dry_run)
     {
       printf ("%s\n", line);
@@ -315,8 +327,9 @@ struct plan
 {
   struct ib_hosts hosts;
   enum ib_launcher launcher;
-  struct strv pull_argv, rank_argv, env;
-  struct step pull, ranks;
+  struct strv pull_argv, rank_argv, sweep_argv, env;
+  struct step pull, ranks, sweep;
+  char run_id[32];
 };
 
 static void
@@ -325,9 +338,11 @@ plan_clear (struct plan *p)
   ib_hosts_clear (&p->hosts);
   strv_clear (&p->pull_argv);
   strv_clear (&p->rank_argv);
+  strv_clear (&p->sweep_argv);
   strv_clear (&p->env);
   step_clear (&p->pull);
   step_clear (&p->ranks);
+  step_clear (&p->sweep);
 }
 
 static int
@@ -349,6 +364,9 @@ plan_make (struct ib_build *b, const char *ref, struct plan *p, ib_error_t *err)
       return ib_error (err, IB_EUSAGE, "--hosts: srun starts as many ranks on every node: %s has %d GPUs, %s %d",
                        h->name[0], h->slots[0], h->name[i], h->slots[i]);
   cleanup_free char *iv = node_imgverify (c);
+  /* Names this run's containers on every node (the sweep removes only
+   * them): the time and this process, in hex. */
+  snprintf (p->run_id, sizeof (p->run_id), "%08lx%04x", (unsigned long) time (NULL), (unsigned) getpid () & 0xffff);
   cleanup_free char *slots = ib_xstrdup ("");
   for (size_t i = 0; i < h->n; i++)
     {
@@ -375,7 +393,12 @@ plan_make (struct ib_build *b, const char *ref, struct plan *p, ib_error_t *err)
       push (&p->rank_argv, ib_xstrdup ("--node-program"));
       push (&p->rank_argv, ib_xstrdup (program));
     }
+  push (&p->rank_argv, ib_xstrdup ("--node-run-id"));
+  push (&p->rank_argv, ib_xstrdup (p->run_id));
   remote_args (&p->rank_argv, &b->opt->remote);
+  push (&p->sweep_argv, ib_xstrdup (iv));
+  push (&p->sweep_argv, ib_xstrdup ("--node-sweep"));
+  push (&p->sweep_argv, ib_xstrdup (p->run_id));
   rank_env (&p->env, h, c->comm_port > 0 ? c->comm_port : DEFAULT_COMM_PORT);
   bool root = geteuid () == 0;
   p->pull = (struct step){ .what = "pull",
@@ -388,6 +411,11 @@ plan_make (struct ib_build *b, const char *ref, struct plan *p, ib_error_t *err)
                                     .argv = p->rank_argv.v, .n_argv = p->rank_argv.n, .as_root = root },
                             .timeout_s = d->smoke_timeout + 60,
                             .n_procs = h->ranks };
+  p->sweep = (struct step){ .what = "sweep",
+                            .ls = { .launcher = p->launcher, .hosts = h, .per_node = true, .argv = p->sweep_argv.v,
+                                    .n_argv = p->sweep_argv.n, .as_root = root },
+                            .timeout_s = 120,
+                            .n_procs = (int) h->n };
   return 0;
 }
 
@@ -433,6 +461,41 @@ record_ranks (cJSON *sj, const struct plan *p)
   cJSON_AddStringToObject (sj, "launcher_output", p->ranks.launcher_text ? p->ranks.launcher_text : "");
 }
 
+/* After a failed run: what is left of its containers on every node that
+ * answers is removed; a node that does not is said so. */
+static void
+sweep (struct ib_build *b, struct plan *p, cJSON *commands, cJSON *sj)
+{
+  ib_error_t e = NULL;
+  cJSON *list = cJSON_AddArrayToObject (sj, "sweep");
+  if (step_run (b, &p->sweep, commands, &e) < 0)
+    {
+      ib_report_problem (b->report, "smoke", false, "the sweep of the nodes did not run: %s", e->msg);
+      ib_error_release (&e);
+      return;
+    }
+  for (size_t i = 0; i < p->hosts.n; i++)
+    {
+      const char *out = p->sweep.per_proc[i];
+      cleanup_free char *why = first_error (out);
+      unsigned long n = 0;
+      const char *at = strstr (out, "swept ");
+      if (at)
+        n = strtoul (at + 6, NULL, 10);
+      cJSON *o = cJSON_CreateObject ();
+      cJSON_AddStringToObject (o, "host", p->hosts.name[i]);
+      cJSON_AddNumberToObject (o, "removed", (double) n);
+      cJSON_AddBoolToObject (o, "answered", at != NULL);
+      cJSON_AddItemToArray (list, o);
+      if (at == NULL)
+        ib_report_problem (b->report, "smoke", false, "node %s did not answer the sweep: %s", p->hosts.name[i],
+                           why ? why : "no word from it");
+      else if (n)
+        ib_report_note (b->report, "smoke: node %s: %lu container%s of the run removed by the sweep",
+                        p->hosts.name[i], n, n == 1 ? "" : "s");
+    }
+}
+
 static void
 set_status (cJSON *sj, const char *status)
 {
@@ -474,7 +537,10 @@ ib_smoke_cluster (struct ib_build *b, const char *ref, ib_error_t *err)
       return ib_gate_skip (b, "--dry-run: the launcher's command lines are printed, nothing ran");
     }
   if (r == 0 && (p.ranks.code != 0 || p.ranks.timed_out))
-    r = step_error (&p.ranks, &p.hosts, false, err);
+    {
+      r = step_error (&p.ranks, &p.hosts, false, err);
+      sweep (b, &p, commands, sj);
+    }
   if (p.ranks.per_proc)
     {
       show_ranks (b, &p.ranks, &p.hosts);
@@ -487,7 +553,11 @@ ib_smoke_cluster (struct ib_build *b, const char *ref, ib_error_t *err)
       if (r == 0 && b->def->smoke_gpus_per_rank > 0)
         r = judge_links (b, &p.hosts, sj, all, err);
       else if (b->def->smoke_gpus_per_rank == 0)
-        ib_report_note (b->report, "smoke: transports not checked: gpus-per-rank 0 (the program uses no GPU, no NCCL)");
+        {
+          const char *why = "gpus-per-rank 0 (the program uses no GPU, no NCCL)";
+          cJSON_AddStringToObject (sj, "links_not_checked", why);
+          ib_report_note (b->report, "smoke: transports not checked: %s", why);
+        }
     }
   record_nodes (sj, &p);
   record_ranks (sj, &p);
@@ -553,7 +623,7 @@ int
 ib_node_rank_main (const struct ib_node_options *o)
 {
   ib_error_t err = NULL;
-  struct ib_smoke_rank rk = { .dcp = o->dcp > 0 ? o->dcp : 2, .program = o->program };
+  struct ib_smoke_rank rk = { .dcp = o->dcp > 0 ? o->dcp : 2, .program = o->program, .run_id = o->run_id };
   cleanup_free char *root = ib_store_default_path (o->store);
   cleanup_free char *text = o->definition ? hex_decode (o->definition) : NULL;
   struct ib_build_options bo = { .json = true, .quiet = true, .smoke = IB_SMOKE_REQUIRED, .remote = o->remote };
@@ -576,5 +646,28 @@ ib_node_rank_main (const struct ib_node_options *o)
   ib_store_free (b.store);
   ib_definition_free (b.def);
   ib_report_free (b.report);
+  return r < 0 ? ib_error_report ("imgverify", &err) : 0;
+}
+
+int
+ib_node_sweep_main (const struct ib_node_options *o)
+{
+  ib_error_t err = NULL;
+  cleanup_free char *root = ib_store_default_path (o->store);
+  cleanup_free char *runs = NULL, *state = NULL, *prefix = NULL;
+  struct ib_store *s = NULL;
+  size_t n = 0;
+  int r = ib_store_open (root, &s, &err);
+  if (r == 0)
+    r = ib_store_cache_dir (s, "run", &runs, &err);
+  if (r == 0)
+    {
+      state = ib_path_join (runs, "runc");
+      prefix = ib_xasprintf (IB_SMOKE_CONTAINER_PREFIX "%s-", o->run_id ? o->run_id : "");
+      r = ib_containers_sweep (state, prefix, &n, &err);
+    }
+  if (r == 0)
+    printf ("imgverify: node: swept %zu container%s of run %s\n", n, n == 1 ? "" : "s", o->run_id);
+  ib_store_free (s);
   return r < 0 ? ib_error_report ("imgverify", &err) : 0;
 }

@@ -10,7 +10,10 @@
  *      and size from the launcher's environment, NCCL_COMM_ID (the first
  *      host's address and a port) for NCCL's own bootstrap, the container
  *      given that node's GPU of the rank; a reaper kills the container when
- *      the rank ends however it ends.
+ *      the rank ends however it ends;
+ *   3. after a failed run, one process per node, `imgverify --node-sweep`:
+ *      what is left of the run's containers is killed and deleted, so that
+ *      none is running on any node when imgverify returns.
  *
  * A node that cannot pull, has no GPU, or whose rank dies ends the whole
  * run (the launcher stops the other ranks; a timeout stops the launcher),
@@ -49,10 +52,15 @@ struct ib_node_options
   const char *slots;      /* --node-slots "1,2": the GPUs each node (by its rank in the pull) needs */
   const char *definition; /* --node-definition HEX: the definition's gate text */
   const char *program;    /* --node-program: the smoke program on the node */
+  const char *run_id;     /* --node-run-id: names the run's containers */
   int dcp;
 };
 int ib_node_pull_main (const struct ib_node_options *o);
 int ib_node_rank_main (const struct ib_node_options *o);
+/* imgverify --node-sweep RUN-ID: after a failed run, every container of
+ * that run still on the node is killed and deleted (what a reaper that
+ * was itself stopped left). */
+int ib_node_sweep_main (const struct ib_node_options *o);
 
 /* One rank's container on this node (gate_smoke.c): RANK of WORLD, its
  * node's GPU LOCAL_RANK, DCP groups of DCP; the program's output on stdout.
@@ -61,7 +69,10 @@ struct ib_smoke_rank
 {
   int rank, world, local_rank, dcp;
   const char *program;
+  const char *run_id; /* the container is imgbuild-smoke-RUN_ID-rankR */
 };
+#define IB_SMOKE_CONTAINER_PREFIX "imgbuild-smoke-"
+
 int ib_smoke_rank_run (struct ib_build *b, const struct ib_smoke_rank *rk, int *exit_code, ib_error_t *err);
 
 #endif

@@ -10,7 +10,7 @@ set -eu
 build=(gcc g++ make pkg-config libarchive-dev libcjson-dev libssl-dev zlib1g-dev libzstd-dev liblz4-dev
        libcurl4-openssl-dev busybox-static python3 ca-certificates libtomlplusplus-dev)
 fuzz=(clang libclang-rt-dev)
-test=(skopeo umoci docker.io runc docker-registry apache2-utils openssl curl tmux jq iproute2 procps python3-jsonschema python3-protobuf python3-junitparser libxml2-utils strace
+test=(skopeo umoci docker.io runc docker-registry apache2-utils openssl curl tmux jq iproute2 procps openmpi-bin python3-jsonschema python3-protobuf python3-junitparser libxml2-utils strace
       time file gcc-aarch64-linux-gnu binutils openssh-server openssh-client)
 arm64=(gcc-aarch64-linux-gnu g++-aarch64-linux-gnu qemu-user libarchive-dev:arm64 libcjson-dev:arm64 libssl-dev:arm64 zlib1g-dev:arm64
        libzstd-dev:arm64 liblz4-dev:arm64 libcurl4-openssl-dev:arm64 libstdc++6:arm64 libpython3.11:arm64)

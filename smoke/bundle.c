@@ -580,9 +580,11 @@ runtime_do (const char *runtime, const char *state, const char *verb, const char
  * the end of the pipe that this process holds.  When this process ends,
  * normally or killed, the pipe closes: it kills and deletes the container
  * (nothing when it has already ended) and removes the bundle.  Returns the
- * pipe's end to close when the run is over, or -1. */
+ * pipe's end to close when the run is over, or -1.  (`runc state` says
+ * nothing of a container's end that delete --force does not handle.) */
 static int
-start_reaper (const char *runtime, const char *state, const char *id, const char *rootfs, const char *bundle)
+start_reaper (const char *runtime, const char *state, const char *id, const char *rootfs, const char *bundle,
+              const char *also)
 {
   int p[2];
   if (pipe2 (p, O_CLOEXEC) < 0)
@@ -612,16 +614,11 @@ start_reaper (const char *runtime, const char *state, const char *id, const char
       while (read (p[0], &c, 1) != 0 && errno == EINTR)
         ;
       runtime_do (runtime, state, "kill", id, NULL);
-      for (int i = 0; i < 50; i++)
-        {
-          cleanup_free char *cmd = ib_xasprintf ("'%s' --root '%s' state '%s' >/dev/null 2>&1", runtime, state, id);
-          if (system (cmd) != 0)
-            break;
-          usleep (100000);
-        }
       runtime_do (runtime, state, "delete", id, "--force");
       umount2 (rootfs, MNT_DETACH);
       ib_remove_tree (bundle, NULL);
+      if (also)
+        ib_remove_tree (also, NULL);
       _exit (0);
     }
   waitpid (pid, NULL, 0);
@@ -700,7 +697,7 @@ ib_run_image (struct ib_store *s, const struct ib_image *img, const struct ib_ru
       state_dir = o->state_root;
       ret = ib_mkdir_p (state_dir, 0700, err);
     }
-  int reaper = ret == 0 && o->reaper ? start_reaper (runtime, state_dir, id, rootfs, bundle) : -1;
+  int reaper = ret == 0 && o->reaper ? start_reaper (runtime, state_dir, id, rootfs, bundle, o->reap_also) : -1;
   if (ret == 0)
     ret = run_runtime (runtime, state_dir, bundle, id, log, o->timeout_s > 0 ? o->timeout_s : 600, &res->exit_code,
                        err);
@@ -723,4 +720,56 @@ ib_run_result_clear (struct ib_run_result *r)
   free (r->runtime);
   free (r->gpu_source);
   memset (r, 0, sizeof (*r));
+}
+
+int
+ib_containers_sweep (const char *state_root, const char *prefix, size_t *n, ib_error_t *err)
+{
+  *n = 0;
+  cleanup_free char *runtime = find_runtime ();
+  if (runtime == NULL)
+    return ib_error (err, IB_EENV, "no OCI runtime: runc is not on PATH (install runc, or set IMGBUILD_RUNTIME)");
+  struct stat st;
+  if (stat (state_root, &st) < 0)
+    return 0; /* no container was ever made here */
+  cleanup_free char *cmd = ib_xasprintf ("'%s' --root '%s' list --format json 2>&1", runtime, state_root);
+  FILE *p = popen (cmd, "r");
+  if (p == NULL)
+    return ib_error_errno (err, errno, IB_EENV, "run %s list", runtime);
+  char *text = NULL;
+  size_t used = 0;
+  char buf[4096];
+  size_t got;
+  ib_xappend (&text, &used, "", 0);
+  while ((got = fread (buf, 1, sizeof (buf), p)) > 0)
+    ib_xappend (&text, &used, buf, got);
+  int rc = pclose (p);
+  cJSON *list = cJSON_Parse (text);
+  if (rc != 0 || (list == NULL && strcmp (text, "null\n") != 0))
+    {
+      int r = ib_error (err, IB_EENV, "%s --root %s list: %s", runtime, state_root, text);
+      free (text);
+      cJSON_Delete (list);
+      return r;
+    }
+  free (text);
+  const cJSON *c;
+  cJSON_ArrayForEach (c, list)
+  {
+    const char *id = cJSON_GetStringValue (cJSON_GetObjectItemCaseSensitive (c, "id"));
+    const char *bundle = cJSON_GetStringValue (cJSON_GetObjectItemCaseSensitive (c, "bundle"));
+    if (id == NULL || strncmp (id, prefix, strlen (prefix)) != 0)
+      continue;
+    runtime_do (runtime, state_root, "kill", id, NULL);
+    runtime_do (runtime, state_root, "delete", id, "--force");
+    if (bundle && *bundle == '/')
+      {
+        cleanup_free char *rootfs = ib_path_join (bundle, "rootfs");
+        umount2 (rootfs, MNT_DETACH);
+        ib_remove_tree (bundle, NULL);
+      }
+    (*n)++;
+  }
+  cJSON_Delete (list);
+  return 0;
 }

@@ -40,6 +40,7 @@ struct ib_run_options
    * kills and deletes the container and removes the bundle, so that no
    * container is left running on the node. */
   bool reaper;
+  const char *reap_also; /* a folder the reaper removes too (NULL: none) */
 };
 
 struct ib_run_result
@@ -66,5 +67,10 @@ int ib_gpu_count (void);
 int ib_run_image (struct ib_store *s, const struct ib_image *img, const struct ib_run_options *o,
                   struct ib_run_result *res, ib_error_t *err);
 void ib_run_result_clear (struct ib_run_result *r);
+
+/* Kill and delete every container of the runtime's STATE_ROOT whose name
+ * starts with PREFIX, and unmount and remove its bundle: what a run left
+ * behind when its process and its reaper were both stopped.  *N: how many. */
+int ib_containers_sweep (const char *state_root, const char *prefix, size_t *n, ib_error_t *err);
 
 #endif

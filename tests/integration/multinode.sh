@@ -1,0 +1,196 @@
+# The smoke test across nodes (issue 21), on a machine without GPUs: the
+# real launcher (OpenMPI's mpirun), the real runtime (runc), a real
+# registry, and "nodes" that are network namespaces made here (one machine,
+# addresses of our own, nothing off it: tests/cluster/netns.sh).  mpirun
+# reaches the nodes through tests/cluster/agent.sh, which stands in for ssh
+# (OMPI_MCA_plm_rsh_agent) and gives each node its own store.  The program
+# in the rank containers is tests/cluster/rankcheck.c ([smoke] gpus-per-rank
+# 0): the ranks meet at NCCL_COMM_ID as NCCL's bootstrap would.  "No GPU" is
+# this machine's real state; a killed rank container is a real kill.  The
+# GPU half (DCP2 over NCCL between two namespaces): tests/gpu/multinode.sh.
+
+source "$ROOT/tests/cluster/netns.sh"
+
+mn_require() {
+  [ "$(id -u)" = 0 ] || skip_test "network namespaces and runc need root"
+  command -v mpirun >/dev/null || skip_test "no mpirun (openmpi-bin; scripts/install-deps.sh test)"
+  command -v runc >/dev/null || skip_test "no runc"
+}
+
+# The stand-in DCP2 definition with a smoke program that needs no GPU.
+mn_definition() { # DIR
+  copy_images "$1"
+  sed -i 's/^\[smoke\]$/[smoke]\ngpus-per-rank 0/' "$1/dsv41-flash-dcp2/image.conf"
+  cc -O2 -o rankcheck "$ROOT/tests/cluster/rankcheck.c"
+  cc -O2 -DHOLD=600 -o rankcheck-hold "$ROOT/tests/cluster/rankcheck.c"
+}
+
+# mn_lan: namespaces $P-h (the head: registry, imgverify, mpirun), $P-a and
+# $P-b (the nodes, 10.213.7.1 and .2); the registry at 10.214.7.10:5000 on
+# the head, which the nodes reach through a route via the head (node b's
+# can be taken away).  NODES_MAP names each node's store.
+mn_lan() {
+  P=ib21$(printf %04x $((RANDOM)))
+  trap 'lan_down "$P"' EXIT
+  lan_up "$P" 10.213.7
+  ip -n "$P-h" addr add 10.214.7.10/24 dev "$P-h-e"
+  ip -n "$P-a" route add 10.214.7.0/24 via 10.213.7.10
+  ip -n "$P-b" route add 10.214.7.0/24 via 10.213.7.10
+  mkdir -p reg nodeA nodeB coord
+  {
+    echo "version: 0.1"
+    echo "log: {level: warn}"
+    echo "storage: {filesystem: {rootdirectory: $PWD/reg/data}, delete: {enabled: true}}"
+    echo "http: {addr: '10.214.7.10:5000'}"
+  } >reg/config.yml
+  service reg/log nsenter --net="/run/netns/$P-h" docker-registry serve reg/config.yml
+  for _ in $(seq 1 100); do
+    in_ns "$P-h" curl -s -o /dev/null http://10.214.7.10:5000/v2/ && break
+    sleep 0.1
+  done
+  printf '10.213.7.1 %s %s\n10.213.7.2 %s %s\n' "$P-a" "$PWD/nodeA" "$P-b" "$PWD/nodeB" >nodes.map
+  export NODES_MAP=$PWD/nodes.map OMPI_MCA_plm_rsh_agent=$ROOT/tests/cluster/agent.sh
+}
+
+# imgverify --smoke across the two nodes, from the head, with its own store.
+# The image is the stand-in's (the same digest; the seed store's warm-up
+# build recorded the original definition too): --definition picks ours.
+mn_verify() { # REF ARGS...
+  local ref=$1
+  shift
+  IMGBUILD_STORE=$PWD/coord timeout 600 nsenter --net="/run/netns/$P-h" \
+    "$IV" --smoke --hosts 10.213.7.1,10.213.7.2 --tls-verify=false --definition d/dsv41-flash-dcp2 "$@" "$ref"
+}
+
+# No container of the smoke test on either node, running or not, no
+# bundle, nothing mounted, no smoke program running.
+mn_nothing_left() {
+  local n
+  for n in nodeA nodeB; do
+    [ -z "$(runc --root "$n/imgbuild/run/runc" list -q 2>/dev/null)" ]
+    [ -z "$(ls "$n/imgbuild/run" | grep -v '^runc$' || true)" ]
+    refute grep -q "$PWD/$n" /proc/mounts
+  done
+  refute pgrep -f "^/opt/imgbuild/dcp2_smoke" >/dev/null
+}
+
+t_multinode_two_nodes_meet_through_mpirun_and_a_killed_rank_ends_the_run() {
+  mn_require
+  build_base
+  mn_definition d
+  mn_lan
+  IMGBUILD_STORE=$IMGBUILD_STORE in_ns "$P-h" "$IB" -q --smoke=off --tls-verify=false --json \
+    --push docker://10.214.7.10:5000/dcp2:1 d/dsv41-flash-dcp2 >push.json
+  digest=$(jq -r .manifest push.json)
+  ref=docker://10.214.7.10:5000/dcp2@$digest
+
+  # 1. Both nodes pull the image by digest into their own stores, mpirun
+  # starts one rank per node, each in a container on its node, and they
+  # meet at NCCL_COMM_ID (node a's address) from inside the containers.
+  mn_verify "$ref" --json --smoke-program "$PWD/rankcheck" >pass.json 2>pass.err
+  cat pass.err
+  validate pass.json
+  jq -e '.status == "pass" and .smoke.status == "pass" and .smoke.launcher == "mpirun" and .smoke.world == 2
+    and .smoke.nccl_comm_id == "10.213.7.1:29517"' pass.json
+  jq -e '[.smoke.nodes[] | .host + " " + .pull] == ["10.213.7.1 pass", "10.213.7.2 pass"]' pass.json
+  jq -e '.smoke.ranks[0].host == "10.213.7.1" and .smoke.ranks[1].host == "10.213.7.2"' pass.json
+  jq -r '.smoke.ranks[0].output' pass.json | grep -qx 'rankcheck: rank 0 met rank 1'
+  jq -r '.smoke.ranks[1].output' pass.json | grep -qx 'rankcheck: rank 1 met rank 0 (world 2)'
+  jq -r '.smoke.commands.ranks' pass.json | grep -q '^mpirun --allow-run-as-root --host 10.213.7.1:1,10.213.7.2:1 -np 2 --map-by slot .* -x NCCL_COMM_ID=10.213.7.1:29517 .*--node-rank '"$ref"
+  # Each node's own store has the image (by digest), pulled there.
+  for n in nodeA nodeB; do
+    [ -f "$n/blobs/sha256/${digest#sha256:}" ]
+    jq -r ".smoke.nodes[] | select(.host == \"10.213.7.$([ $n = nodeA ] && echo 1 || echo 2)\") | .pull_output" \
+      pass.json | grep -q "pulled $digest into $PWD/$n"
+  done
+  jq -e '.smoke.links_not_checked | startswith("gpus-per-rank 0")' pass.json
+  mn_nothing_left
+
+  # 2. Node b's rank container is killed mid-test: the run ends (mpirun
+  # stops rank 0, whose reaper removes its container), naming node b.
+  rc=0
+  mn_verify "$ref" --json --smoke-program "$PWD/rankcheck-hold" >kill.json 2>kill.err &
+  pid=$!
+  for _ in $(seq 1 600); do
+    a=$(runc --root nodeA/imgbuild/run/runc list -q 2>/dev/null | wc -l)
+    b=$(runc --root nodeB/imgbuild/run/runc list -q 2>/dev/null | wc -l)
+    [ "$a$b" = 11 ] && grep -q 'met rank 0' nodeB/imgbuild/run/bundle-*/output 2>/dev/null && break
+    sleep 0.2
+  done
+  id=$(runc --root nodeB/imgbuild/run/runc list -q)
+  runc --root nodeB/imgbuild/run/runc kill "$id" KILL
+  wait "$pid" || rc=$?
+  cat kill.err
+  [ "$rc" = 7 ]
+  grep 'error:' kill.err | grep -q 'node 10.213.7.2 (rank 1): the smoke program was killed (SIGKILL) (exit 137)'
+  jq -e '.smoke.status == "fail" and (.smoke.sweep | length == 2) and all(.smoke.sweep[]; .answered)' kill.json
+  mn_nothing_left
+
+  # 3. Node b cannot reach the registry: the pull fails there, named, and
+  # no rank starts anywhere.
+  ip -n "$P-b" route del 10.214.7.0/24
+  rc=0
+  mn_verify "$ref" --json --smoke-program "$PWD/rankcheck" >nopull.json 2>nopull.err || rc=$?
+  cat nopull.err
+  [ "$rc" = 8 ]
+  grep 'error:' nopull.err | grep -q "pull: node 10.213.7.2: cannot pull $ref into $PWD/nodeB: "
+  jq -e '[.smoke.nodes[].pull] == ["pass", "fail"] and (.smoke | has("ranks") | not)' nopull.json
+  mn_nothing_left
+}
+
+t_multinode_launch_lines_and_a_node_without_gpu() {
+  mn_require
+  build_base
+  registry_start
+  "$IB" -q --smoke=off --json --push "docker://$REG/dcp2:1" dsv41-flash-dcp2 >push.json
+  digest=$(jq -r .manifest push.json)
+  ref=docker://$REG/dcp2@$digest
+  iv=$ROOT/${IB_BUILD:-build}/imgverify
+  # The command lines: mpirun by default, srun inside a Slurm allocation.
+  "$IV" --smoke --hosts spark1,spark2,spark3,spark4 --dry-run "$ref" >mpirun.txt 2>err.txt
+  cat mpirun.txt
+  defhex=$(sed -n 2p mpirun.txt | sed 's/.*--node-definition \([0-9a-f]*\).*/\1/')
+  run=$(sed -n 2p mpirun.txt | sed 's/ --node-run-id [0-9a-f]*//')
+  [ "$(sed -n 1p mpirun.txt)" = "mpirun --allow-run-as-root --host spark1:1,spark2:1,spark3:1,spark4:1 -np 4 --map-by node --bind-to none --tag-output $iv --node-pull $ref --node-slots 1,1,1,1" ]
+  [ "$run" = "mpirun --allow-run-as-root --host spark1:1,spark2:1,spark3:1,spark4:1 -np 4 --map-by slot --bind-to none --tag-output -x NCCL_COMM_ID=spark1:29517 $iv --node-rank $ref --dcp 2 --node-definition $defhex" ]
+  # The definition travels as the hex of its gate sections.
+  echo "$defhex" | python3 -c 'import sys; print(bytes.fromhex(sys.stdin.read().strip()).decode())' |
+    grep -qx 'expect-transport P2P'
+  SLURM_JOB_ID=4242 NCCL_SOCKET_IFNAME=enp1s0f1np1 "$IV" --smoke --hosts spark1,spark2 --comm-port 40000 --dry-run "$ref" >srun.txt
+  cat srun.txt
+  [ "$(sed -n 1p srun.txt)" = "srun --nodes=2 --nodelist=spark1,spark2 --ntasks=2 --ntasks-per-node=1 --distribution=block --kill-on-bad-exit=1 --label --export=ALL $iv --node-pull $ref --node-slots 1,1" ]
+  sed -n 2p srun.txt | grep -q "^srun --nodes=2 --nodelist=spark1,spark2 --ntasks=2 --ntasks-per-node=1 --distribution=block --kill-on-bad-exit=1 --label --export=ALL env NCCL_COMM_ID=spark1:40000 NCCL_SOCKET_IFNAME=enp1s0f1np1 $iv --node-rank $ref "
+  # Bad hosts, a reference without a digest, srun with unequal nodes.
+  expect_fail 2 '--hosts: `spark1` is named twice' "$IV" --smoke --hosts spark1,spark1 "$ref"
+  expect_fail 2 '--hosts: `a:0`: the GPUs of a host are 1 to 64' "$IV" --smoke --hosts a:0 "$ref"
+  expect_fail 2 'each node pulls the image by digest: `docker://[^`]*:1` is not docker://REGISTRY/REPO@sha256' \
+    "$IV" --smoke --hosts a,b "docker://$REG/dcp2:1"
+  SLURM_JOB_ID=1 expect_fail 2 'srun starts as many ranks on every node' "$IV" --smoke --hosts a:2,b:4 "$ref"
+  expect_fail 2 '--hosts, --launcher, --comm-port, --smoke-program and --dry-run go with --smoke' \
+    "$IV" --hosts a,b "$ref"
+  expect_fail 2 '--hosts: the nodes pull the image from a registry: add --push' \
+    "$IB" --smoke=required --hosts a,b dsv41-flash-dcp2
+
+  # This machine has no GPU: the real state.  mpirun starts the pull on
+  # this machine as the one node; it pulls, then refuses, named.
+  [ ! -e /dev/nvidia0 ] || skip_test "this host has a GPU: tests/gpu/multinode.sh tests it"
+  mkdir node
+  rc=0
+  IMGBUILD_STORE=$PWD/node "$IV" --json --smoke --hosts 127.0.0.1:2 --definition "$ROOT/images/dsv41-flash-dcp2" \
+    "$ref" >nogpu.json 2>nogpu.err || rc=$?
+  cat nogpu.err
+  [ "$rc" = 7 ]
+  grep 'error:' nogpu.err | grep -q 'pull: node 127.0.0.1: this node has 0 GPUs (no /dev/nvidia0), --hosts gives it 2'
+  [ -f "node/blobs/sha256/${digest#sha256:}" ]
+  jq -e '.smoke.status == "fail" and .smoke.nodes[0].pull == "fail"' nogpu.json
+  # imgbuild --smoke=required --hosts after --push: the candidate goes to
+  # the registry untagged, the nodes refuse, and no tag names it.
+  rc=0
+  "$IB" --smoke=required --hosts 127.0.0.1:2 --push "docker://$REG/dcp2:2" -t dcp2:2 dsv41-flash-dcp2 2>build.err || rc=$?
+  cat build.err
+  [ "$rc" = 7 ]
+  grep 'error:' build.err | grep -q 'pull: node 127.0.0.1: this node has 0 GPUs'
+  grep -q "the candidate goes to docker://$REG/dcp2@sha256:" build.err
+  refute skopeo inspect --tls-verify=false "docker://$REG/dcp2:2" >/dev/null 2>&1
+  refute skopeo inspect "oci:$IMGBUILD_STORE:dcp2:2" >/dev/null 2>&1
+}
