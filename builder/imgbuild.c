@@ -12,7 +12,7 @@
 #include "../transports/docker_client.h"
 #include "build.h"
 #include "drift.h"
-#include "launch.h"
+#include "../smoke/launch.h"
 #include "load_nodes.h"
 #include "smoke_cluster.h"
 #include "junit.h"

@@ -16,7 +16,7 @@
 #include "triage.h"
 #include "provenance.h"
 #include "smoke_cluster.h"
-#include "launch.h"
+#include "../smoke/launch.h"
 #include "recipes.h"
 #include "verify.h"
 #include "verify_image.h"

@@ -14,10 +14,10 @@
 #include "../transports/refs.h"
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
-#include "bundle.h"
+#include "../smoke/bundle.h"
 #include "gates.h"
-#include "launch.h"
-#include "nccl_log.h"
+#include "../smoke/launch.h"
+#include "../smoke/nccl_log.h"
 
 #define DEFAULT_COMM_PORT 29517
 #define PULL_TIMEOUT_S 1800

@@ -1,5 +1,5 @@
 /* The smoke test across nodes (--hosts): one rank per GPU, started by the
- * cluster's own launcher (launch.h: mpirun, or srun inside a Slurm
+ * cluster's own launcher (smoke/launch.h: mpirun, or srun inside a Slurm
  * allocation), each rank in a container on its node with the same runtime
  * and launch contract as the single-machine smoke test (bundle.c).
  *

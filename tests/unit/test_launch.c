@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../builder/definition.h"
-#include "../../builder/launch.h"
-#include "../../builder/nccl_log.h"
+#include "../../definition/definition.h"
+#include "../../smoke/launch.h"
+#include "../../smoke/nccl_log.h"
 #include "../../util/fsutil.h"
 #include "test.h"
 
