@@ -147,5 +147,15 @@ main (int argc, char **argv)
               extracted, plan.extracted);
       ib_kplan_clear (&plan);
     }
+  for (size_t q = 0; q < n_req; q++)
+    {
+      free (req[q].path); /* the strdup'd argument the words point into */
+      free (req[q].names);
+    }
+  free (req);
+  free (cache);
+  ib_fsview_free (view);
+  ib_image_free (img);
+  ib_store_free (c.s);
   return 0;
 }
