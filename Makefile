@@ -39,7 +39,7 @@ STAND_IN_SO := images/dsv41-flash-b12x/native/_b12x_C.abi3.so images/dsv41-flash
 NVCC ?= $(shell command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)
 SI := images/dsv41-flash-b12x
 
-.PHONY: all deps test-deps image images verify stand-in stand-in-arm64 test test-all test-arm64 arm64 mutate fuzzers fuzz clean install
+.PHONY: all deps test-deps image images verify stand-in stand-in-arm64 test test-all test-arm64 arm64 mutate fuzzers fuzz clean install bench
 all: $(PROGS) $(BUILD)/unit-tests $(STAND_IN_SO)
 
 $(BUILD)/obj/%.o: %.c $(wildcard */*.h)
@@ -181,6 +181,14 @@ test-all: test-deps
 	$(MAKE) all
 	IMGBUILD_TEST_ALL=1 IMGBUILD_TEST_BIG_MB=2048 tests/run.sh
 	$(MAKE) test-arm64 ARM64_SUITES='^(unit|arm64|core|symbols|kernels|native|triage|fleet|verify|robust|hostile|reports|inplace)$$$$'
+
+# The benchmark against the peers on bases of real size (bench/run.sh says
+# what it runs and what it skips for want of disk); writes bench/RESULTS.md
+# and its plots.  BENCH_SCENARIOS, BENCH_RUNS, BENCH_CACHE, BENCH_WORK: see
+# bench/run.sh.  Long (tens of minutes to hours); never part of `make test`.
+bench:
+	$(MAKE) all
+	bench/run.sh
 
 # aarch64 (DGX Spark): the tools and unit tests cross-built with Debian's
 # aarch64-linux-gnu-gcc against the arm64 -dev packages (multiarch) into

@@ -9,6 +9,7 @@
 #include "../util/fsutil.h"
 #include "build.h"
 #include "gates.h"
+#include "indexers.h"
 #include "load_nodes.h"
 #include "junit.h"
 #include "provenance.h"
@@ -400,6 +401,9 @@ ib_build_run (struct ib_definition *def, const struct ib_build_options *opt, ib_
   cleanup_free char *store = ib_store_default_path (opt->store);
   if (ib_store_open (store, &b.store, err) < 0)
     return -1;
+  /* Before the first file list: the one pass over each layer feeds them. */
+  struct ib_build_indexers indexers;
+  ib_build_indexers_add (&indexers, def, b.store);
   b.report = ib_report_new ("imgbuild", "imgbuild.report/v1", opt->quiet || opt->json);
   ib_report_add_requirements (b.report, def, NULL);
   int r = pipeline (&b, err);
@@ -435,5 +439,6 @@ ib_build_run (struct ib_definition *def, const struct ib_build_options *opt, ib_
         }
     }
   build_clear (&b);
+  ib_build_indexers_clear (&indexers);
   return r < 0 ? ib_error_wrap (err, "build %s", opt->name ? opt->name : def->name) : 0;
 }

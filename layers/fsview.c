@@ -10,6 +10,7 @@
 
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
+#include "indexer.h"
 #include "layer_reader.h"
 
 #define CACHE_MAGIC "imgbuild-files 2"
@@ -105,27 +106,41 @@ classify_whiteout (struct ib_fs_entry *e)
     ;
 }
 
+/* Hash a regular file's content and, when the store's indexers want it
+ * (indexer.h), hand it to them in the same read. */
 static int
-hash_entry_data (struct ib_layer_reader *r, struct ib_fs_entry *e, char *buf, size_t bufsz, ib_error_t *err)
+hash_entry_data (struct ib_layer_reader *r, struct ib_fs_entry *e, char *buf, size_t bufsz, const struct ib_store *s,
+                 const char *spool_dir, ib_error_t *err)
 {
   ib_sha256 *h = ib_sha256_new ();
+  struct ib_index_file ixf;
+  bool indexing = false, first = true;
   for (;;)
     {
       ssize_t n = ib_layer_reader_data (r, buf, bufsz, err);
       if (n < 0)
         {
           ib_sha256_free (h);
+          if (indexing)
+            ib_index_file_abort (&ixf);
           return ib_error_wrap (err, "read `%s`", e->path);
         }
+      if (first && spool_dir)
+        indexing = ib_index_file_begin (&ixf, s, spool_dir, e->path, e->size, (const unsigned char *) buf, (size_t) n);
+      first = false;
       if (n == 0)
         break;
       ib_sha256_update (h, buf, (size_t) n);
+      if (indexing)
+        ib_index_file_feed (&ixf, buf, (size_t) n);
     }
   ib_digest d;
   ib_sha256_final (h, &d);
   ib_sha256_free (h);
   memcpy (e->digest, ib_digest_hex (d.s), 64);
   e->digest[64] = '\0';
+  if (indexing)
+    ib_index_file_end (&ixf, e->digest);
   return 0;
 }
 
@@ -138,6 +153,12 @@ compute_list (struct ib_store *s, const struct ib_descriptor *blob, const ib_dig
     return -1;
   size_t cap = 0;
   cleanup_free char *buf = ib_xmalloc (1 << 20);
+  /* The indexers' spool goes beside their caches; none, no indexing. */
+  size_t n_ix;
+  ib_store_indexers (s, &n_ix);
+  cleanup_free char *spool_dir = NULL;
+  if (n_ix && ib_store_cache_dir (s, "spool", &spool_dir, NULL) < 0)
+    spool_dir = NULL;
   struct archive_entry *ae;
   int x;
   while ((x = ib_layer_reader_next (r, &ae, err)) == 1)
@@ -153,7 +174,7 @@ compute_list (struct ib_store *s, const struct ib_descriptor *blob, const ib_dig
       const char *link = e->type == IB_FS_HARDLINK ? archive_entry_hardlink (ae) : archive_entry_symlink (ae);
       if (link)
         e->link = ib_xstrdup (link);
-      if (e->type == IB_FS_FILE && hash_entry_data (r, e, buf, 1 << 20, err) < 0)
+      if (e->type == IB_FS_FILE && hash_entry_data (r, e, buf, 1 << 20, s, spool_dir, err) < 0)
         {
           ib_layer_reader_free (r);
           return -1;

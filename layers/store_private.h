@@ -6,6 +6,7 @@
 
 #include <pthread.h>
 
+#include "indexer.h"
 #include "store.h"
 
 /* A blob of a view: LENGTH bytes at OFFSET of PATH (an archive member), or
@@ -37,6 +38,8 @@ struct ib_store
   char *blobs; /* root/blobs/sha256 */
   struct ib_store_view *view; /* NULL: a store on disk */
   int users_fd; /* imgbuild/users.lock, held shared while open (store_gc.c); -1 for a view */
+  const struct ib_indexer *indexers[IB_MAX_INDEXERS]; /* fed by the file-list passes (indexer.h) */
+  size_t n_indexers;
 };
 
 /* The view's side of store.c's functions. */

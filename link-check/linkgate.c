@@ -121,6 +121,29 @@ record_fn (void *data, const struct ib_fs_entry *e, const struct ib_elf_link **o
   return 1;
 }
 
+int
+ib_link_record_save (const char *cache, const char *digest, int fd, const char *what, struct ib_elf_link **out,
+                     ib_error_t *err)
+{
+  struct ib_elf_link *l = NULL;
+  if (ib_elf_link_read (fd, what, &l, err) < 0)
+    {
+      if ((*err)->class == IB_EENV)
+        return -1;
+      ib_error_release (err); /* not ELF, or damaged: the loader would not take it either */
+      l = NULL;
+    }
+  size_t len = strlen (NOT_ELF_TEXT);
+  cleanup_free char *text = l ? ib_elf_link_to_text (l, &len) : ib_xstrdup (NOT_ELF_TEXT);
+  cleanup_free char *path = ib_path_join (cache, digest);
+  ib_write_cache_file (path, text, len, NULL); /* a cache not written costs time, not correctness */
+  if (out)
+    *out = l;
+  else
+    ib_elf_link_free (l);
+  return 0;
+}
+
 static int
 rec_extracted (void *data, const struct ib_fs_entry *e, struct ib_layer_reader *r, ib_error_t *err)
 {
@@ -132,17 +155,8 @@ rec_extracted (void *data, const struct ib_fs_entry *e, struct ib_layer_reader *
   if (ib_reader_spool (r, g->elf_cache, &fd, err) < 0)
     return -1;
   struct ib_elf_link *l = NULL;
-  if (ib_elf_link_read (fd, e->path, &l, err) < 0)
-    {
-      if ((*err)->class == IB_EENV)
-        return -1;
-      ib_error_release (err); /* not ELF, or damaged: the loader would not take it either */
-      l = NULL;
-    }
-  size_t len = strlen (NOT_ELF_TEXT);
-  cleanup_free char *text = l ? ib_elf_link_to_text (l, &len) : ib_xstrdup (NOT_ELF_TEXT);
-  cleanup_free char *path = ib_path_join (g->elf_cache, e->digest);
-  ib_write_cache_file (path, text, len, NULL); /* a cache not written costs time, not correctness */
+  if (ib_link_record_save (g->elf_cache, e->digest, fd, e->path, &l, err) < 0)
+    return -1;
   rec_put (g, e->digest, l);
   g->st->read++;
   return 0;
@@ -175,6 +189,15 @@ read_wanted (struct gate *g, ib_extract_fn fn, ib_error_t *err)
 
 /* ---- ld.so.conf ---------------------------------------------------------- */
 
+int
+ib_link_conf_save (const char *cache, const char *digest, const char *text, size_t len)
+{
+  if (len > MAX_CONF)
+    return -1;
+  cleanup_free char *path = ib_path_join (cache, digest);
+  return ib_write_cache_file (path, text, len, NULL);
+}
+
 static int
 conf_extracted (void *data, const struct ib_fs_entry *e, struct ib_layer_reader *r, ib_error_t *err)
 {
@@ -183,8 +206,7 @@ conf_extracted (void *data, const struct ib_fs_entry *e, struct ib_layer_reader 
   size_t len;
   if (ib_reader_slurp (r, MAX_CONF, &text, &len, err) < 0)
     return ib_error_wrap (err, "/%s", e->path);
-  cleanup_free char *path = ib_path_join (g->conf_cache, e->digest);
-  ib_write_cache_file (path, text, len, NULL);
+  ib_link_conf_save (g->conf_cache, e->digest, text, len);
   return 0;
 }
 

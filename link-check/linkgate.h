@@ -22,6 +22,7 @@
 
 #include "../layers/fsview.h"
 #include "../layers/image.h"
+#include "../layers/indexer.h"
 #include "../layers/store.h"
 #include "../util/requirement.h"
 
@@ -64,5 +65,28 @@ struct ib_native_stats
 int ib_native_check (struct ib_store *s, const struct ib_image *img, const struct ib_fsview *view,
                      const struct ib_native_rules *rules, ib_problem_fn fn, void *data, struct ib_native_stats *st,
                      cJSON *json, ib_error_t *err);
+
+struct ib_elf_link;
+
+/* The record of the file at FD (its content digest DIGEST; WHAT names it
+ * in errors) into the cache folder CACHE, as the gate makes it: the ELF
+ * link record, or "not ELF" for a file the loader would not take.  *OUT
+ * (may be NULL) gets the record (NULL for not ELF).  -1 only for I/O. */
+int ib_link_record_save (const char *cache, const char *digest, int fd, const char *what, struct ib_elf_link **out,
+                         ib_error_t *err);
+/* An ld.so.conf file's TEXT into the cache folder CACHE; -1 when too large. */
+int ib_link_conf_save (const char *cache, const char *digest, const char *text, size_t len);
+
+/* The gate's indexer (layers/indexer.h): in the pass that makes a layer's
+ * file list, the record of every ELF object and "*.so*" file and the text
+ * of /etc/ld.so.conf and /etc/ld.so.conf.d/, into the caches the gate
+ * reads, so that its rounds read no layer again. */
+struct ib_native_indexer
+{
+  struct ib_indexer ix;
+  char *elf_cache, *conf_cache;
+};
+int ib_native_indexer_init (struct ib_store *s, struct ib_native_indexer *out, ib_error_t *err);
+void ib_native_indexer_clear (struct ib_native_indexer *x);
 
 #endif

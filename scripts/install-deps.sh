@@ -12,10 +12,14 @@ build=(gcc g++ make pkg-config libarchive-dev libcjson-dev libssl-dev zlib1g-dev
 fuzz=(clang libclang-rt-dev)
 test=(skopeo umoci docker.io runc docker-registry apache2-utils openssl curl tmux jq iproute2 procps openmpi-bin python3-jsonschema python3-protobuf python3-junitparser libxml2-utils strace
       time file gcc-aarch64-linux-gnu binutils openssh-server openssh-client)
+# `bench` (make bench): the peers of `test`, igzip (ISA-L) for the limit,
+# matplotlib for the plots.
+bench=(isal python3-matplotlib)
 arm64=(gcc-aarch64-linux-gnu g++-aarch64-linux-gnu qemu-user libarchive-dev:arm64 libcjson-dev:arm64 libssl-dev:arm64 zlib1g-dev:arm64
        libzstd-dev:arm64 liblz4-dev:arm64 libcurl4-openssl-dev:arm64 libstdc++6:arm64 libpython3.11:arm64)
 want=("${build[@]}")
 [ "${1:-build}" = test ] && want+=("${test[@]}" "${fuzz[@]}")
+[ "${1:-build}" = bench ] && want+=("${test[@]}" "${bench[@]}")
 [ "${1:-build}" = fuzz ] && want+=("${fuzz[@]}")
 [ "${1:-build}" = arm64 ] && want+=("${arm64[@]}")
 missing=()

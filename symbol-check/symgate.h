@@ -38,6 +38,7 @@
 
 #include "../layers/fsview.h"
 #include "../layers/image.h"
+#include "../layers/indexer.h"
 #include "../layers/store.h"
 #include "../util/requirement.h"
 
@@ -95,5 +96,22 @@ struct ib_symbol_stats
 int ib_symbols_check (struct ib_store *s, const struct ib_image *img, const struct ib_fsview *view,
                       const struct ib_symbol_rules *rules, ib_problem_fn fn, void *data,
                       struct ib_symbol_stats *stats, ib_error_t *err);
+
+/* The gate's indexer (layers/indexer.h): in the pass that makes a layer's
+ * file list, each Python file of PACKAGES under PYTHON_PATH scanned (what
+ * it defines and imports) into the cache the gate reads, with the package
+ * the gate gives it, so that the gate's reads of the base (the reverse
+ * import index, the definitions the overlay imports) read no layer again.
+ * PACKAGES is kept by pointer. */
+struct ib_python_indexer
+{
+  struct ib_indexer ix;
+  char *py_cache, *root;
+  char *const *packages;
+  size_t n_packages;
+};
+int ib_python_indexer_init (struct ib_store *s, const char *python_path, char *const *packages, size_t n_packages,
+                            struct ib_python_indexer *out, ib_error_t *err);
+void ib_python_indexer_clear (struct ib_python_indexer *x);
 
 #endif

@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+"""bench/RESULTS.md and one PNG per scenario from bench/run.sh's results.
+
+Usage: bench/report.py RESULTS_DIR OUT_DIR
+
+RESULTS_DIR holds SCENARIO.tsv (scenario, measure, runs, median_s, min_s,
+max_s, peak_rss_kib, note; the row "input" holds layers, uncompressed and
+compressed bytes, and the row "skipped" the reason) and machine.tsv.  The
+hand-written analysis, bench/notes.md, is appended as it is.  Targets are
+the issue's; a ratio is computed only from figures of the same run."""
+import os
+import sys
+
+TARGETS = [
+    # (label, numerator, denominator, comparison, bound, how to read)
+    ("cold build / (inflate + SHA-256 pass, 2 cores)", "cold", "limit", "<=", 1.25, "time ratio"),
+    ("warm build / umoci insert", "warm", "umoci", "<=", 2.0, "time ratio"),
+    ("docker build (base loaded) / warm build", "docker", "warm", ">=", 10.0, "speed-up"),
+    ("sha256sum of the blobs (2 cores) / imgverify", "sha256sum", "verify", ">=", 0.8, "speed of imgverify vs sha256sum"),
+    ("skopeo copy to an empty registry / imgbuild push (new base)", "push-new-skopeo", "push-new-imgbuild", ">=", 0.8,
+     "speed of imgbuild vs skopeo (imgbuild's figure includes a warm build)"),
+    ("imgbuild thin push / skopeo copy, base present", "push-thin-imgbuild", "push-thin-skopeo", "<=", 2.0,
+     "time ratio (imgbuild's figure includes a warm build)"),
+]
+ORDER = ["limit", "cold", "warm", "umoci", "docker-load", "docker", "skopeo", "verify", "sha256sum",
+         "push-new-imgbuild", "push-new-skopeo", "push-new-docker", "push-thin-imgbuild", "push-thin-skopeo",
+         "push-thin-docker"]
+OURS = {"cold", "warm", "verify", "push-new-imgbuild", "push-thin-imgbuild"}
+
+
+def load(res):
+    scen = {}
+    for f in sorted(os.listdir(res)):
+        if not f.endswith(".tsv") or f == "machine.tsv":
+            continue
+        rows = {}
+        for line in open(os.path.join(res, f)):
+            p = line.rstrip("\n").split("\t")
+            if len(p) >= 7:
+                rows[p[1]] = p
+        scen[f[:-4]] = rows
+    machine = {}
+    if os.path.exists(os.path.join(res, "machine.tsv")):
+        for line in open(os.path.join(res, "machine.tsv")):
+            p = line.rstrip("\n").split("\t")
+            machine[p[0]] = p[1:]
+    return scen, machine
+
+
+def sort_key(name):
+    if name.startswith("gen"):
+        return (2, int(name[3:] or 0))
+    return (0 if name == "real" else 1, 0)
+
+
+def plot(name, rows, out):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    ms = [m for m in ORDER if m in rows]
+    if not ms:
+        return None
+    secs = [float(rows[m][3]) for m in ms]
+    rss = [int(rows[m][6]) / 1024 for m in ms]
+    fig, (a, b) = plt.subplots(1, 2, figsize=(13, 5.5))
+    colors = ["tab:blue" if m in OURS else ("tab:gray" if m == "limit" else "tab:orange") for m in ms]
+    a.barh(ms, secs, color=colors)
+    a.set_xscale("log")
+    a.invert_yaxis()
+    a.set_xlabel("seconds, median (log)")
+    a.set_title(f"{name}: time (blue imgbuild, orange peers, gray limit)")
+    for i, s in enumerate(secs):
+        a.text(s, i, f" {s:.2f}", va="center", fontsize=8)
+    b.barh(ms, rss, color=colors)
+    b.axvline(64, color="red", linestyle="--", label="target 64 MiB")
+    b.invert_yaxis()
+    b.set_xscale("log")
+    b.set_xlabel("peak RSS, MiB (log)")
+    b.legend()
+    b.set_title("peak RSS")
+    fig.tight_layout()
+    path = os.path.join(out, f"bench-{name.replace(':', '')}.png")
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return os.path.basename(path)
+
+
+def main():
+    res, out = sys.argv[1], sys.argv[2]
+    scen, machine = load(res)
+    md = ["# Benchmark results", "",
+          "Written by `make bench` (bench/run.sh, then bench/report.py); the analysis at the end is",
+          "bench/notes.md.  Every figure is the median of the runs counted beside it, all taken in one",
+          "run on the same input; ratios compare figures of that same run.  Nothing here is asserted",
+          "by a test.", ""]
+    if machine:
+        md += ["| | |", "| --- | --- |"]
+        for k, v in machine.items():
+            md.append(f"| {k} | {' '.join(v)} |")
+        md.append("")
+    for name in sorted(scen, key=sort_key):
+        rows = scen[name]
+        md.append(f"## Scenario `{name}`")
+        md.append("")
+        if "skipped" in rows:
+            md += [f"**Not run on this machine**: {rows['skipped'][7]}.", ""]
+            continue
+        if "input" in rows:
+            p = rows["input"]
+            md += [f"Base: {p[2]} layer(s), {int(p[3]) / 2**30:.2f} GiB uncompressed, "
+                   f"{int(p[4]) / 2**30:.2f} GiB compressed (started {p[7]}).", ""]
+        md += ["| measure | runs | median s | min s | max s | peak RSS MiB | what |",
+               "| --- | ---: | ---: | ---: | ---: | ---: | --- |"]
+        for m in ORDER:
+            if m in rows:
+                p = rows[m]
+                md.append(f"| {m} | {p[2]} | {float(p[3]):.2f} | {float(p[4]):.2f} | {float(p[5]):.2f} | "
+                          f"{int(p[6]) / 1024:.1f} | {p[7]} |")
+        md += ["", "| target (issue 18) | figure | bound | met |", "| --- | ---: | ---: | --- |"]
+        for label, a, b, cmp, bound, how in TARGETS:
+            if a in rows and b in rows and float(rows[b][3]) > 0:
+                v = float(rows[a][3]) / float(rows[b][3])
+                ok = v <= bound if cmp == "<=" else v >= bound
+                md.append(f"| {label} ({how}) | {v:.2f} | {cmp} {bound} | {'yes' if ok else '**no**'} |")
+        ours = [m for m in OURS if m in rows]
+        if ours:
+            worst = max(int(rows[m][6]) for m in ours) / 1024
+            md.append(f"| peak RSS of imgbuild/imgverify, every command | {worst:.1f} MiB | <= 64 | "
+                      f"{'yes' if worst <= 64 else '**no**'} |")
+        png = plot(name, rows, out)
+        if png:
+            md += ["", f"![{name}]({png})"]
+        md.append("")
+    warm = {n: float(r["warm"][3]) for n, r in scen.items() if "warm" in r}
+    if len(warm) > 1:
+        small = min(warm, key=lambda n: int(scen[n]["input"][3]) if "input" in scen[n] else 0)
+        big = max(warm, key=lambda n: int(scen[n]["input"][3]) if "input" in scen[n] else 0)
+        md += ["## Warm build across base sizes", "",
+               f"warm `{big}` / warm `{small}`: {warm[big] / warm[small]:.2f} (target <= 1.2 for 30 GB / 1 GB)", ""]
+    notes = os.path.join(out, "notes.md")
+    if os.path.exists(notes):
+        md += [open(notes).read()]
+    with open(os.path.join(out, "RESULTS.md"), "w") as f:
+        f.write("\n".join(md) + "\n")
+
+
+if __name__ == "__main__":
+    main()

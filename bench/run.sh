@@ -1,0 +1,384 @@
+#!/usr/bin/env bash
+# `make bench`: imgbuild against the peer tools on bases of real size, in
+# one run, on the same input, each figure the median of several runs with
+# its peak RSS.  Writes bench/results/*.tsv, bench/RESULTS.md and one PNG
+# per scenario (bench/report.py).  Asserts nothing: figures only.
+#
+# Scenarios (BENCH_SCENARIOS, default "real gpu gen:4 gen:16 gen:30"):
+#   real     scripts/real-base.sh: Debian bookworm + python3-torch + scipy
+#            (one layer, ~2 GB uncompressed)
+#   gpu      real + one layer of /usr/local/cuda/lib64 (the CUDA toolkit's
+#            own large libraries: cuBLAS, cuFFT, cuDNN, NCCL, ...)
+#   gen:N    real + generated layers (~2 GB each) up to N GB uncompressed:
+#            a realistic mix of Python trees, shared objects without GPU
+#            code (the base's own, salted), with GPU code (CUDA's), and
+#            data files
+# Each base is cached under BENCH_CACHE (default /var/cache/imgbuild/bench)
+# and work goes to BENCH_WORK (default /var/tmp/imgbuild-bench), both outside
+# the repository.  Before a scenario the free disk is checked against what
+# it needs (base, docker's copy, registry copies, the built images); one
+# that does not fit is skipped and RESULTS.md says so.
+#
+# Per scenario, the definition is the DCP2-sized overlay: 23 torch files
+# changed, [symbols] check-package torch, [native] package torch scipy.
+#   limit       igzip -dc | sha256sum of each layer (and sha256 of the blob),
+#               layers two at a time: one inflate + SHA-256 pass on 2 cores
+#   cold        imgbuild, a fresh store (base never seen)
+#   warm        imgbuild again, same store, another tag
+#   umoci       umoci insert of the same 23 files into the base's layout
+#   docker      docker build --no-cache of the 23-COPY Dockerfile, the base
+#               already loaded (the Docker Engine the bench starts itself)
+#   docker-load docker load of the base archive (+ docker = from a load)
+#   skopeo      skopeo copy of the result to a new OCI layout
+#   verify      imgverify of the result;  sha256sum: of its blobs, 2 at a time
+#   push-new-*  to an empty loopback registry: imgbuild (warm build + push),
+#               skopeo copy, docker push
+#   push-thin-* base already in the registry (another repository):
+#               imgbuild --from docker://REG/base --push, skopeo copy, docker push
+# Knobs: BENCH_RUNS (3), BENCH_COLD_RUNS (BENCH_RUNS), BENCH_SKIP_DOCKER=1.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+IB=$ROOT/build/imgbuild
+IV=$ROOT/build/imgverify
+CACHE=${BENCH_CACHE:-/var/cache/imgbuild/bench}
+WORK=${BENCH_WORK:-/var/tmp/imgbuild-bench}
+RES=$ROOT/bench/results
+RUNS=${BENCH_RUNS:-3}
+COLD_RUNS=${BENCH_COLD_RUNS:-$RUNS}
+SCENARIOS=${BENCH_SCENARIOS:-real gpu gen:4 gen:16 gen:30}
+SITE=usr/lib/python3/dist-packages
+GIB=$((1024 * 1024 * 1024))
+
+say() { echo "bench: $*" >&2; }
+free_bytes() { df -B1 --output=avail "$1" | tail -1; }
+
+[ "$(id -u)" = 0 ] || { say "needs root (debootstrap, dockerd)"; exit 8; }
+"$ROOT/scripts/install-deps.sh" bench
+[ -x "$IB" ] || make -C "$ROOT" -j2 all >/dev/null
+mkdir -p "$CACHE" "$WORK" "$RES"
+say "scenarios: $SCENARIOS; $RUNS runs each ($COLD_RUNS cold); cache $CACHE, work $WORK"
+say "time: the real base once (debootstrap, ~5 min), then per scenario and run roughly 4x the time of one"
+say "      gzip pass over its layers (cold builds, umoci and docker re-read or re-write the base)"
+
+W=$WORK/run
+SOCK=$W/docker.sock
+D="docker -H unix://$SOCK"
+REG_PID=
+cleanup() {
+  [ -n "$REG_PID" ] && kill "$REG_PID" 2>/dev/null || true
+  if [ -f "$W/dockerd.pid" ]; then
+    kill "$(cat "$W/dockerd.pid")" 2>/dev/null || true
+    for _ in $(seq 1 40); do [ -e "$W/dockerd.pid" ] || break; sleep 0.5; done
+  fi
+  umount "$W/dd/overlay2"/*/merged 2>/dev/null || true
+  rm -rf "$W"
+}
+trap cleanup EXIT
+
+# ---- measuring ---------------------------------------------------------
+# measure SCENARIO NAME CMD...: one run; appends "seconds rss_kib" to $W/NAME.runs
+measure() {
+  local sc=$1 name=$2
+  shift 2
+  if ! /usr/bin/time -f '%e %M' -o "$W/$name.t" "$@" >"$W/$name.out" 2>"$W/$name.err"; then
+    say "$sc: $name failed: $*"
+    tail -5 "$W/$name.err" >&2
+    return 1
+  fi
+  cat "$W/$name.t" >>"$W/$name.runs"
+}
+# record SCENARIO NAME NOTE: the median of $W/NAME.runs into the results
+record() {
+  local sc=$1 name=$2 note=${3:-}
+  [ -s "$W/$name.runs" ] || return 0
+  sort -n "$W/$name.runs" | awk -v sc="$sc" -v n="$name" -v note="$note" '
+    { s[NR] = $1; if ($2 > rss) rss = $2 }
+    END { m = NR % 2 ? s[(NR + 1) / 2] : (s[NR / 2] + s[NR / 2 + 1]) / 2;
+          printf "%s\t%s\t%d\t%.3f\t%.3f\t%.3f\t%d\t%s\n", sc, n, NR, m, s[1], s[NR], rss, note }' >>"$RES/$sc.tsv"
+}
+
+# ---- inputs ------------------------------------------------------------
+real_base() { "$ROOT/scripts/real-base.sh" | sed -n "s/^$1=//p"; }
+
+# copy_layout SRC DST: blobs hard-linked (never written to), the rest copied
+copy_layout() {
+  mkdir -p "$2/blobs/sha256"
+  cp "$1/oci-layout" "$1/index.json" "$2/"
+  ln -f "$1"/blobs/sha256/* "$2/blobs/sha256/" 2>/dev/null || cp "$1"/blobs/sha256/* "$2/blobs/sha256/"
+}
+
+uncompressed_bytes() { # LAYOUT:TAG -> sum of layer sizes, uncompressed (from the cache note)
+  cat "$1/uncompressed" 2>/dev/null || echo 0
+}
+
+make_gpu_base() { # DIR
+  local real
+  real=$(real_base oci)
+  rm -rf "$1.tmp" && mkdir -p "$1.tmp"
+  copy_layout "$real" "$1.tmp/oci"
+  say "gpu: a layer of /usr/local/cuda/lib64 ($(du -shL /usr/local/cuda/lib64 | cut -f1)) by umoci insert"
+  umoci insert --image "$1.tmp/oci:real" --tag base /usr/local/cuda/lib64 /usr/local/cuda/lib64
+  echo $(($(du -sb "$(real_base rootfs)" | cut -f1) + $(du -sb /usr/local/cuda/lib64/ | cut -f1))) >"$1.tmp/uncompressed"
+  mv "$1.tmp" "$1"
+}
+
+# gen_layer DIR K BYTES: a realistic mix of about BYTES in DIR (salted by K so
+# that no file's content repeats another layer's)
+gen_layer() {
+  local dir=$1 k=$2 want=$3 rootfs got=0 i=0
+  rootfs=$(real_base rootfs)
+  mapfile -t so < <(find "$rootfs/usr/lib" -name '*.so*' -type f -size +1M | sort)
+  mapfile -t gpu < <(find /usr/local/cuda/lib64 -name '*.so*' -type f -size +20M | sort)
+  mkdir -p "$dir/opt/gen$k"
+  while [ "$got" -lt "$want" ]; do
+    i=$((i + 1))
+    local d=$dir/opt/gen$k/pkg$i
+    mkdir -p "$d/lib" "$d/gpu" "$d/data"
+    # Python: a torch tree, each file salted (10%)
+    cp -r "$rootfs/$SITE/torch" "$d/python"
+    find "$d/python" -name '*.py' -exec sed -i "1i # gen $k $i" {} +
+    # shared objects without GPU code (45%) and with (35%), salted at the end
+    local b=0 j=0
+    while [ "$b" -lt $((want / 20)) ] && [ "$j" -lt "${#so[@]}" ]; do
+      cp "${so[$(((j * 7 + i) % ${#so[@]}))]}" "$d/lib/lib$j.so" && echo "gen $k $i $j" >>"$d/lib/lib$j.so"
+      b=$((b + $(stat -c %s "$d/lib/lib$j.so"))); j=$((j + 1))
+    done
+    b=0 j=0
+    while [ "$b" -lt $((want / 30)) ] && [ "$j" -lt "${#gpu[@]}" ]; do
+      cp "${gpu[$(((j + i) % ${#gpu[@]}))]}" "$d/gpu/libg$j.so" && echo "gen $k $i $j" >>"$d/gpu/libg$j.so"
+      b=$((b + $(stat -c %s "$d/gpu/libg$j.so"))); j=$((j + 1))
+    done
+    # data files (10%): text that compresses as documentation and configs do
+    for j in $(seq 1 8); do
+      find "$rootfs/usr/share" -type f -size -64k 2>/dev/null | head -2000 | xargs cat 2>/dev/null | head -c $((want / 100)) >"$d/data/d$j.txt" || true
+    done
+    got=$(du -sb "$dir" | cut -f1)
+  done
+}
+
+make_gen_base() { # DIR GB
+  local dir=$1 gb=$2 real rootfs total k=0
+  real=$(real_base oci)
+  rootfs=$(real_base rootfs)
+  rm -rf "$dir.tmp" && mkdir -p "$dir.tmp"
+  copy_layout "$real" "$dir.tmp/oci"
+  total=$(du -sb "$rootfs" | cut -f1)
+  local tag=real
+  while [ "$total" -lt $((gb * GIB)) ]; do
+    k=$((k + 1))
+    local chunk=$((2 * GIB))
+    [ $((gb * GIB - total)) -lt "$chunk" ] && chunk=$((gb * GIB - total))
+    say "gen:$gb: layer $k, $((chunk / 1048576)) MiB (generated, then umoci insert)"
+    rm -rf "$WORK/gen" && gen_layer "$WORK/gen" "$k" "$chunk"
+    total=$((total + $(du -sb "$WORK/gen" | cut -f1)))
+    umoci insert --image "$dir.tmp/oci:$tag" --tag "l$k" "$WORK/gen/opt/gen$k" "/opt/gen$k"
+    tag=l$k
+    rm -rf "$WORK/gen"
+  done
+  umoci tag --image "$dir.tmp/oci:$tag" base
+  echo "$total" >"$dir.tmp/uncompressed"
+  mv "$dir.tmp" "$dir"
+}
+
+# base SCENARIO -> prints the cached layout dir (tag "base" or "real")
+base_of() {
+  case $1 in
+    real)
+      local d=$CACHE/real
+      if [ ! -d "$d" ]; then
+        mkdir -p "$d.tmp" && copy_layout "$(real_base oci)" "$d.tmp/oci"
+        umoci tag --image "$d.tmp/oci:real" base
+        du -sb "$(real_base rootfs)" | cut -f1 >"$d.tmp/uncompressed"
+        mv "$d.tmp" "$d"
+      fi
+      echo "$d" ;;
+    gpu) [ -d "$CACHE/gpu" ] || make_gpu_base "$CACHE/gpu"; echo "$CACHE/gpu" ;;
+    gen:*) [ -d "$CACHE/gen${1#gen:}" ] || make_gen_base "$CACHE/gen${1#gen:}" "${1#gen:}"; echo "$CACHE/gen${1#gen:}" ;;
+  esac
+}
+
+# need SCENARIO -> bytes of free disk the scenario needs (cache not yet made
+# counted too): base compressed ~0.4x (cache), docker's unpacked copy 1x +
+# its archive 0.4x, registry 3 copies 1.2x, stores and layouts 0.4x
+need_bytes() {
+  local gb have=0
+  case $1 in real) gb=2 ;; gpu) gb=5 ;; gen:*) gb=${1#gen:} ;; esac
+  case $1 in real) [ -d "$CACHE/real" ] && have=1 ;; gpu) [ -d "$CACHE/gpu" ] && have=1 ;; gen:*) [ -d "$CACHE/gen${1#gen:}" ] && have=1 ;; esac
+  local n=$((gb * GIB * 34 / 10))
+  [ "$have" = 1 ] || n=$((n + gb * GIB * 4 / 10 + 2 * GIB))
+  [ "${BENCH_SKIP_DOCKER:-}" = 1 ] && n=$((n - gb * GIB * 14 / 10))
+  echo "$n"
+}
+
+# ---- the services --------------------------------------------------------
+start_dockerd() {
+  (setsid dockerd --host "unix://$SOCK" --data-root "$W/dd" --exec-root "$W/de" --pidfile "$W/dockerd.pid" \
+    --iptables=false --bridge=none --storage-driver=overlay2 >"$W/dockerd.log" 2>&1 &)
+  for _ in $(seq 1 120); do $D version >/dev/null 2>&1 && return 0; sleep 0.5; done
+  say "dockerd did not start"; tail -5 "$W/dockerd.log" >&2; return 1
+}
+stop_dockerd() {
+  [ -f "$W/dockerd.pid" ] || return 0
+  kill "$(cat "$W/dockerd.pid")" 2>/dev/null || true
+  for _ in $(seq 1 60); do [ -e "$W/dockerd.pid" ] || break; sleep 0.5; done
+  rm -rf "$W/dd" "$W/de"
+}
+PORT=
+start_registry() { # a fresh, empty registry on loopback
+  stop_registry
+  rm -rf "$W/reg" && mkdir -p "$W/reg"
+  [ -n "$PORT" ] || PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  printf 'version: 0.1\nstorage: {filesystem: {rootdirectory: %s/reg}}\nhttp: {addr: "127.0.0.1:%s"}\nlog: {level: error}\n' \
+    "$W" "$PORT" >"$W/reg.yml"
+  setsid docker-registry serve "$W/reg.yml" >"$W/reg.log" 2>&1 &
+  REG_PID=$!
+  for _ in $(seq 1 60); do curl -fs "http://127.0.0.1:$PORT/v2/" >/dev/null && return 0; sleep 0.25; done
+  say "docker-registry did not start"; return 1
+}
+stop_registry() { [ -n "$REG_PID" ] && kill "$REG_PID" 2>/dev/null && wait "$REG_PID" 2>/dev/null; REG_PID=; return 0; }
+
+# ---- one scenario --------------------------------------------------------
+overlay() { # DIR LAYOUT: the definition and the same files staged for umoci/docker
+  local dir=$1 rootfs
+  rootfs=$(real_base rootfs)
+  mkdir -p "$dir/def" "$dir/ctx/stage"
+  {
+    printf '[image]\nname = bench:1\nfrom = oci:%s:base\n[copy]\n' "$2"
+    (cd "$rootfs/$SITE" && find torch -name '*.py' -type f | sort | awk 'NR % 50 == 0' | head -23) | while read -r f; do
+      mkdir -p "$dir/def/files/$(dirname "$f")" "$dir/ctx/stage/$SITE/$(dirname "$f")"
+      { echo "# bench"; cat "$rootfs/$SITE/$f"; } >"$dir/def/files/$f"
+      cp "$dir/def/files/$f" "$dir/ctx/stage/$SITE/$f"
+      echo "file files/$f /$SITE/$f"
+      echo "COPY stage/$SITE/$f /$SITE/$f" >>"$dir/ctx/Dockerfile.copies"
+    done
+    printf '[symbols]\npython-path /%s\ncheck-package torch\n[native]\npackage torch scipy\n' "$SITE"
+  } >"$dir/def/image.conf"
+  { echo "FROM bench-base:1"; cat "$dir/ctx/Dockerfile.copies"; } >"$dir/ctx/Dockerfile"
+  rm "$dir/ctx/Dockerfile.copies"
+}
+
+run_scenario() {
+  local sc=$1 base layout
+  local need free
+  need=$(need_bytes "$sc")
+  free=$(free_bytes "$WORK")
+  if [ "$free" -lt "$need" ]; then
+    say "$sc: SKIPPED: needs ~$((need / GIB)) GiB of free disk, $WORK has $((free / GIB)) GiB"
+    printf '%s\tskipped\t0\t0\t0\t0\t0\tneeds ~%d GiB of free disk; this machine had %d GiB\n' "$sc" $((need / GIB)) $((free / GIB)) >"$RES/$sc.tsv"
+    return 0
+  fi
+  base=$(base_of "$sc")
+  rm -rf "$W" && mkdir -p "$W"
+  : >"$RES/$sc.tsv"
+  layout=$W/layout
+  copy_layout "$base/oci" "$layout"
+  local unc comp nl
+  unc=$(cat "$base/uncompressed")
+  mapfile -t blobs < <(jq -r '.layers[].digest' "$layout/blobs/sha256/$(jq -r '.manifests[] | select(.annotations["org.opencontainers.image.ref.name"] == "base") | .digest' "$layout/index.json" | cut -d: -f2)" | cut -d: -f2)
+  nl=${#blobs[@]}
+  comp=0
+  for b in "${blobs[@]}"; do comp=$((comp + $(stat -c %s "$layout/blobs/sha256/$b"))); done
+  printf '%s\tinput\t%d\t%d\t%d\t0\t0\t%s\n' "$sc" "$nl" "$unc" "$comp" "$(date -u +%FT%TZ)" >>"$RES/$sc.tsv"
+  say "$sc: $nl layers, $((unc / 1048576)) MiB uncompressed, $((comp / 1048576)) MiB compressed"
+  overlay "$W" "$layout"
+  export IMGBUILD_STORE=$W/store
+  local ibf=(--smoke=off --allow-unsafe-base)
+
+  # the limit: one inflate + SHA-256 pass, both cores
+  local inflate="gzip -dc"
+  command -v igzip >/dev/null && inflate="igzip -dc"
+  for b in "${blobs[@]}"; do echo "$layout/blobs/sha256/$b"; done >"$W/blobs.txt"
+  printf '#!/bin/bash\ntee >(sha256sum >/dev/null) <"$1" | %s | sha256sum >/dev/null\n' "$inflate" >"$W/pass.sh"
+  chmod +x "$W/pass.sh"
+  for _ in $(seq 1 "$RUNS"); do measure "$sc" limit xargs -P2 -n1 "$W/pass.sh" <"$W/blobs.txt"; done
+  record "$sc" limit "$inflate | sha256sum per layer + sha256sum of the blob, 2 layers at once"
+
+  for r in $(seq 1 "$COLD_RUNS"); do
+    rm -rf "$W/store"
+    measure "$sc" cold "$IB" "${ibf[@]}" "$W/def" -t "bench:c$r"
+  done
+  record "$sc" cold "imgbuild, fresh store"
+  for r in $(seq 1 "$RUNS"); do measure "$sc" warm "$IB" "${ibf[@]}" "$W/def" -t "bench:w$r"; done
+  record "$sc" warm "imgbuild, same store, new tag"
+  for r in $(seq 1 "$RUNS"); do measure "$sc" umoci umoci insert --image "$layout:base" --tag "u$r" "$W/ctx/stage" /; done
+  record "$sc" umoci "umoci insert of the 23 files"
+
+  for r in $(seq 1 "$RUNS"); do
+    rm -rf "$W/sk"
+    measure "$sc" skopeo skopeo copy -q "oci:$W/store:bench:w1" "oci:$W/sk:r"
+  done
+  record "$sc" skopeo "skopeo copy of the result to a new OCI layout"
+  for r in $(seq 1 "$RUNS"); do measure "$sc" verify "$IV" bench:w1; done
+  record "$sc" verify "imgverify of the result (store)"
+  local man
+  man=$(jq -r '.manifests[] | select(.annotations["org.opencontainers.image.ref.name"] == "bench:w1") | .digest' "$W/store/index.json" | cut -d: -f2)
+  jq -r '.layers[].digest, .config.digest' "$W/store/blobs/sha256/$man" | cut -d: -f2 | while read -r b; do
+    if [ -f "$W/store/blobs/sha256/$b" ]; then echo "$W/store/blobs/sha256/$b"; else echo "$layout/blobs/sha256/$b"; fi
+  done >"$W/rblobs.txt"
+  if [ -s "$W/rblobs.txt" ]; then
+    for r in $(seq 1 "$RUNS"); do measure "$sc" sha256sum xargs -P2 -n1 sha256sum <"$W/rblobs.txt"; done
+    record "$sc" sha256sum "sha256sum of the result's blobs, 2 at a time"
+  fi
+
+  # pushes: a fresh registry for each "new" run
+  local P=127.0.0.1
+  for r in $(seq 1 "$RUNS"); do
+    start_registry
+    measure "$sc" push-new-imgbuild "$IB" "${ibf[@]}" "$W/def" -t "bench:p$r" --push "docker://$P:$PORT/ib:1"
+    start_registry
+    measure "$sc" push-new-skopeo skopeo copy -q --dest-tls-verify=false "oci:$W/store:bench:w1" "docker://$P:$PORT/sk:1"
+  done
+  record "$sc" push-new-imgbuild "imgbuild warm build + --push, empty registry"
+  record "$sc" push-new-skopeo "skopeo copy to an empty registry"
+  start_registry
+  skopeo copy -q --dest-tls-verify=false "oci:$layout:base" "docker://$P:$PORT/base:1"
+  for r in $(seq 1 "$RUNS"); do
+    measure "$sc" push-thin-imgbuild "$IB" "${ibf[@]}" --from "docker://$P:$PORT/base:1" "$W/def" -t "bench:t$r" --push "docker://$P:$PORT/thin-ib:$r"
+    measure "$sc" push-thin-skopeo skopeo copy -q --dest-tls-verify=false "oci:$W/store:bench:t1" "docker://$P:$PORT/thin-sk:$r"
+  done
+  record "$sc" push-thin-imgbuild "imgbuild warm build --from the registry's base + --push"
+  record "$sc" push-thin-skopeo "skopeo copy, base already in the registry (another repository)"
+
+  if [ "${BENCH_SKIP_DOCKER:-}" != 1 ]; then
+    start_dockerd
+    skopeo copy -q "oci:$layout:base" "docker-archive:$W/base.tar:bench-base:1"
+    for r in $(seq 1 "$RUNS"); do
+      $D rmi -f bench-base:1 >/dev/null 2>&1 || true
+      $D image prune -af >/dev/null 2>&1 || true
+      measure "$sc" docker-load $D load -q -i "$W/base.tar"
+    done
+    record "$sc" docker-load "docker load of the base archive"
+    rm -f "$W/base.tar"
+    for r in $(seq 1 "$RUNS"); do measure "$sc" docker env DOCKER_BUILDKIT=0 $D build -q --no-cache -t "bench:d$r" "$W/ctx"; done
+    record "$sc" docker "docker build --no-cache, 23 COPY, base loaded (client RSS)"
+    for r in $(seq 1 "$RUNS"); do
+      start_registry
+      $D tag bench:d1 "$P:$PORT/dk:1"
+      measure "$sc" push-new-docker $D push -q "$P:$PORT/dk:1"
+      $D rmi "$P:$PORT/dk:1" >/dev/null
+    done
+    record "$sc" push-new-docker "docker push to an empty registry (client RSS)"
+    start_registry
+    $D tag bench-base:1 "$P:$PORT/base:1" && $D push -q "$P:$PORT/base:1" >/dev/null
+    for r in $(seq 1 "$RUNS"); do
+      $D tag bench:d1 "$P:$PORT/thin-dk:$r"
+      measure "$sc" push-thin-docker $D push -q "$P:$PORT/thin-dk:$r"
+    done
+    record "$sc" push-thin-docker "docker push, base already in the registry (client RSS)"
+    stop_dockerd
+  fi
+  stop_registry
+  say "$sc: done ($(wc -l <"$RES/$sc.tsv") figures)"
+}
+
+for sc in $SCENARIOS; do run_scenario "$sc"; done
+{
+  echo "machine	$(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'))	$(free -g | awk '/Mem:/ { print $2 }') GiB	$(uname -r)	load $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "date	$(date -u +%FT%TZ)"
+  echo "commit	$(git -C "$ROOT" rev-parse --short HEAD)"
+  echo "runs	$RUNS	$COLD_RUNS"
+} >"$RES/machine.tsv"
+python3 "$ROOT/bench/report.py" "$RES" "$ROOT/bench"
+# Work and docker data go; the cached bases stay (BENCH_CACHE; rm -rf to free)
+rm -rf "$WORK/gen"
+say "wrote $ROOT/bench/RESULTS.md and its plots; bases stay cached in $CACHE ($(du -sh "$CACHE" | cut -f1))"

@@ -1,0 +1,50 @@
+#include "indexers.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "gates.h"
+
+void
+ib_build_indexers_add (struct ib_build_indexers *x, const struct ib_definition *d, struct ib_store *s)
+{
+  memset (x, 0, sizeof (*x));
+  if (getenv ("IMGBUILD_NO_INDEXERS"))
+    return; /* the gates read the layers themselves (tests compare both ways) */
+  ib_error_t e = NULL;
+  if (d->native.enabled)
+    {
+      x->native_on = ib_native_indexer_init (s, &x->native, &e) == 0;
+      if (x->native_on)
+        ib_store_add_indexer (s, &x->native.ix);
+      ib_error_release (&e);
+    }
+  if (d->python_path)
+    {
+      char *const *packages = d->check_packages;
+      size_t n = d->n_check_packages;
+      if (n == 0)
+        {
+          x->defaults = ib_default_packages (d, &x->n_defaults);
+          packages = x->defaults;
+          n = x->n_defaults;
+        }
+      x->python_on = n > 0 && ib_python_indexer_init (s, d->python_path, packages, n, &x->python, &e) == 0;
+      if (x->python_on)
+        ib_store_add_indexer (s, &x->python.ix);
+      ib_error_release (&e);
+    }
+}
+
+void
+ib_build_indexers_clear (struct ib_build_indexers *x)
+{
+  if (x->native_on)
+    ib_native_indexer_clear (&x->native);
+  if (x->python_on)
+    ib_python_indexer_clear (&x->python);
+  for (size_t i = 0; i < x->n_defaults; i++)
+    free (x->defaults[i]);
+  free (x->defaults);
+  memset (x, 0, sizeof (*x));
+}

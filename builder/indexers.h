@@ -1,0 +1,32 @@
+/* The indexers (layers/indexer.h) a definition's gates profit from,
+ * registered on the build's store before the first file list is made:
+ * the native gate's when it has [native], the symbol gate's when it has
+ * [symbols] (its checked packages).  With them a cold build reads each
+ * base layer once, for its file list and every record the gates then
+ * take from their caches, instead of once more per gate and round. */
+#ifndef IB_BUILD_INDEXERS_H
+#define IB_BUILD_INDEXERS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "../link-check/linkgate.h"
+#include "../symbol-check/symgate.h"
+#include "definition.h"
+
+struct ib_build_indexers
+{
+  bool native_on, python_on;
+  struct ib_native_indexer native;
+  struct ib_python_indexer python;
+  char **defaults; /* the symbol gate's default packages, when it has no check-package */
+  size_t n_defaults;
+};
+
+/* Register on S what D's gates use; X must outlive S's use.  A cache
+ * folder that cannot be made leaves that indexer out (the gate reads the
+ * layers itself, as without indexers): never an error. */
+void ib_build_indexers_add (struct ib_build_indexers *x, const struct ib_definition *d, struct ib_store *s);
+void ib_build_indexers_clear (struct ib_build_indexers *x);
+
+#endif
