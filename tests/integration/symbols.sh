@@ -162,3 +162,57 @@ t_import_of_a_missing_module_fails() {
   expect_fail 5 'candidate_blocks.py:[0-9]+: from vllm.v1.core.no_such_module: module vllm.v1.core.no_such_module is not in the image' \
     "$IB" d/dsv41-flash-dcp2 -t m:1
 }
+
+# Issue 18: one pass over each base layer.  A cold build (a store that has
+# never seen the base) fills the symbol and native gates' caches from the
+# file-list pass (layers/indexer.h); the same build with the indexers off
+# (IMGBUILD_NO_INDEXERS=1) has each gate read the layers itself.  Both
+# must decide the same (the same image, the same gate rows, the same
+# problems), every record the gates made themselves must be byte for byte
+# the one the indexers made, and the indexed build must open the base's
+# layer blob fewer times.
+t_one_pass_cold_build_equals_the_gates_own_reads() {
+  build_base
+  "$IB" -q dsv41-flash-b12x -t b:1 --output "oci:$PWD/layout:base" >/dev/null
+  copy_images d
+  sed -i "s|^from = .*|from = oci:$PWD/layout:base|" d/dsv41-flash-dcp2/image.conf
+  base=$(jq -r '.layers[-1].digest' "layout/blobs/sha256/$(jq -r '.manifests[0].digest' layout/index.json | cut -d: -f2)" | cut -d: -f2)
+  for mode in one gates; do
+    off=
+    [ "$mode" = gates ] && off=1
+    (export IMGBUILD_NO_INDEXERS=$off IMGBUILD_STORE="$PWD/s-$mode"
+     traced -f -qq -e trace=openat,open -o "$mode.opens" "$IB" --smoke=off -t x:1 d/dsv41-flash-dcp2 >"$mode.out" 2>"$mode.err")
+    grep -q "gate symbols *pass" "$mode.err"
+    grep -q "gate native *pass" "$mode.err"
+    sed -n 's/^imgbuild: gate \([a-z-]*\) *\([a-z]*\) .*/\1 \2/p' "$mode.err" >"$mode.rows"
+    # Every line the two gates said, less their counters (which differ by design).
+    grep -E '^imgbuild: (symbols|native): ' "$mode.err" | grep -Ev ' layer passes, | read, [0-9]+ cached;' | sort >"$mode.problems"
+  done
+  cmp one.out gates.out # the same manifest digest
+  cmp one.rows gates.rows
+  cmp one.problems gates.problems
+  grep -q 'symbols: Python' one.problems # not vacuous: the gates' own lines are compared
+  # The gates read no layer in the indexed build; without indexers they do.
+  grep -Eq 'native: .* 0 files read in 0 layer passes, [1-9][0-9]* cached' one.err
+  grep -Eq 'native: .* [1-9][0-9]* files read in [1-9][0-9]* layer passes' gates.err
+  # The symbol gate reads the overlay's files (its syntax check wants their
+  # text) and, with the indexers, next to nothing of the base.
+  read_one=$(sed -n 's/^imgbuild: symbols: 23 overlay files.*; \([0-9]*\) read, .*/\1/p' one.err)
+  read_gates=$(sed -n 's/^imgbuild: symbols: 23 overlay files.*; \([0-9]*\) read, .*/\1/p' gates.err)
+  [ "$read_one" -le 24 ] && [ "$read_gates" -gt 30 ]
+  # Every record the gates made is the indexers' record, byte for byte.
+  n=0
+  for kind in pysyms elflink ldconf; do
+    for f in s-gates/imgbuild/$kind/*; do
+      [ -f "$f" ] || continue
+      case $(basename "$f") in .*) continue ;; esac
+      cmp "$f" "s-one/imgbuild/$kind/$(basename "$f")"
+      n=$((n + 1))
+    done
+  done
+  [ "$n" -ge 10 ]
+  # Seen from outside: the base layer's blob is opened fewer times.
+  one=$(grep -c "blobs/sha256/$base" one.opens)
+  gates=$(grep -c "blobs/sha256/$base" gates.opens)
+  [ "$one" -lt "$gates" ]
+}
