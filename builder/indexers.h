@@ -12,7 +12,7 @@
 
 #include "../link-check/linkgate.h"
 #include "../symbol-check/symgate.h"
-#include "definition.h"
+#include "../definition/definition.h"
 
 struct ib_build_indexers
 {
