@@ -49,7 +49,7 @@ def load(res):
 
 def sort_key(name):
     if name.startswith("gen"):
-        return (2, int(name[3:] or 0))
+        return (2, int(name[3:].lstrip(":") or 0))
     return (0 if name == "real" else 1, 0)
 
 
@@ -118,7 +118,7 @@ def main():
             if m in rows:
                 p = rows[m]
                 md.append(f"| {m} | {p[2]} | {float(p[3]):.2f} | {float(p[4]):.2f} | {float(p[5]):.2f} | "
-                          f"{int(p[6]) / 1024:.1f} | {p[7]} |")
+                          f"{int(p[6]) / 1024:.1f} | {p[7].replace("|", "\\|")} |")
         md += ["", "| target (issue 18) | figure | bound | met |", "| --- | ---: | ---: | --- |"]
         for label, a, b, cmp, bound, how in TARGETS:
             if a in rows and b in rows and float(rows[b][3]) > 0:

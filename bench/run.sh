@@ -87,6 +87,14 @@ measure() {
   fi
   cat "$W/$name.t" >>"$W/$name.runs"
 }
+# measure_any SCENARIO NAME CMD...: as measure, the exit status aside (a
+# gate that fails on the base, e.g. its hostile entries, still times the check)
+measure_any() {
+  local sc=$1 name=$2
+  shift 2
+  /usr/bin/time -f '%e %M' -o "$W/$name.t" "$@" >"$W/$name.out" 2>"$W/$name.err" || true
+  cat "$W/$name.t" | tail -1 >>"$W/$name.runs"
+}
 # record SCENARIO NAME NOTE: the median of $W/NAME.runs into the results
 record() {
   local sc=$1 name=$2 note=${3:-}
@@ -298,8 +306,14 @@ run_scenario() {
     measure "$sc" cold "$IB" "${ibf[@]}" "$W/def" -t "bench:c$r"
   done
   record "$sc" cold "imgbuild, fresh store"
-  for r in $(seq 1 "$RUNS"); do measure "$sc" warm "$IB" "${ibf[@]}" "$W/def" -t "bench:w$r"; done
-  record "$sc" warm "imgbuild, same store, new tag"
+  # Warm: the base in the store (an oci: base is re-hashed on every build,
+  # as any artifact read in place), the definition over its tag.
+  skopeo copy -q "oci:$layout:base" "oci:$W/store:bench-base:1"
+  mkdir -p "$W/defw" && cp -r "$W/def/." "$W/defw/"
+  sed -i 's|^from = .*|from = bench-base:1|' "$W/defw/image.conf"
+  "$IB" "${ibf[@]}" "$W/defw" -t bench:w0 >/dev/null 2>&1
+  for r in $(seq 1 "$RUNS"); do measure "$sc" warm "$IB" "${ibf[@]}" "$W/defw" -t "bench:w$r"; done
+  record "$sc" warm "imgbuild, base in the store, caches warm, new tag"
   for r in $(seq 1 "$RUNS"); do measure "$sc" umoci umoci insert --image "$layout:base" --tag "u$r" "$W/ctx/stage" /; done
   record "$sc" umoci "umoci insert of the 23 files"
 
@@ -308,8 +322,8 @@ run_scenario() {
     measure "$sc" skopeo skopeo copy -q "oci:$W/store:bench:w1" "oci:$W/sk:r"
   done
   record "$sc" skopeo "skopeo copy of the result to a new OCI layout"
-  for r in $(seq 1 "$RUNS"); do measure "$sc" verify "$IV" bench:w1; done
-  record "$sc" verify "imgverify of the result (store)"
+  for r in $(seq 1 "$RUNS"); do measure_any "$sc" verify "$IV" bench:w1; done
+  record "$sc" verify "imgverify of the result (store; every gate, pass or fail)"
   local man
   man=$(jq -r '.manifests[] | select(.annotations["org.opencontainers.image.ref.name"] == "bench:w1") | .digest' "$W/store/index.json" | cut -d: -f2)
   jq -r '.layers[].digest, .config.digest' "$W/store/blobs/sha256/$man" | cut -d: -f2 | while read -r b; do
@@ -378,7 +392,7 @@ for sc in $SCENARIOS; do run_scenario "$sc"; done
   echo "commit	$(git -C "$ROOT" rev-parse --short HEAD)"
   echo "runs	$RUNS	$COLD_RUNS"
 } >"$RES/machine.tsv"
-python3 "$ROOT/bench/report.py" "$RES" "$ROOT/bench"
+/usr/bin/python3 "$ROOT/bench/report.py" "$RES" "$ROOT/bench"
 # Work and docker data go; the cached bases stay (BENCH_CACHE; rm -rf to free)
 rm -rf "$WORK/gen"
 say "wrote $ROOT/bench/RESULTS.md and its plots; bases stay cached in $CACHE ($(du -sh "$CACHE" | cut -f1))"
