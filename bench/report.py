@@ -117,8 +117,9 @@ def main():
         for m in ORDER:
             if m in rows:
                 p = rows[m]
+                what = p[7].replace("|", "\\|")
                 md.append(f"| {m} | {p[2]} | {float(p[3]):.2f} | {float(p[4]):.2f} | {float(p[5]):.2f} | "
-                          f"{int(p[6]) / 1024:.1f} | {p[7].replace("|", "\\|")} |")
+                          f"{int(p[6]) / 1024:.1f} | {what} |")
         md += ["", "| target (issue 18) | figure | bound | met |", "| --- | ---: | ---: | --- |"]
         for label, a, b, cmp, bound, how in TARGETS:
             if a in rows and b in rows and float(rows[b][3]) > 0:
