@@ -346,6 +346,7 @@ judge (struct ib_build *b, const struct ib_contract *k, const struct ib_kplan *p
   struct ib_nccl_log nl;
   ib_nccl_log_parse (res->output ? res->output : "", &nl);
   cJSON_AddItemToObject (s, "nccl", ib_nccl_log_json (&nl));
+  cJSON_AddItemToObject (s, "bandwidth", ib_nccl_bandwidth_json (res->output));
   const char *expect = d->smoke_expect_transport ? d->smoke_expect_transport : "P2P";
   cJSON_AddStringToObject (s, "expect_transport", expect);
   for (size_t i = 0; i < nl.n_pairs; i++)
@@ -577,15 +578,16 @@ ib_smoke_rank_run (struct ib_build *b, const struct ib_smoke_rank *rk, int *exit
   if (find_nccl (b, &nccl, err) < 0)
     return -1;
   bool gpus = d->smoke_gpus_per_rank > 0;
-  if (gpus && ib_gpu_count () <= rk->local_rank)
-    return ib_error (err, IB_ESMOKE, "this node has %d GPU%s (no /dev/nvidia%d), and rank %d needs its GPU %d",
-                     ib_gpu_count (), ib_gpu_count () == 1 ? "" : "s", rk->local_rank, rk->rank, rk->local_rank);
+  if (gpus && rk->device < 0)
+    return ib_error (err, IB_ESMOKE, "this node has no GPU %d for rank %d (%d GPU%s here%s)", rk->local_rank, rk->rank,
+                     ib_gpu_count (), ib_gpu_count () == 1 ? "" : "s",
+                     getenv ("IMGBUILD_NODE_GPUS") ? ", IMGBUILD_NODE_GPUS" : "");
   cleanup_free char *program = rk->program ? ib_xstrdup (rk->program) : smoke_program (d);
   if (access (program, X_OK) < 0)
     return ib_error (err, IB_EENV, "the smoke program %s is missing on this node", program);
   /* The container gets the rank's GPU and none other. */
   struct ib_contract eff = d->contract;
-  cleanup_free char *devices = ib_xasprintf ("%d", rk->local_rank);
+  cleanup_free char *devices = ib_xasprintf ("%d", rk->device);
   if (gpus)
     eff.devices = devices;
   cleanup_free char *runs = NULL, *dir = NULL, *state = NULL;

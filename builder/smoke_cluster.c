@@ -549,7 +549,8 @@ ib_smoke_cluster (struct ib_build *b, const char *ref, ib_error_t *err)
       ib_xappend (&all, &used, "", 0);
       for (int i = 0; i < p.ranks.n_procs; i++)
         ib_xappend (&all, &used, p.ranks.per_proc[i], strlen (p.ranks.per_proc[i]));
-      cJSON_AddItemToObject (sj, "bandwidth", ib_nccl_bandwidth_json (p.ranks.per_proc[0]));
+      /* Rank 0's all-rank figures and each DCP group's first rank's. */
+      cJSON_AddItemToObject (sj, "bandwidth", ib_nccl_bandwidth_json (all));
       if (r == 0 && b->def->smoke_gpus_per_rank > 0)
         r = judge_links (b, &p.hosts, sj, all, err);
       else if (b->def->smoke_gpus_per_rank == 0)
@@ -570,6 +571,40 @@ ib_smoke_cluster (struct ib_build *b, const char *ref, ib_error_t *err)
 }
 
 /* ---- the steps on the nodes ---------------------------------------------- */
+
+int
+ib_node_gpus (int local, int *device)
+{
+  const char *list = getenv ("IMGBUILD_NODE_GPUS");
+  *device = -1;
+  if (!(list && *list))
+    {
+      int n = ib_gpu_count ();
+      if (local >= 0 && local < n)
+        *device = local;
+      return n;
+    }
+  int n = 0;
+  for (const char *p = list; *p;)
+    {
+      char *end;
+      long d = strtol (p, &end, 10);
+      if (end == p || d < 0 || d > 255)
+        break;
+      /* Only a GPU this machine has counts. */
+      cleanup_free char *node = ib_xasprintf ("/dev/nvidia%ld", d);
+      if (access (node, F_OK) == 0)
+        {
+          if (n == local)
+            *device = (int) d;
+          n++;
+        }
+      p = *end == ',' ? end + 1 : end;
+      if (*end != ',' && *end != '\0')
+        break;
+    }
+  return n;
+}
 
 static int
 launched (int *rank, int *size, int *local, ib_error_t *err)
@@ -607,12 +642,14 @@ ib_node_pull_main (const struct ib_node_options *o)
           p += strcspn (p, ",");
           p += *p == ',';
         }
-      int have = ib_gpu_count ();
+      int dev, have = ib_node_gpus (0, &dev);
       fprintf (stdout, "imgverify: node: pulled %s into %s (%zu layers); %d GPU%s\n", img->manifest.digest.s, root,
                img->n_layers, have, have == 1 ? "" : "s");
+      const char *only = getenv ("IMGBUILD_NODE_GPUS");
       if (have < want)
         r = ib_error (&err, IB_ESMOKE, "this node has %d GPU%s (%s), --hosts gives it %d", have,
-                      have == 1 ? "" : "s", have ? "fewer than asked" : "no /dev/nvidia0", want);
+                      have == 1 ? "" : "s",
+                      only && *only ? "IMGBUILD_NODE_GPUS" : have ? "fewer than asked" : "no /dev/nvidia0", want);
     }
   ib_image_free (img);
   ib_store_free (s);
@@ -631,6 +668,8 @@ ib_node_rank_main (const struct ib_node_options *o)
   b.report = ib_report_new ("imgverify", "imgverify.report/v1", true);
   int code = -1;
   int r = launched (&rk.rank, &rk.world, &rk.local_rank, &err);
+  if (r == 0)
+    ib_node_gpus (rk.local_rank, &rk.device);
   if (r == 0 && text == NULL)
     r = ib_error (&err, IB_EUSAGE, "--node-definition: not the hex text of a definition's gate sections");
   if (r == 0)

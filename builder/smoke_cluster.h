@@ -55,6 +55,11 @@ struct ib_node_options
   const char *run_id;     /* --node-run-id: names the run's containers */
   int dcp;
 };
+/* The GPUs of this node that the smoke test may use: IMGBUILD_NODE_GPUS
+ * ("1" or "0,2": device indices, for nodes that share a machine or GPUs
+ * kept for other work), else all of /dev/nvidia*.  *DEVICE: the index of
+ * the LOCAL-th of them (-1 when there is none). */
+int ib_node_gpus (int local, int *device);
 int ib_node_pull_main (const struct ib_node_options *o);
 int ib_node_rank_main (const struct ib_node_options *o);
 /* imgverify --node-sweep RUN-ID: after a failed run, every container of
@@ -68,6 +73,7 @@ int ib_node_sweep_main (const struct ib_node_options *o);
 struct ib_smoke_rank
 {
   int rank, world, local_rank, dcp;
+  int device; /* the node's GPU of this rank (IMGBUILD_NODE_GPUS, else local_rank) */
   const char *program;
   const char *run_id; /* the container is imgbuild-smoke-RUN_ID-rankR */
 };
