@@ -19,6 +19,8 @@ for pkg in openmpi-bin openmpi-common libopenmpi3 libpmix2; do
     cp -a "$f" "$D/ompi$f"
   done
 done
+# Debian's mpirun is an alternatives link to orterun.
+ln -sfn orterun "$D/ompi/usr/bin/mpirun"
 cp "$(command -v docker-registry)" "$(command -v ip)" "$(command -v nsenter)" "$D/bin/"
 # The libraries of every ELF file carried, but the C library's own.
 find "$D/ompi" "$D/bin" -type f | while read -r f; do
