@@ -262,7 +262,8 @@ struct ptx_lines
   struct ib_cuda_entry *e;
   char *line;
   size_t len;
-  bool too_long; /* the current line is past PTX_MAX_LINE: skipped */
+  size_t cap;    /* PTX_MAX_LINE, or the payload's size if smaller */
+  bool too_long; /* the current line is past CAP: skipped */
 };
 
 static int
@@ -275,7 +276,7 @@ ptx_piece (void *data, const unsigned char *p, size_t n, uint64_t off, ib_error_
     {
       const unsigned char *nl = memchr (p + i, '\n', n - i);
       size_t end = nl ? (size_t) (nl - p) : n;
-      if (!x->too_long && x->len + (end - i) <= PTX_MAX_LINE)
+      if (!x->too_long && x->len + (end - i) <= x->cap)
         {
           memcpy (x->line + x->len, p + i, end - i);
           x->len += end - i;
@@ -297,8 +298,10 @@ ptx_piece (void *data, const unsigned char *p, size_t n, uint64_t off, ib_error_
 static int
 parse_ptx (const struct ib_payload *pl, struct ib_cuda_entry *e, ib_error_t *err)
 {
-  cleanup_free char *line = ib_xmalloc (PTX_MAX_LINE);
-  struct ptx_lines x = { e, line, 0, false };
+  /* No line is longer than the payload: a small one needs a small buffer. */
+  size_t cap = pl->size < PTX_MAX_LINE ? (size_t) pl->size : PTX_MAX_LINE;
+  cleanup_free char *line = ib_xmalloc (cap + 1);
+  struct ptx_lines x = { e, line, 0, cap, false };
   if (ib_payload_stream (pl, ptx_piece, &x, err) < 0)
     return -1;
   if (x.len && !x.too_long)
@@ -454,7 +457,7 @@ read_cubin_at (struct inspector *in, uint64_t off)
 static int
 scan_section (struct inspector *in, uint64_t off, uint64_t size)
 {
-  cleanup_free unsigned char *buf = ib_xmalloc (SCAN_CHUNK + 8);
+  cleanup_free unsigned char *buf = ib_xmalloc ((size < SCAN_CHUNK ? (size_t) size : SCAN_CHUNK) + 8);
   for (uint64_t at = 0; at + 16 <= size;)
     {
       size_t n = size - at < SCAN_CHUNK ? (size_t) (size - at) : SCAN_CHUNK;

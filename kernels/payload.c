@@ -13,6 +13,15 @@
 #define IN_CHUNK (1u << 20)
 #define OUT_CHUNK (1u << 20)
 #define LZ4_HISTORY 65536u  /* the largest offset an LZ4 match can have */
+
+/* A buffer for N bytes of a stream: its chunk, or less for a small
+ * payload (most entries are a few KiB, and a 1 MiB buffer is an mmap and
+ * its page faults, each time), never under 4 KiB. */
+static size_t
+chunk_for (uint64_t n, size_t chunk)
+{
+  return n + 1 < 4096 ? 4096 : n + 1 < chunk ? (size_t) n + 1 : chunk;
+}
 #define ZSTD_WINDOW_LOG 25  /* 32 MiB: fatbinary's frames use 2 MiB */
 #define MAX_COLLECT (48ull << 20)
 
@@ -95,7 +104,8 @@ stream_zstd (struct in_reader *in, ib_payload_fn fn, void *data, ib_error_t *err
   const struct ib_payload *pl = in->pl;
   __attribute__ ((cleanup (free_dctx))) ZSTD_DCtx *dc = ZSTD_createDCtx ();
   ZSTD_DCtx_setParameter (dc, ZSTD_d_windowLogMax, ZSTD_WINDOW_LOG);
-  cleanup_free unsigned char *out = ib_xmalloc (OUT_CHUNK);
+  size_t out_len = chunk_for (pl->size, OUT_CHUNK);
+  cleanup_free unsigned char *out = ib_xmalloc (out_len);
   uint64_t produced = 0;
   size_t last = 1;
   for (;;)
@@ -103,7 +113,7 @@ stream_zstd (struct in_reader *in, ib_payload_fn fn, void *data, ib_error_t *err
       if (in->pos == in->len && in->done < pl->stored && in_fill (in, err) < 0)
         return -1;
       ZSTD_inBuffer src = { in->buf, in->len, in->pos };
-      ZSTD_outBuffer dst = { out, OUT_CHUNK, 0 };
+      ZSTD_outBuffer dst = { out, out_len, 0 };
       last = ZSTD_decompressStream (dc, &dst, &src);
       in->pos = src.pos;
       if (ZSTD_isError (last))
@@ -118,7 +128,7 @@ stream_zstd (struct in_reader *in, ib_payload_fn fn, void *data, ib_error_t *err
       /* A full output buffer may leave more to flush without more input;
        * a frame that is complete (0) or cut short ends it. */
       bool all_in = in->pos == in->len && in->done == pl->stored;
-      if (all_in && (last == 0 || dst.pos < OUT_CHUNK))
+      if (all_in && (last == 0 || dst.pos < out_len))
         break;
     }
   if (produced != pl->size || last != 0)
@@ -131,7 +141,8 @@ stream_zstd (struct in_reader *in, ib_payload_fn fn, void *data, ib_error_t *err
 
 struct lz4_out
 {
-  unsigned char *w; /* LZ4_HISTORY of history, then OUT_CHUNK of new bytes */
+  unsigned char *w; /* LZ4_HISTORY of history, then ROOM new bytes */
+  size_t room;
   size_t pos, flushed;
   uint64_t base; /* payload offset of w[0] */
   uint64_t total, size;
@@ -164,7 +175,7 @@ lz4_flush (struct lz4_out *o, ib_error_t *err)
 static int
 lz4_room (struct lz4_out *o, ib_error_t *err)
 {
-  if (o->pos < LZ4_HISTORY + OUT_CHUNK)
+  if (o->pos < LZ4_HISTORY + o->room)
     return 0;
   return lz4_flush (o, err);
 }
@@ -221,8 +232,9 @@ lz4_sequence (struct in_reader *in, struct lz4_out *o, int token, ib_error_t *er
 static int
 stream_lz4 (struct in_reader *in, ib_payload_fn fn, void *data, ib_error_t *err)
 {
-  cleanup_free unsigned char *w = ib_xmalloc (LZ4_HISTORY + OUT_CHUNK);
-  struct lz4_out o = { w, 0, 0, 0, 0, in->pl->size, fn, data, false };
+  size_t room = chunk_for (in->pl->size, OUT_CHUNK);
+  cleanup_free unsigned char *w = ib_xmalloc (LZ4_HISTORY + room);
+  struct lz4_out o = { w, room, 0, 0, 0, 0, in->pl->size, fn, data, false };
   for (;;)
     {
       int token = in_byte (in, err);
@@ -253,7 +265,7 @@ stream_lz4 (struct in_reader *in, ib_payload_fn fn, void *data, ib_error_t *err)
 int
 ib_payload_stream (const struct ib_payload *pl, ib_payload_fn fn, void *data, ib_error_t *err)
 {
-  cleanup_free unsigned char *buf = ib_xmalloc (IN_CHUNK);
+  cleanup_free unsigned char *buf = ib_xmalloc (chunk_for (pl->stored, IN_CHUNK));
   struct in_reader in = { pl, buf, 0, 0, 0 };
   switch (pl->codec)
     {

@@ -191,6 +191,11 @@ scan_add_argument (struct ib_py_inventory *inv, const char *file, const tok_t *t
       if (k + 1 < end && is (&t[k], "choices") && is (&t[k + 1], "="))
         {
           size_t v = k + 2;
+          /* A repeated choices= (argparse refuses it; this reading keeps
+           * the last one): the earlier list goes. */
+          free_strs (values, n_values);
+          values = NULL;
+          n_values = 0;
           if (v < next && (is (&t[v], "[") || is (&t[v], "(")) && close_of (t, v, next) == next
               && literal_values (t, v + 1, next - 1, &values, &n_values))
             choices = IB_CHOICES_LIST;

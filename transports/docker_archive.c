@@ -18,6 +18,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../util/cleanup.h"
@@ -27,6 +28,25 @@
 #include "transports.h"
 
 #define MAX_JSON (16u << 20)
+#define CHUNK (1u << 20)
+
+/* A copy buffer for one member: CHUNK, or less for a member that is
+ * smaller (most are a few KiB: a 1 MiB allocation each costs more than
+ * the read). */
+static size_t
+member_chunk (struct archive_entry *ae)
+{
+  la_int64_t size = archive_entry_size (ae);
+  return size >= 0 && size < (la_int64_t) CHUNK ? (size_t) size + 4096 : CHUNK;
+}
+
+/* libarchive's read block for FILE: CHUNK, or the file's size if smaller. */
+static size_t
+read_block (const char *file)
+{
+  struct stat st;
+  return stat (file, &st) == 0 && S_ISREG (st.st_mode) && st.st_size < (off_t) CHUNK ? (size_t) st.st_size + 512 : CHUNK;
+}
 
 struct member
 {
@@ -114,15 +134,17 @@ resolve_link (const char *member, const char *target, bool hard)
 }
 
 static int
-store_member_data (struct ib_store *s, struct archive *a, const char *file, struct member *m, ib_error_t *err)
+store_member_data (struct ib_store *s, struct archive *a, struct archive_entry *ae, const char *file, struct member *m,
+                   ib_error_t *err)
 {
   struct ib_blob_writer *w;
   if (ib_blob_writer_new (s, &w, err) < 0)
     return -1;
-  cleanup_free char *buf = ib_xmalloc (1 << 20);
+  size_t chunk = member_chunk (ae);
+  cleanup_free char *buf = ib_xmalloc (chunk);
   for (;;)
     {
-      la_ssize_t n = archive_read_data (a, buf, 1 << 20);
+      la_ssize_t n = archive_read_data (a, buf, chunk);
       if (n < 0)
         {
           ib_blob_writer_abort (w);
@@ -177,10 +199,11 @@ view_member_data (struct ib_store *s, struct archive *a, struct archive_entry *a
   else
     {
       ib_sha256 *h = ib_sha256_new ();
-      cleanup_free char *buf = ib_xmalloc (1 << 20);
+      size_t chunk = member_chunk (ae);
+      cleanup_free char *buf = ib_xmalloc (chunk);
       la_ssize_t n;
       m->size = 0;
-      while ((n = archive_read_data (a, buf, 1 << 20)) > 0)
+      while ((n = archive_read_data (a, buf, chunk)) > 0)
         {
           ib_sha256_update (h, buf, (size_t) n);
           m->size += (uint64_t) n;
@@ -234,7 +257,7 @@ read_members (struct ib_store *s, const char *file, struct archive_members *out,
   archive_read_support_format_gnutar (a);
   archive_read_support_filter_all (a);
   int ret = 0;
-  if (archive_read_open_filename (a, file, 1 << 20) != ARCHIVE_OK)
+  if (archive_read_open_filename (a, file, read_block (file)) != ARCHIVE_OK)
     ret = ib_error (err, IB_EINTEGRITY, "open `%s`: %s", file, archive_error_string (a));
   if (ret == 0 && ib_store_is_view (s) && archive_filter_count (a) > 1)
     {
@@ -275,7 +298,7 @@ read_members (struct ib_store *s, const char *file, struct archive_members *out,
       else if (ib_store_is_view (s))
         ret = view_member_data (s, a, ae, file, m, err);
       else
-        ret = store_member_data (s, a, file, m, err);
+        ret = store_member_data (s, a, ae, file, m, err);
     }
   if (ret == 0 && x != ARCHIVE_EOF)
     ret = ib_error (err, IB_EINTEGRITY, "`%s` is damaged or truncated: %s", file, archive_error_string (a));

@@ -1,12 +1,19 @@
 /* docker-archive manifest.json and index.json
- * (layers/transport_docker_archive.c), as `docker save` writes them, read
- * from a real tar.  The input is manifest.json, index.json, a config and
- * an OCI manifest, separated by FUZZ_SEP lines, then an optional NAME:TAG
- * asked for.  The archive holds them as manifest.json, index.json,
- * cfg.json and blobs/sha256/<digest> (an empty part is left out), beside a
- * layer l1/layer.tar, a symlink l2/layer.tar to it and an oci-layout.  An
- * image the reader accepts is then loaded from the store (manifest and
- * config parsed), as a pull does. */
+ * (transports/docker_archive.c), as `docker save` writes them, read from a
+ * real tar.  The input is manifest.json, index.json, a config and an OCI
+ * manifest, separated by FUZZ_SEP lines, then an optional NAME:TAG asked
+ * for, then an optional mode.  The archive holds them as manifest.json,
+ * index.json, cfg.json and blobs/sha256/<digest> (an empty part is left
+ * out), beside a layer l1/layer.tar, a symlink l2/layer.tar to it and an
+ * oci-layout; it is written in memory and lands in one write on the
+ * scratch folder (a tmpfs where there is one).
+ *
+ * By default the archive is read in place, as `imgverify` reads it: into a
+ * view, no store, nothing written (the bytes it cannot trust are the
+ * verifier's).  With the mode `store` it is pulled into a store, as
+ * `imgbuild --from` does (every blob written and fsync'd, the index of
+ * the store rewritten: slower, so two seeds carry that mode).  An image the reader
+ * accepts is then loaded (manifest and config parsed). */
 #include <archive.h>
 #include <archive_entry.h>
 #include <stdio.h>
@@ -49,12 +56,17 @@ add_blob (struct archive *a, const char *text)
 }
 
 static void
-write_archive (const char *file, char **parts)
+write_archive (const char *name, char **parts)
 {
+  size_t cap = 64 * 1024, used = 0;
+  for (int i = 0; i < 4; i++)
+    cap += 2 * strlen (parts[i]) + 1024;
+  char *buf = malloc (cap);
   struct archive *a = archive_write_new ();
   archive_write_set_format_pax_restricted (a);
-  if (archive_write_open_filename (a, file) != ARCHIVE_OK)
-    fuzz_fail ("tar %s: %s", file, archive_error_string (a));
+  archive_write_set_bytes_in_last_block (a, 1);
+  if (buf == NULL || archive_write_open_memory (a, buf, cap, &used) != ARCHIVE_OK)
+    fuzz_fail ("tar: %s", archive_error_string (a));
   add (a, "oci-layout", "{\"imageLayoutVersion\":\"1.0.0\"}", NULL);
   if (*parts[0])
     add (a, "manifest.json", parts[0], NULL);
@@ -70,8 +82,11 @@ write_archive (const char *file, char **parts)
   add (a, "l1/layer.tar", "layer", NULL);
   add_blob (a, "layer");
   add (a, "l2/layer.tar", NULL, "../l1/layer.tar");
-  archive_write_close (a);
+  if (archive_write_close (a) != ARCHIVE_OK)
+    fuzz_fail ("tar: %s", archive_error_string (a));
   archive_write_free (a);
+  fuzz_write (name, buf, used);
+  free (buf);
 }
 
 /* A fresh store now and then: every accepted input adds a manifest blob. */
@@ -94,23 +109,12 @@ store (void)
   return s;
 }
 
-int
-LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
+static void
+read_archive (struct ib_store *s, const struct ib_ref *ref)
 {
-  char *text = fuzz_text (data, size);
-  char *parts[5];
-  fuzz_split (text, parts, 5);
-  char file[4096];
-  snprintf (file, sizeof (file), "%s/archive.tar", fuzz_scratch ());
-  write_archive (file, parts);
-  char *nl = strchr (parts[4], '\n');
-  if (nl)
-    *nl = '\0';
-  struct ib_ref ref = { .kind = IB_REF_DOCKER_ARCHIVE, .location = file, .name = *parts[4] ? parts[4] : NULL };
-  struct ib_store *s = store ();
   struct ib_descriptor m = { 0 };
   ib_error_t err = NULL;
-  if (ib_docker_archive_read (s, &ref, &m, &err) == 0)
+  if (ib_docker_archive_read (s, ref, &m, &err) == 0)
     {
       if (ib_digest_check (m.digest.s, NULL) < 0)
         fuzz_fail ("an accepted archive gave a bad manifest digest `%s`", m.digest.s);
@@ -122,6 +126,37 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
   else if (err == NULL || err->msg == NULL)
     fuzz_fail ("ib_docker_archive_read failed without a message");
   ib_error_release (&err);
+}
+
+int
+LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
+{
+  char *text = fuzz_text (data, size);
+  char *parts[6];
+  fuzz_split (text, parts, 6);
+  write_archive ("archive.tar", parts);
+  char file[4096];
+  snprintf (file, sizeof (file), "%s/archive.tar", fuzz_scratch ());
+  for (int i = 4; i < 6; i++)
+    {
+      char *nl = strchr (parts[i], '\n');
+      if (nl)
+        *nl = '\0';
+    }
+  struct ib_ref ref = { .kind = IB_REF_DOCKER_ARCHIVE, .location = file, .name = *parts[4] ? parts[4] : NULL };
+  if (strcmp (parts[5], "store") == 0)
+    read_archive (store (), &ref);
+  else
+    {
+      char root[4096];
+      snprintf (root, sizeof (root), "%s/view-root", fuzz_scratch ());
+      struct ib_store *v = NULL;
+      ib_error_t err = NULL;
+      if (ib_store_open_view (root, file, &v, &err) < 0)
+        fuzz_fail ("view: %s", err->msg);
+      read_archive (v, &ref);
+      ib_store_free (v);
+    }
   free (text);
   return 0;
 }

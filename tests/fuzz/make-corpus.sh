@@ -138,6 +138,9 @@ printf '%s' '[{"Config":"cfg.json","RepoTags":["a:1"],"Layers":["l1/layer.tar","
 printf '%s' '[{"Config":"cfg.json","RepoTags":["a:1","b:2"],"Layers":["l1/layer.tar"]},{"Config":"blobs/sha256/'$cfgd'","RepoTags":["c:3"],"Layers":["blobs/sha256/'$lay'"]}]' "$SEP" "$SEP" "$cfg" "$SEP" "$SEP" "b:2" | seed docker_archive named
 printf '%s' "$SEP" '{"schemaVersion":2,"manifests":[{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"sha256:'$mand'","size":'${#man}',"annotations":{"io.containerd.image.name":"a:1"}}]}' "$SEP" "$cfg" "$SEP" "$man" "$SEP" | seed docker_archive oci
 printf '%s' '[{"Config":"blobs/sha256/'$cfgd'","RepoTags":null,"Layers":["blobs/sha256/'$lay'"]}]' "$SEP" '{"schemaVersion":2,"manifests":[{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"sha256:'$mand'","size":'${#man}'},{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"sha256:'$mand'","size":1,"annotations":{"vnd.imgbuild.subject":"sha256:'$mand'"}}]}' "$SEP" "$cfg" "$SEP" "$man" "$SEP" | seed docker_archive both
+# The same two pulled into a store (the harness's sixth part), as imgbuild --from does.
+{ cat "$C/docker_archive/both"; printf '%s' "$SEP" store; } | seed docker_archive both-store
+{ cat "$C/docker_archive/named"; printf '%s' "$SEP" store; } | seed docker_archive named-store
 
 # registry JSON: first byte = claimed media type and platform (see the harness)
 printf '\x01%s' "$man" | seed registry_json oci-manifest
