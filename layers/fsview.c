@@ -407,6 +407,10 @@ remove_tree (struct ib_fsview *v, const char *dir, bool with_self)
   size_t from = lower_bound (v, prefix), to = from;
   while (to < v->n && strncmp (v->e[to].path, prefix, pl) == 0)
     entry_clear (&v->e[to++]);
+  /* Nothing under it (an empty view has no array at all: memmove of a
+   * null pointer is undefined even for no bytes, UBSan says). */
+  if (to == from)
+    return;
   memmove (&v->e[from], &v->e[to], (v->n - to) * sizeof (*v->e));
   v->n -= to - from;
 }

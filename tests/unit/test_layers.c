@@ -410,4 +410,13 @@ fsview_applies_whiteouts (struct test_ctx *t)
   CHECK (t, ib_fsview_lookup (v, "a") == NULL && ib_fsview_lookup (v, "a/y") == NULL);
   CHECK (t, ib_fsview_count (v) == 4);
   ib_fsview_free (v);
+  /* A first layer of whiteouts (a hostile base's whiteout of `..` is one
+   * of "") on an empty view: nothing to remove (UBSan found a memmove of
+   * its null array under make test SANITIZE=1). */
+  struct ib_fs_entry w[] = { fe ("", IB_FS_WHITEOUT), fe ("x", IB_FS_OPAQUE), fe ("x/y", 'f') };
+  struct ib_fs_list wl = { .n = 3, .e = w };
+  v = ib_fsview_new ();
+  ib_fsview_push (v, &wl, 0);
+  CHECK (t, ib_fsview_count (v) == 1 && ib_fsview_lookup (v, "x/y") != NULL);
+  ib_fsview_free (v);
 }
