@@ -194,7 +194,8 @@ ib_jit_budget_compute (const char *const *paths, struct ib_cuda_file *const *cod
         }
       free (p);
     }
-  qsort (c.runnable, c.n_runnable, sizeof (*c.runnable), str_cmp);
+  if (c.n_runnable > 1) /* qsort (NULL, 0, ...) is undefined (UBSan) */
+    qsort (c.runnable, c.n_runnable, sizeof (*c.runnable), str_cmp);
   struct ib_jit_budget *b = ib_xcalloc (1, sizeof (*b));
   b->driver_ptx = ib_driver_max_ptx (ib_target_driver (target));
   b->f = ib_xcalloc (n ? n : 1, sizeof (*b->f));

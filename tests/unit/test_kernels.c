@@ -205,4 +205,11 @@ jit_budget_counts (struct test_ctx *t)
   CHECK (t, f->ptx_too_new == 1 && jb->driver_ptx == 87);
   CHECK (t, jb->f[1].runs == 1 && jb->f[1].jit == 0);
   ib_jit_budget_free (jb);
+  /* No kernel that runs anywhere (only PTX): an empty list to sort, which
+   * UBSan caught as qsort of a null pointer in the fleet suite. */
+  struct ib_cuda_file only_ptx = { 1, &a[1] };
+  struct ib_cuda_file *one[] = { &only_ptx };
+  jb = ib_jit_budget_compute (paths, one, 1, &tg);
+  CHECK (t, jb->n == 1 && jb->f[0].runs == 0 && jb->f[0].jit + jb->f[0].none == 2);
+  ib_jit_budget_free (jb);
 }
