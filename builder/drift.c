@@ -127,7 +127,7 @@ write_lock (struct ib_store *s, const struct ib_image *base, const struct ib_fsv
 {
   struct pins ps = { 0 };
   plan_pins (d, view, &ps);
-  qsort (ps.p, ps.n, sizeof (*ps.p), cmp_pin);
+  ib_qsort (ps.p, ps.n, sizeof (*ps.p), cmp_pin);
   const struct ib_fs_entry **files = ib_xcalloc (ps.n + 1, sizeof (*files));
   struct ib_file_summary **sums = ib_xcalloc (ps.n + 1, sizeof (*sums));
   size_t n = 0;

@@ -51,7 +51,7 @@ ib_file_summary_sort (struct ib_file_summary *f)
   struct ranked *r = ib_xcalloc (f->n ? f->n : 1, sizeof (*r));
   for (size_t i = 0; i < f->n; i++)
     r[i] = (struct ranked){ f->s[i], i };
-  qsort (r, f->n, sizeof (*r), cmp_ranked);
+  ib_qsort (r, f->n, sizeof (*r), cmp_ranked);
   size_t o = 0;
   for (size_t i = 0; i < f->n; i++)
     {

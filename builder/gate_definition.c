@@ -138,7 +138,7 @@ ib_gate_definition (struct ib_build *b, ib_error_t *err)
       if (path)
         ts[n++] = (struct target){ path, &d->items[i] };
     }
-  qsort (ts, n, sizeof (*ts), cmp_target);
+  ib_qsort (ts, n, sizeof (*ts), cmp_target);
   for (size_t i = 0; i < n; i++)
     {
       if (i > 0 && strcmp (ts[i - 1].path, ts[i].path) == 0 && ts[i].item->type != IB_ENTRY_DIR)

@@ -76,7 +76,7 @@ stack_overlay (struct ib_side *side, ib_error_t *err)
     }
   if (r == 0)
     {
-      qsort (l.e, l.n, sizeof (*l.e), cmp_entry_path);
+      ib_qsort (l.e, l.n, sizeof (*l.e), cmp_entry_path);
       size_t o = 0;
       for (size_t i = 0; i < l.n; i++)
         {

@@ -42,7 +42,7 @@ pairs_of (const struct ib_cuda_file *f, size_t *n)
   for (size_t i = 0; f && i < f->n; i++)
     for (size_t k = 0; !f->e[i].relocatable && k < f->e[i].n_kernels; k++)
       p[(*n)++] = (struct pair) { f->e[i].kernels[k], &f->e[i] };
-  qsort (p, *n, sizeof (*p), pair_cmp);
+  ib_qsort (p, *n, sizeof (*p), pair_cmp);
   return p;
 }
 
@@ -194,8 +194,8 @@ ib_jit_budget_compute (const char *const *paths, struct ib_cuda_file *const *cod
         }
       free (p);
     }
-  if (c.n_runnable > 1) /* qsort (NULL, 0, ...) is undefined (UBSan) */
-    qsort (c.runnable, c.n_runnable, sizeof (*c.runnable), str_cmp);
+  if (c.n_runnable > 1) /* ib_qsort (NULL, 0, ...) is undefined (UBSan) */
+    ib_qsort (c.runnable, c.n_runnable, sizeof (*c.runnable), str_cmp);
   struct ib_jit_budget *b = ib_xcalloc (1, sizeof (*b));
   b->driver_ptx = ib_driver_max_ptx (ib_target_driver (target));
   b->f = ib_xcalloc (n ? n : 1, sizeof (*b->f));

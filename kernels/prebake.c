@@ -557,7 +557,7 @@ add_sums (struct prebake *p, struct ib_prebake_result *res, ib_error_t *err)
           lines = ib_xrealloc (lines, (n_lines + 1) * sizeof (*lines));
           lines[n_lines++] = ib_xasprintf ("%s  %s\n", ib_digest_hex (d.s), s2 + 1);
         }
-      qsort (lines, n_lines, sizeof (*lines), cmp_str);
+      ib_qsort (lines, n_lines, sizeof (*lines), cmp_str);
       char *text = NULL;
       size_t len = 0;
       FILE *f = open_memstream (&text, &len);

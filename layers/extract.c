@@ -60,7 +60,7 @@ ib_extract_entries (struct ib_store *s, const struct ib_image *img, const struct
     return 0;
   cleanup_free const struct ib_fs_entry **sorted = ib_xcalloc (n, sizeof (*sorted));
   memcpy (sorted, wanted, n * sizeof (*sorted));
-  qsort (sorted, n, sizeof (*sorted), cmp_entry_path);
+  ib_qsort (sorted, n, sizeof (*sorted), cmp_entry_path);
   for (size_t layer = 0; layer < img->n_layers; layer++)
     {
       bool needed = false;

@@ -190,7 +190,7 @@ compute_list (struct ib_store *s, const struct ib_descriptor *blob, const ib_dig
   ib_layer_reader_free (r);
   if (x < 0)
     return -1;
-  qsort (l->e, l->n, sizeof (*l->e), cmp_entry);
+  ib_qsort (l->e, l->n, sizeof (*l->e), cmp_entry);
   return 0;
 }
 

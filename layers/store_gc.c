@@ -181,7 +181,7 @@ mark_from_index (struct ib_store *s, struct marks *m, size_t *dropped, ib_error_
     }
   cJSON_Delete (index);
   if (r == 0 && m->n > 0)
-    qsort (m->hex, m->n, sizeof (*m->hex), cmp_str);
+    ib_qsort (m->hex, m->n, sizeof (*m->hex), cmp_str);
   return r;
 }
 
@@ -223,7 +223,7 @@ sweep_blobs (struct ib_store *s, const struct marks *m, struct ib_gc_result *out
     }
   closedir (d);
   if (gone->n > 0) /* qsort's base may not be NULL, even for no elements */
-    qsort (gone->hex, gone->n, sizeof (*gone->hex), cmp_str);
+    ib_qsort (gone->hex, gone->n, sizeof (*gone->hex), cmp_str);
 }
 
 /* A cache entry is derived from the blob whose digest begins its name

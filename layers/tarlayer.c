@@ -110,7 +110,7 @@ make_plan (const struct ib_layer_entry *entries, size_t n, struct plan *p, ib_er
   p->n = p->n_parents = 0;
   for (size_t i = 0; i < n; i++)
     p->items[p->n++] = &entries[i];
-  qsort (p->items, p->n, sizeof (*p->items), cmp_entries);
+  ib_qsort (p->items, p->n, sizeof (*p->items), cmp_entries);
   for (size_t i = 1; i < p->n; i++)
     if (strcmp (p->items[i - 1]->path, p->items[i]->path) == 0)
       return ib_error (err, IB_EDEFINITION, "layer: two entries for `/%s`", p->items[i]->path);
@@ -132,7 +132,7 @@ make_plan (const struct ib_layer_entry *entries, size_t n, struct plan *p, ib_er
           p->items[p->n++] = d;
         }
     }
-  qsort (p->items, p->n, sizeof (*p->items), cmp_entries);
+  ib_qsort (p->items, p->n, sizeof (*p->items), cmp_entries);
   return 0;
 }
 

@@ -320,7 +320,7 @@ ib_elf_link_read (int fd, const char *what, struct ib_elf_link **out, ib_error_t
   parse_verdef (&p);
   parse_verneed (&p);
   parse_symbols (&p);
-  qsort (p.l->defs, p.l->n_defs, sizeof (*p.l->defs), cmp_def);
+  ib_qsort (p.l->defs, p.l->n_defs, sizeof (*p.l->defs), cmp_def);
   *out = p.l;
   parse_clear (&p);
   return 0;

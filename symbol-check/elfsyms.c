@@ -89,7 +89,7 @@ read_dynsyms (int fd, const char *what, const Elf64_Shdr *sh, unsigned nsh, int 
                                                 : NULL;
       s->names[s->n++] = ver ? ib_xasprintf ("%s%s%s", name, (v & 0x8000) ? "@" : "@@", ver) : ib_xstrdup (name);
     }
-  qsort (s->names, s->n, sizeof (*s->names), cmp_str);
+  ib_qsort (s->names, s->n, sizeof (*s->names), cmp_str);
   return 0;
 }
 

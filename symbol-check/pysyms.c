@@ -745,8 +745,8 @@ cmp_str (const void *a, const void *b)
 static void
 sort_unique (struct ib_py_module *m)
 {
-  if (m->n_defs > 1) /* qsort (NULL, 0, ...) is undefined */
-    qsort (m->defs, m->n_defs, sizeof (*m->defs), cmp_str);
+  if (m->n_defs > 1) /* ib_qsort (NULL, 0, ...) is undefined */
+    ib_qsort (m->defs, m->n_defs, sizeof (*m->defs), cmp_str);
   size_t o = 0;
   for (size_t i = 0; i < m->n_defs; i++)
     {

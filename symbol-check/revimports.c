@@ -80,7 +80,7 @@ cmp_line (const void *a, const void *b)
 static int
 index_write (struct index_build *b, const char *dir, ib_error_t *err)
 {
-  qsort (b->lines, b->n, sizeof (*b->lines), cmp_line);
+  ib_qsort (b->lines, b->n, sizeof (*b->lines), cmp_line);
   cleanup_free char *tmp = ib_xasprintf ("%s.tmp-XXXXXX", dir);
   if (mkdtemp (tmp) == NULL)
     return ib_error_errno (err, errno, IB_EENV, "mkdtemp `%s`", tmp);

@@ -30,6 +30,13 @@ ib_xcalloc (size_t n, size_t size)
   return p;
 }
 
+void
+ib_qsort (void *base, size_t n, size_t size, int (*cmp) (const void *, const void *))
+{
+  if (n > 1)
+    qsort (base, n, size, cmp);
+}
+
 void *
 ib_xrealloc (void *p, size_t n)
 {

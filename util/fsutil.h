@@ -39,6 +39,9 @@ int ib_remove_tree (const char *path, ib_error_t *err);
 void *ib_xmalloc (size_t n);
 void *ib_xcalloc (size_t n, size_t size);
 void *ib_xrealloc (void *p, size_t n);
+/* qsort that takes an empty list as it comes: qsort's base must not be
+ * NULL even for no elements (UBSan), and an empty list is often NULL. */
+void ib_qsort (void *base, size_t n, size_t size, int (*cmp) (const void *, const void *));
 char *ib_xstrdup (const char *s);
 /* Append LEN bytes to the growing text *BUF of *USED bytes, kept
  * NUL-terminated (HTTP response bodies). */
