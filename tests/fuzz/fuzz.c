@@ -3,7 +3,6 @@
  * and live until exit. */
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../../util/fsutil.h"
 #include "fuzz.h"
 
 static char scratch[256];
@@ -47,23 +47,12 @@ fuzz_split (char *text, char **parts, int max)
     }
 }
 
-/* Never follows a symbolic link: the scratch folder holds what mutated
- * archives and definitions made, links to "/" or ".." among them, and a
- * removal that followed one emptied the folders it pointed to (test folders
- * under /tmp went while a suite ran beside the fuzzer). */
-static int
-remove_one (const char *p, const struct stat *st, int flag, struct FTW *ftw)
-{
-  (void) st;
-  (void) flag;
-  (void) ftw;
-  return remove (p) < 0 && errno != ENOENT ? -1 : 0;
-}
-
+/* ib_remove_tree: never follows a symbolic link (the scratch folder holds
+ * what mutated archives and definitions made, links to "/" among them). */
 void
 fuzz_remove_tree (const char *path)
 {
-  nftw (path, remove_one, 32, FTW_DEPTH | FTW_PHYS);
+  ib_remove_tree (path, NULL);
 }
 
 static void
