@@ -216,17 +216,23 @@ ib_tar_check_entry (struct ib_tar_check *c, struct archive_entry *ae, const char
     }
   if (strlen (name) >= PATH_MAX || long_component (name))
     problem (c, name, "name longer than PATH_MAX, or a component longer than NAME_MAX");
+  mode_t type = archive_entry_filetype (ae);
+  bool dotdot = has_dotdot (name);
+  cleanup_free char *clean = dotdot ? NULL : ib_clean_tar_path (name);
+  /* The root folder itself, however it is spelled: umoci writes `/`, GNU
+   * tar `./`.  It names nothing outside the root, and every real base made
+   * by those tools has it: reporting it would fail every such image. */
+  if (clean == NULL && !dotdot && type == AE_IFDIR)
+    return;
   if (name[0] == '/')
     problem (c, name, "absolute name");
-  if (has_dotdot (name))
+  if (dotdot)
     {
       problem (c, name, "name with a `..` component");
       return;
     }
-  cleanup_free char *clean = ib_clean_tar_path (name);
   if (clean == NULL)
-    return; /* the root folder itself */
-  mode_t type = archive_entry_filetype (ae);
+    return; /* the root, as something other than a folder: named above when absolute */
   if (archive_entry_hardlink (ae) == NULL
       && (type == AE_IFCHR || type == AE_IFBLK || type == AE_IFIFO || type == AE_IFSOCK))
     problem (c, name, type == AE_IFIFO ? "FIFO" : type == AE_IFSOCK ? "socket" : "device node");

@@ -10,6 +10,7 @@
 #include "../../layers/fsview.h"
 #include "../../layers/layer_reader.h"
 #include "../../layers/store.h"
+#include "../../layers/tarcheck.h"
 #include "../../layers/tarlayer.h"
 #include "../../util/cleanup.h"
 #include "../../util/fsutil.h"
@@ -59,6 +60,53 @@ clean_tar_path (struct test_ctx *t)
   free (p);
   CHECK (t, ib_clean_tar_path ("a/../../etc/passwd") == NULL);
   CHECK (t, ib_clean_tar_path ("./") == NULL);
+}
+
+/* The problems that ENTRIES (NAME, TYPE, MODE; NULL NAME ends) raise, one
+ * string "NAME: WHY|..." to compare. */
+static char *
+tar_problems (const char *const *names, const mode_t *types, const mode_t *modes)
+{
+  struct ib_tar_check *c = ib_tar_check_new ();
+  for (size_t i = 0; names[i]; i++)
+    {
+      struct archive_entry *ae = archive_entry_new ();
+      archive_entry_set_pathname (ae, names[i]);
+      archive_entry_set_filetype (ae, types[i]);
+      archive_entry_set_perm (ae, modes[i]);
+      ib_tar_check_entry (c, ae, NULL);
+      archive_entry_free (ae);
+    }
+  size_t n;
+  const char *const *p = ib_tar_check_problems (c, &n);
+  char *out = ib_xstrdup ("");
+  for (size_t i = 0; i < n; i++)
+    {
+      char *more = ib_xasprintf ("%s%s%s", out, i ? "|" : "", p[i]);
+      free (out);
+      out = more;
+    }
+  ib_tar_check_free (c);
+  return out;
+}
+
+void
+tar_check_root_entry_is_not_hostile (struct test_ctx *t)
+{
+  /* The root folder as umoci (`/`) and GNU tar (`./`, `.`) write it: a real
+   * Debian base made by either has it, and it names nothing outside. */
+  const char *root[] = { "/", "./", ".", "etc/", "etc/hosts", NULL };
+  const mode_t rt[] = { AE_IFDIR, AE_IFDIR, AE_IFDIR, AE_IFDIR, AE_IFREG };
+  const mode_t rm[] = { 0755, 0755, 0755, 0755, 0644 };
+  cleanup_free char *ok = tar_problems (root, rt, rm);
+  CHECK_STR (t, ok, "");
+  /* Anything else absolute or climbing is named, the root as a file too. */
+  const char *bad[] = { "/", "/etc/passwd", "a/../../x", "./usr/bin/su", NULL };
+  const mode_t bt[] = { AE_IFREG, AE_IFREG, AE_IFDIR, AE_IFREG };
+  const mode_t bm[] = { 0644, 0644, 0755, 04755 };
+  cleanup_free char *named = tar_problems (bad, bt, bm);
+  CHECK_STR (t, named, "entry `/`: absolute name|entry `/etc/passwd`: absolute name|entry `a/../../x`: name with a `..` "
+                       "component|entry `./usr/bin/su`: setuid or setgid file");
 }
 
 void
