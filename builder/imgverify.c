@@ -75,6 +75,12 @@ static const char usage[] =
     "                            store has it): check every node before a rollout\n"
     "  --definition DIR          check against this definition (its sources'\n"
     "                            digests, its gates)\n"
+    "  --allow-unsafe-base       hostile entries (exit code 4) in the layers of\n"
+    "                            the image's base are warnings: the layers below\n"
+    "                            the first overlay layer its provenance records,\n"
+    "                            every layer of an image with no record (a base\n"
+    "                            itself).  As imgbuild --allow-unsafe-base: real\n"
+    "                            distribution bases have setuid files\n"
     "  --require-gates LIST      gates that must run for at least one definition\n"
     "                            (integrity,provenance,symbols,native,kernels,\n"
     "                            smoke, or\n"
@@ -690,6 +696,7 @@ main (int argc, char **argv)
     OPT_SMOKE_PROGRAM,
     OPT_NODE_SWEEP,
     OPT_NODE_RUN_ID,
+    OPT_ALLOW_UNSAFE_BASE,
   };
   static const struct option longopts[] = {
     { "python-symbols", no_argument, NULL, OPT_PY },
@@ -732,6 +739,7 @@ main (int argc, char **argv)
     { "smoke-program", required_argument, NULL, OPT_SMOKE_PROGRAM },
     { "node-sweep", required_argument, NULL, OPT_NODE_SWEEP },
     { "node-run-id", required_argument, NULL, OPT_NODE_RUN_ID },
+    { "allow-unsafe-base", no_argument, NULL, OPT_ALLOW_UNSAFE_BASE },
     { "help", no_argument, NULL, 'h' },
     { NULL, 0, NULL, 0 },
   };
@@ -770,6 +778,7 @@ main (int argc, char **argv)
       case OPT_AGAINST: to.against = optarg; break;
       case OPT_THEIR_BASE: to.their_base = optarg; break;
       case OPT_SUPERSET: to.require_superset = true; break;
+      case OPT_ALLOW_UNSAFE_BASE: vo.allow_unsafe_base = true; break;
       case OPT_AUTHFILE: vo.remote.auth_file = optarg; break;
       case OPT_VERIFY_SIGNATURE_WITH: vo.verify_signature_with = optarg; break;
       case OPT_HOST:

@@ -23,8 +23,19 @@ struct item
   ib_digest diff_id;
   bool is_layer;
   char *path;
-  char *problem; /* NULL when it checks */
+  char *problem;  /* NULL when it checks */
+  bool lenient;   /* a base layer of --allow-unsafe-base: hostile entries warn */
+  char *warnings; /* those entries then, one per line */
 };
+
+/* *LINES with LINE added, one per line. */
+static void
+add_line (char **lines, const char *line)
+{
+  char *more = ib_xasprintf ("%s%s%s", *lines ? *lines : "", *lines ? "\n" : "", line);
+  free (*lines);
+  *lines = more;
+}
 
 struct pool
 {
@@ -56,15 +67,14 @@ check_layer (struct pool *p, struct item *it)
         ;
       if (x == 0)
         ib_layer_reader_end (r, NULL, &err);
-      /* Hostile entries are integrity errors too, one line each. */
+      /* Hostile entries are integrity errors too, one line each (in a
+       * base layer that the caller allows them in, warnings). */
       size_t nh;
       const char *const *h = ib_layer_reader_hazards (r, &nh);
       for (size_t i = 0; err == NULL && i < nh; i++)
         {
-          char *more = ib_xasprintf ("%s%slayer %s: %s", it->problem ? it->problem : "", it->problem ? "\n" : "",
-                                     it->desc.digest.s, h[i]);
-          free (it->problem);
-          it->problem = more;
+          cleanup_free char *line = ib_xasprintf ("layer %s: %s", it->desc.digest.s, h[i]);
+          add_line (it->lenient ? &it->warnings : &it->problem, line);
         }
       ib_layer_reader_free (r);
     }
@@ -158,6 +168,19 @@ run_pool (struct ib_store *s, struct item *items, size_t n, int jobs, struct ib_
   ib_progress_end (p.progress);
 }
 
+/* Each line of LINES to FN. */
+static void
+report_lines (char *lines, bool is_error, ib_problem_fn fn, void *data)
+{
+  for (char *line = lines, *next; line; line = next)
+    {
+      next = strchr (line, '\n');
+      if (next)
+        *next++ = '\0';
+      fn (data, is_error, line);
+    }
+}
+
 static void
 report_items (struct item *items, size_t n, ib_problem_fn fn, void *data, struct ib_verify_stats *st)
 {
@@ -165,17 +188,10 @@ report_items (struct item *items, size_t n, ib_problem_fn fn, void *data, struct
     {
       st->blobs++;
       st->bytes += items[i].desc.size == UINT64_MAX ? 0 : items[i].desc.size;
-      if (items[i].problem)
-        {
-          st->bad++;
-          for (char *line = items[i].problem, *next; line; line = next)
-            {
-              next = strchr (line, '\n');
-              if (next)
-                *next++ = '\0';
-              fn (data, true, line);
-            }
-        }
+      st->bad += items[i].problem != NULL;
+      report_lines (items[i].warnings, false, fn, data);
+      report_lines (items[i].problem, true, fn, data);
+      free (items[i].warnings);
       free (items[i].problem);
       free (items[i].path);
       ib_descriptor_clear (&items[i].desc);
@@ -195,8 +211,8 @@ one_of (const char *s, const char *const *list)
 }
 
 int
-ib_verify_image (struct ib_store *s, const struct ib_image *img, struct ib_report *report, int jobs,
-                 ib_problem_fn fn, void *data, struct ib_verify_stats *st, ib_error_t *err)
+ib_verify_image (struct ib_store *s, const struct ib_image *img, size_t lenient_layers, struct ib_report *report,
+                 int jobs, ib_problem_fn fn, void *data, struct ib_verify_stats *st, ib_error_t *err)
 {
   (void) err;
   memset (st, 0, sizeof (*st));
@@ -218,6 +234,7 @@ ib_verify_image (struct ib_store *s, const struct ib_image *img, struct ib_repor
       ib_descriptor_copy (&items[n].desc, &img->layers[i]);
       items[n].diff_id = img->diff_ids[i];
       items[n].is_layer = true;
+      items[n].lenient = i < lenient_layers;
     }
   /* The bytes checked are S's own: a view reads the artifact where it is
    * (the layout's files, the archive's members), never the store's copy. */

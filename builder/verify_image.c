@@ -236,6 +236,38 @@ check_sources (const struct ib_definition *d, const struct ib_fsview *view, stru
   return n;
 }
 
+/* With --allow-unsafe-base, how many of the image's layers are its base's:
+ * those below the lowest overlay layer its provenance records name (a
+ * record's claim, read before its blobs are checked: it can only turn the
+ * base's hostile entries into warnings, which the option asks for), all of
+ * them when it has no record (imgverify of a base itself). */
+static size_t
+base_layers (struct ib_build *b, const struct ib_verify_image_options *o)
+{
+  if (!o->allow_unsafe_base)
+    return 0;
+  cJSON **records = NULL;
+  size_t n = 0, below = b->image->n_layers;
+  ib_error_t e = NULL;
+  if (ib_provenance_read_all (b->store, b->image, &records, &n, &e) < 0)
+    {
+      ib_report_note (b->report, "--allow-unsafe-base: no provenance to tell the base's layers (%s): every layer's "
+                      "hostile entries are errors", e->msg);
+      ib_error_release (&e);
+      return 0;
+    }
+  for (size_t i = 0; i < n; i++)
+    {
+      const cJSON *first = cJSON_GetObjectItemCaseSensitive (records[i], "overlay_layer");
+      size_t l = cJSON_IsNumber (first) && first->valuedouble >= 0 ? (size_t) first->valuedouble : 0;
+      below = l < below ? l : below;
+    }
+  ib_provenance_free (records, n);
+  ib_report_note (b->report, "--allow-unsafe-base: hostile entries of the first %zu layer(s) (the base's: %s) are warnings",
+                  below, n ? "as the provenance records" : "the image has no provenance record");
+  return below;
+}
+
 static void
 check_integrity (struct ib_build *b, const struct ib_verify_image_options *o, struct verdict *v)
 {
@@ -244,7 +276,8 @@ check_integrity (struct ib_build *b, const struct ib_verify_image_options *o, st
   ib_error_t e = NULL;
   size_t errors = ib_report_errors (b->report, "integrity");
   double t0 = ib_now ();
-  int r = ib_verify_image (b->store, b->image, b->report, o->jobs, ib_gate_sink_problem, &k, &st, &e);
+  size_t lenient = base_layers (b, o);
+  int r = ib_verify_image (b->store, b->image, lenient, b->report, o->jobs, ib_gate_sink_problem, &k, &st, &e);
   if (ib_gate_sink_finish (&k, IB_EINTEGRITY, r < 0 ? NULL : &e) < 0)
     r = -1;
   cleanup_free char *detail = ib_xasprintf ("%zu blobs, %llu bytes", st.blobs, st.bytes);

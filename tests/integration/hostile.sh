@@ -37,6 +37,30 @@ t_hostile_corpus_named_by_imgverify_and_refused_by_imgbuild() {
   expect_fail 4 "bin/su2" "$IB" --smoke=off --from oci:corpus/setuid:base def -t again:1
 }
 
+# imgverify --allow-unsafe-base: the hostile entries of the base's layers
+# are warnings (a real Debian base has setuid files), those of the image's
+# own layers stay errors.
+t_imgverify_allow_unsafe_base_warns_for_the_base_only() {
+  make_corpus
+  # A base alone: every layer is the base's.
+  expect_fail 4 'bin/su2' "$IV" oci:corpus/setuid:base
+  "$IV" --allow-unsafe-base oci:corpus/setuid:base 2>err.txt >/dev/null
+  grep -q 'warning: layer sha256:.*entry `bin/su2`: setuid' err.txt
+  refute grep -q 'error:' err.txt
+  # An image built over it: its provenance names the overlay's first layer.
+  "$IB" -q --smoke=off --allow-unsafe-base --from oci:corpus/setuid:base def -t over:1 >/dev/null
+  expect_fail 4 'bin/su2' "$IV" over:1
+  "$IV" --allow-unsafe-base over:1 2>err.txt >/dev/null
+  grep -q 'warning: layer sha256:.*entry `bin/su2`: setuid' err.txt
+  # A setuid file of the image's own layer is an error still.
+  mkdir -p def2
+  echo hello >def2/hello.txt
+  printf '[image]\nname = over:2\nfrom = scratch\n[copy]\nfile hello.txt /hello.txt mode=4755\n[new]\n/hello.txt\n' >def2/image.conf
+  "$IB" -q --smoke=off --allow-unsafe-base --from oci:corpus/setuid:base def2 -t over:2 >/dev/null
+  expect_fail 4 'entry `hello.txt`: setuid' "$IV" --allow-unsafe-base over:2
+  grep -q 'warning: layer sha256:.*entry `bin/su2`: setuid' stderr.txt
+}
+
 # Every layer extracted for a container (imgverify --run, the smoke test's
 # runner), then a look for stray files outside the store's layer folders.
 t_hostile_extraction_writes_nothing_outside_its_folder() {
