@@ -499,7 +499,8 @@ ib_gate_smoke (struct ib_build *b, ib_error_t *err)
                   "NCCL_DEBUG=INFO", "NCCL_DEBUG_SUBSYS=INIT,NET,ENV" };
   struct ib_run_options o = { .program = program, .program_target = "/opt/imgbuild/dcp2_smoke", .args = args,
                               .n_args = n, .env = env, .n_env = 5, .gpus = true, .timeout_s = d->smoke_timeout,
-                              .contract = &eff, .bind_dir = dir, .bind_target = KPROBE_TARGET };
+                              .contract = &eff, .bind_dir = dir, .bind_target = KPROBE_TARGET,
+                              .reaper = true, .reap_also = dir };
   struct ib_run_result res;
   ib_report_note (b->report, "smoke: %s ranks, dcp %s, in a container (%d GPUs given to it%s); %zu kernel probes", ranks,
                   dcp, gpus, sh.shm && !(d->contract.set & 1u) ? ", /dev/shm as the recipe sizes it" : "", plan.n);

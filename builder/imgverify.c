@@ -549,7 +549,7 @@ run_in_image (const char *store_path, const struct ib_remote_options *remote, co
       char *env[] = { "NCCL_NVLS_ENABLE=0" };
       struct ib_run_options o = { .program = argv[0], .program_target = target, .args = argv + 1,
                                   .n_args = (size_t) argc - 1, .env = env, .n_env = 1, .gpus = gpus,
-                                  .timeout_s = 600, .contract = &contract };
+                                  .timeout_s = 600, .contract = &contract, .reaper = true };
       r = ib_run_image (s, img, &o, &res, &err);
     }
   if (r == 0)

@@ -36,9 +36,11 @@ struct ib_run_options
   const char *state_root;
   const char *container_id;
   /* A process of its own session that outlives this one: when this
-   * process ends, however it ends (a launcher's SIGTERM, SIGKILL), it
-   * kills and deletes the container and removes the bundle, so that no
-   * container is left running on the node. */
+   * process ends, however it ends (a launcher's SIGTERM, SIGKILL, a CI
+   * job cancelled), it kills and deletes the container and removes the
+   * bundle, so that no container is left running on the node.  Every
+   * caller sets it: without it a killed imgbuild left its smoke test's
+   * container running, GPUs held. */
   bool reaper;
   const char *reap_also; /* a folder the reaper removes too (NULL: none) */
 };

@@ -53,6 +53,37 @@ t_runner_runs_a_program_inside_the_image() {
   [ -z "$(ls "$IMGBUILD_STORE/imgbuild/run")" ]
 }
 
+# imgverify (or imgbuild's smoke gate) killed while its container runs:
+# the reaper, a process of its own session, kills and deletes the
+# container and removes its bundle.  Before it, the container ran on.
+t_killed_runner_leaves_no_container() {
+  build_base
+  "$IB" -q dsv41-flash-dcp2 >/dev/null
+  name=sleeper-$$
+  printf '#include <unistd.h>\nint main (void) { sleep (300); return 0; }\n' >s.c
+  cc -O2 s.c -o "$name"
+  "$IV" --run dsv41-flash-dcp2:local -- "$PWD/$name" >out.txt 2>&1 &
+  pid=$!
+  # (its output comes back when it ends: the process itself is the sign)
+  for _ in $(seq 600); do pgrep -f "/opt/imgbuild/$name" >/dev/null && break; sleep 0.1; done
+  pgrep -f "/opt/imgbuild/$name" >/dev/null
+  kill -KILL "$pid"
+  wait "$pid" || true
+  gone=no
+  for _ in $(seq 300); do
+    if ! pgrep -f "/opt/imgbuild/$name" >/dev/null && [ -z "$(ls "$IMGBUILD_STORE/imgbuild/run")" ]; then
+      gone=yes
+      break
+    fi
+    sleep 0.1
+  done
+  # (a failed run must not leave its sleeper behind for the next test)
+  [ "$gone" = yes ] || pkill -KILL -f "/opt/imgbuild/$name" || true
+  log "container gone after imgverify was killed: $gone"
+  [ "$gone" = yes ]
+  refute grep -q "$IMGBUILD_STORE" /proc/mounts
+}
+
 t_smoke_program_starts_in_the_image_and_names_what_is_missing() {
   build_base
   "$IB" -q dsv41-flash-dcp2 >/dev/null
