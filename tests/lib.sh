@@ -176,7 +176,9 @@ build_base() {
 in_terminal() { # SOCK SCREEN CMD
   local sock=$1 screen=$2
   tmux -S "$sock" new-session -d -x 160 -y 40 "$3; echo EXIT=\$?; sleep 30"
-  for _ in $(seq 1 150); do
+  # Until the command has ended, 10 minutes at most: a build under ASan on
+  # a loaded 2-core machine took more than the 30 s this once allowed.
+  for _ in $(seq 1 3000); do
     tmux -S "$sock" capture-pane -e -p >"$screen"
     grep -q 'EXIT=' "$screen" && break
     sleep 0.2
