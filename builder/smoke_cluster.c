@@ -120,21 +120,6 @@ first_error (const char *text)
   return at ? strndup (at + 7, strcspn (at + 7, "\n")) : NULL;
 }
 
-/* The launcher's own words worth quoting: its first line that is not a
- * ruler of dashes, or NULL. */
-static char *
-launcher_words (const char *text)
-{
-  for (const char *l = text ? text : ""; *l;)
-    {
-      size_t len = strcspn (l, "\n");
-      if (len > 3 && strspn (l, "- ") < len)
-        return strndup (l, len);
-      l += len + (l[len] == '\n');
-    }
-  return NULL;
-}
-
 /* mpirun's "Process name: [[J,1],R]" of the first process that failed. */
 static int
 mpirun_first_failed (const char *text)
@@ -226,7 +211,7 @@ step_error (const struct step *s, const struct ib_hosts *h, bool per_node, ib_er
   int who = step_culprit (s);
   const char *host = who < 0 ? NULL : per_node ? h->name[who] : ib_hosts_of_rank (h, who);
   cleanup_free char *why = who >= 0 ? first_error (s->per_proc[who]) : NULL;
-  cleanup_free char *said = launcher_words (s->launcher_text);
+  cleanup_free char *said = ib_launch_said (s->launcher_text);
   cleanup_free char *rank = per_node || who < 0 ? ib_xstrdup ("") : ib_xasprintf (" (rank %d)", who);
   int class = s->timed_out ? IB_ESMOKE : per_node && s->code >= 2 && s->code <= 9 ? s->code : IB_ESMOKE;
   if (s->timed_out)

@@ -166,6 +166,12 @@ mpirun_argv (const struct ib_launch_step *s, struct words *v)
    * runtime to one core. */
   add (v, ib_xstrdup ("--bind-to"));
   add (v, ib_xstrdup ("none"));
+  /* NVIDIA's containers set OMPI_MCA_plm=isolated (start processes on this
+   * machine only): from one of them, mpirun finds every other host "already
+   * filled".  The command line wins over the environment. */
+  add (v, ib_xstrdup ("--mca"));
+  add (v, ib_xstrdup ("plm"));
+  add (v, ib_xstrdup ("^isolated"));
   add (v, ib_xstrdup ("--tag-output"));
   for (size_t i = 0; i < s->n_env; i++)
     {
@@ -430,6 +436,38 @@ ib_launch_split (enum ib_launcher l, const char *output, int ranks, char ***per_
   ib_xappend (launcher, &lused, "", 1);
   free (used);
   *per_rank = rk;
+}
+
+/* Lines a launcher prints that say nothing of why it failed: OpenMPI's
+ * and PMIx's notes on optional plugins they could not load (a launcher
+ * moved from where it was built prints one per plugin, first). */
+static bool
+launcher_noise (const char *line, size_t len)
+{
+  static const char *const noise[] = { "component_repository_open", "Sorry!  You were supposed to get help",
+                                       "But I couldn't open the help file", NULL };
+  cleanup_free char *l = strndup (line, len);
+  for (size_t i = 0; noise[i]; i++)
+    if (strstr (l, noise[i]))
+      return true;
+  /* The name of the help topic it could not show, alone on its line. */
+  size_t lead = strspn (l, " \t");
+  if (strcmp (l + lead, "unavailable") == 0)
+    return true;
+  return strspn (l, "- ") == len || len <= 3;
+}
+
+char *
+ib_launch_said (const char *text)
+{
+  for (const char *l = text ? text : ""; *l;)
+    {
+      size_t len = strcspn (l, "\n");
+      if (!launcher_noise (l, len))
+        return strndup (l, len);
+      l += len + (l[len] == '\n');
+    }
+  return NULL;
 }
 
 void

@@ -75,6 +75,10 @@ int ib_launch_run (char *const *argv, int timeout_s, int grace_s, int echo_fd, c
  * of rank R's lines (each with its newline); srun --label lines "R: TEXT"
  * likewise.  Lines of the launcher itself go to *LAUNCHER. */
 void ib_launch_split (enum ib_launcher l, const char *output, int ranks, char ***per_rank, char **launcher);
+/* The launcher's own words worth quoting when it failed: the first line of
+ * LAUNCHER (ib_launch_split's) that is neither a ruler of dashes nor one of
+ * OpenMPI's and PMIx's notes on plugins they could not load, or NULL. */
+char *ib_launch_said (const char *launcher);
 void ib_launch_split_free (char **per_rank, int ranks);
 
 #endif

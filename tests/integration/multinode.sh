@@ -159,8 +159,8 @@ t_multinode_launch_lines_and_a_node_without_gpu() {
   cat mpirun.txt
   defhex=$(sed -n 2p mpirun.txt | sed 's/.*--node-definition \([0-9a-f]*\).*/\1/')
   run=$(sed -n 2p mpirun.txt | sed 's/ --node-run-id [0-9a-f]*//')
-  [ "$(sed -n 1p mpirun.txt)" = "mpirun --allow-run-as-root --host spark1:1,spark2:1,spark3:1,spark4:1 -np 4 --map-by node --bind-to none --tag-output $iv --node-pull $ref --node-slots 1,1,1,1" ]
-  [ "$run" = "mpirun --allow-run-as-root --host spark1:1,spark2:1,spark3:1,spark4:1 -np 4 --map-by slot --bind-to none --tag-output -x NCCL_COMM_ID=spark1:29517 $iv --node-rank $ref --dcp 2 --node-definition $defhex" ]
+  [ "$(sed -n 1p mpirun.txt)" = "mpirun --allow-run-as-root --host spark1:1,spark2:1,spark3:1,spark4:1 -np 4 --map-by node --bind-to none --mca plm '^isolated' --tag-output $iv --node-pull $ref --node-slots 1,1,1,1" ]
+  [ "$run" = "mpirun --allow-run-as-root --host spark1:1,spark2:1,spark3:1,spark4:1 -np 4 --map-by slot --bind-to none --mca plm '^isolated' --tag-output -x NCCL_COMM_ID=spark1:29517 $iv --node-rank $ref --dcp 2 --node-definition $defhex" ]
   # The definition travels as the hex of its gate sections.
   echo "$defhex" | python3 -c 'import sys; print(bytes.fromhex(sys.stdin.read().strip()).decode())' |
     grep -qx 'expect-transport P2P'

@@ -52,7 +52,7 @@ launch_command_lines_of_mpirun_and_srun (struct test_ctx *t)
   struct ib_launch_step s = { .launcher = IB_LAUNCH_MPIRUN, .hosts = &h, .env = env, .n_env = 2, .argv = prog,
                               .n_argv = 4, .as_root = true };
   char *l = line_of (&s);
-  CHECK_STR (t, l, "mpirun --allow-run-as-root --host n1:2,n2:2 -np 4 --map-by slot --bind-to none --tag-output "
+  CHECK_STR (t, l, "mpirun --allow-run-as-root --host n1:2,n2:2 -np 4 --map-by slot --bind-to none --mca plm '^isolated' --tag-output "
                    "-x NCCL_COMM_ID=n1:29517 -x NCCL_IB_HCA=mlx5_0,mlx5_1 /usr/bin/imgverify --node-rank "
                    "docker://r/x@sha256:ab 'it'\\''s'");
   free (l);
@@ -61,7 +61,7 @@ launch_command_lines_of_mpirun_and_srun (struct test_ctx *t)
   s.n_env = 0;
   s.n_argv = 1;
   l = line_of (&s);
-  CHECK_STR (t, l, "mpirun --host n1:2,n2:2 -np 2 --map-by node --bind-to none --tag-output /usr/bin/imgverify");
+  CHECK_STR (t, l, "mpirun --host n1:2,n2:2 -np 2 --map-by node --bind-to none --mca plm '^isolated' --tag-output /usr/bin/imgverify");
   free (l);
   s.launcher = IB_LAUNCH_SRUN;
   s.per_node = false;
@@ -179,4 +179,26 @@ definition_smoke_keys_across_nodes (struct test_ctx *t)
   CHECK (t, ib_definition_from_gate_text ("[smoke]\nkernels /k.fatbin\nexpect-transport-nodes TCP\n", &d, &e) < 0);
   CHECK (t, e && strstr (e->msg, "expect-transport-nodes `TCP`"));
   ib_error_release (&e);
+}
+
+void
+launch_said_skips_plugin_notes (struct test_ctx *t)
+{
+  /* What mpirun printed on the GPU machine, where the system's PMIx plugins
+   * did not match the carried library: the reason is the last line. */
+  const char *text = "[vm:00619] pmix_mca_base_component_repository_open: unable to open /usr/lib/x86_64-linux-gnu/"
+                     "pmix2/lib/pmix/pmix_mca_pcompress_zlib: \n"
+                     "--------------------------------------------------------------------------\n"
+                     "Sorry!  You were supposed to get help about:\n"
+                     "    unavailable\n"
+                     "But I couldn't open the help file:\n"
+                     "--------------------------------------------------------------------------\n"
+                     "All nodes which are allocated for this job are already filled.\n";
+  char *said = ib_launch_said (text);
+  CHECK_STR (t, said, "All nodes which are allocated for this job are already filled.");
+  free (said);
+  said = ib_launch_said ("node spark-2 is unavailable for this job\n");
+  CHECK_STR (t, said, "node spark-2 is unavailable for this job");
+  free (said);
+  CHECK (t, ib_launch_said ("-----\n\n") == NULL);
 }
