@@ -141,7 +141,7 @@ verify: all
 TEST_SUITES ?= .
 test: test-deps
 	$(MAKE) all
-	$(if $(SANITIZE),,$(MAKE) SANITIZE=fuzz fuzzers)
+	$(MAKE) SANITIZE=fuzz fuzzers
 	IB_BUILD=$(BUILD) IB_FUZZ_BUILD=build-fuzz IB_SANITIZE=$(filter 1,$(SANITIZE)) \
 	  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 tests/run.sh '$(TEST_SUITES)'
 

@@ -8,7 +8,9 @@
 # with the x86-64 ones (the tests that need build-arm64/ then skip).
 
 IBA=$ROOT/build-arm64/qemu/imgbuild
-IBX=$ROOT/${IB_NATIVE_BUILD:-build}/imgbuild
+# The x86-64 tools: those of this run (build-asan/ under SANITIZE=1), or
+# with make test-arm64, where $IB is the aarch64 one, IB_NATIVE_BUILD.
+IBX=$ROOT/${IB_NATIVE_BUILD:-${IB_BUILD:-build}}/imgbuild
 SIA=$ROOT/images/dsv41-flash-b12x/native/arm64
 
 # The arm64 stand-in's inputs (make stand-in-arm64) and qemu-user.
