@@ -322,8 +322,10 @@ run_scenario() {
     measure "$sc" skopeo skopeo copy -q "oci:$W/store:bench:w1" "oci:$W/sk:r"
   done
   record "$sc" skopeo "skopeo copy of the result to a new OCI layout"
-  for r in $(seq 1 "$RUNS"); do measure_any "$sc" verify "$IV" bench:w1; done
-  record "$sc" verify "imgverify of the result (store; every gate, pass or fail)"
+  # The real bases have setuid programs (su, mount): as the builds above,
+  # imgverify accepts them in the base's layers, warned about.
+  for r in $(seq 1 "$RUNS"); do measure_any "$sc" verify "$IV" --allow-unsafe-base bench:w1; done
+  record "$sc" verify "imgverify --allow-unsafe-base of the result (store; every gate, timed pass or fail)"
   local man
   man=$(jq -r '.manifests[] | select(.annotations["org.opencontainers.image.ref.name"] == "bench:w1") | .digest' "$W/store/index.json" | cut -d: -f2)
   jq -r '.layers[].digest, .config.digest' "$W/store/blobs/sha256/$man" | cut -d: -f2 | while read -r b; do
