@@ -430,6 +430,18 @@ is_marker (const struct ib_fs_entry *e)
   return e->type == IB_FS_WHITEOUT || e->type == IB_FS_OPAQUE;
 }
 
+/* A whiteout whose name is empty, `.` or `..` (`.wh.`, `.wh..`, `.wh...`)
+ * names no file: tarcheck.h reports it as hostile, the runtime's bundle
+ * refuses it (smoke/bundle.c), and the view ignores it.  Taken as a path,
+ * the empty one would delete the whole tree below the layer. */
+static bool
+names_nothing (const char *path)
+{
+  const char *slash = strrchr (path, '/');
+  const char *base = slash ? slash + 1 : path;
+  return *base == '\0' || strcmp (base, ".") == 0 || strcmp (base, "..") == 0;
+}
+
 void
 ib_fsview_push (struct ib_fsview *v, const struct ib_fs_list *list, int layer)
 {
@@ -437,7 +449,7 @@ ib_fsview_push (struct ib_fsview *v, const struct ib_fs_list *list, int layer)
     if (list->e[i].type == IB_FS_OPAQUE)
       remove_tree (v, list->e[i].path, false);
   for (size_t i = 0; i < list->n; i++)
-    if (list->e[i].type == IB_FS_WHITEOUT)
+    if (list->e[i].type == IB_FS_WHITEOUT && !names_nothing (list->e[i].path))
       remove_tree (v, list->e[i].path, true);
   /* Both sides are sorted: one merge pass, the upper layer winning. */
   size_t cap = v->n + list->n;

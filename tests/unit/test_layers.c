@@ -466,5 +466,12 @@ fsview_applies_whiteouts (struct test_ctx *t)
   v = ib_fsview_new ();
   ib_fsview_push (v, &wl, 0);
   CHECK (t, ib_fsview_count (v) == 1 && ib_fsview_lookup (v, "x/y") != NULL);
+  /* Whiteouts that name nothing (`.wh.` at the root and in a folder,
+   * `.wh..`, `.wh...`) remove nothing: the first one took the whole tree. */
+  struct ib_fs_entry z[] = { fe ("", IB_FS_WHITEOUT), fe ("x/", IB_FS_WHITEOUT), fe ("x/.", IB_FS_WHITEOUT),
+                             fe ("x/..", IB_FS_WHITEOUT) };
+  struct ib_fs_list zl = { .n = 4, .e = z };
+  ib_fsview_push (v, &zl, 1);
+  CHECK (t, ib_fsview_count (v) == 1 && ib_fsview_lookup (v, "x/y") != NULL);
   ib_fsview_free (v);
 }
