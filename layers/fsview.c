@@ -430,16 +430,14 @@ is_marker (const struct ib_fs_entry *e)
   return e->type == IB_FS_WHITEOUT || e->type == IB_FS_OPAQUE;
 }
 
-/* A whiteout whose name is empty, `.` or `..` (`.wh.`, `.wh..`, `.wh...`)
- * names no file: tarcheck.h reports it as hostile, the runtime's bundle
- * refuses it (smoke/bundle.c), and the view ignores it.  Taken as a path,
- * the empty one would delete the whole tree below the layer. */
+/* A whiteout that names no file (`.wh.`, `.wh..`, `.wh...`;
+ * layer_reader.h) removes nothing: taken as a path, the empty one would
+ * delete the whole tree below the layer. */
 static bool
 names_nothing (const char *path)
 {
   const char *slash = strrchr (path, '/');
-  const char *base = slash ? slash + 1 : path;
-  return *base == '\0' || strcmp (base, ".") == 0 || strcmp (base, "..") == 0;
+  return ib_whiteout_names_nothing (slash ? slash + 1 : path);
 }
 
 void

@@ -319,6 +319,12 @@ ib_layer_reader_free (struct ib_layer_reader *r)
   free (r);
 }
 
+bool
+ib_whiteout_names_nothing (const char *gone)
+{
+  return *gone == '\0' || strcmp (gone, ".") == 0 || strcmp (gone, "..") == 0;
+}
+
 char *
 ib_clean_tar_path (const char *p)
 {

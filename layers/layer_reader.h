@@ -7,6 +7,7 @@
 #define IB_LAYER_READER_H
 
 #include <archive_entry.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -37,5 +38,8 @@ void ib_layer_reader_free (struct ib_layer_reader *r);
 /* "a/./b/" -> "a/b"; leading "/" and "./" dropped.  NULL for a path with
  * ".." in it or one that is empty (the root). */
 char *ib_clean_tar_path (const char *p);
+/* A whiteout ".wh.GONE" whose GONE is empty, `.` or `..` names no file:
+ * tarcheck reports it, bundle extraction refuses it, fsview ignores it. */
+bool ib_whiteout_names_nothing (const char *gone);
 
 #endif

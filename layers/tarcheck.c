@@ -181,8 +181,7 @@ check_whiteout (struct ib_tar_check *c, const char *name, const char *clean)
   const char *base = slash ? slash + 1 : clean;
   if (strncmp (base, ".wh.", 4) != 0 || strcmp (base, ".wh..wh..opq") == 0)
     return;
-  const char *x = base + 4;
-  if (*x == '\0' || strcmp (x, ".") == 0 || strcmp (x, "..") == 0)
+  if (ib_whiteout_names_nothing (base + 4))
     problem (c, name, "whiteout of `.`, `..` or the root");
 }
 

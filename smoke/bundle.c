@@ -56,7 +56,7 @@ write_whiteout (const char *root, const char *path, ib_error_t *err)
 {
   const char *name = strrchr (path, '/') ? strrchr (path, '/') + 1 : path;
   const char *gone = name + 4;
-  if (strcmp (name, ".wh..wh..opq") != 0 && (*gone == '\0' || strcmp (gone, ".") == 0 || strcmp (gone, "..") == 0))
+  if (strcmp (name, ".wh..wh..opq") != 0 && ib_whiteout_names_nothing (gone))
     return ib_error (err, IB_EINTEGRITY, "whiteout `%s` names no file", path);
   if (through_symlink (root, path, false))
     return ib_error (err, IB_EINTEGRITY, "whiteout `%s` is under a symbolic link", path);
