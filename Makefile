@@ -13,6 +13,14 @@ CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fno-common
 CPPFLAGS += -DIB_IMAGES_DIR='"$(CURDIR)/images"'
 PKG_CONFIG ?= pkg-config
 LDLIBS += $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null || echo -larchive -lcjson -lcrypto -lz -lzstd -llz4 -lcurl) -lm -lpthread -lstdc++
+# ISA-L's igzip inflates layers when its library is there (libisal-dev,
+# which make deps installs; util/gunzip.c), zlib otherwise (an arm64 cross
+# build without libisal-dev:arm64).  ISAL=0 forces zlib.
+ISAL ?= $(shell $(PKG_CONFIG) --exists libisal 2>/dev/null && echo 1)
+ifeq ($(ISAL),1)
+CPPFLAGS += -DIB_HAVE_ISAL
+LDLIBS += $(shell $(PKG_CONFIG) --libs libisal)
+endif
 # recipe/toml_shim.cc, the one C++ file: toml++ (libtomlplusplus-dev,
 # header-only here) behind a C interface; exceptions and RTTI off.
 CXXFLAGS ?= -O2 -g

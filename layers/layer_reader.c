@@ -6,11 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <zlib.h>
 #include <zstd.h>
 
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
+#include "../util/gunzip.h"
 #include "tarcheck.h"
 
 #define IN_CHUNK (256u << 10)
@@ -38,7 +38,7 @@ struct ib_layer_reader
   unsigned char *in, *out;
   size_t in_len, in_pos;
   bool in_eof, stream_end;
-  z_stream z;
+  struct ib_gunzip *gz;
   ZSTD_DStream *zs;
   struct archive *a;
   struct ib_tar_check *check;
@@ -101,24 +101,14 @@ produce (struct ib_layer_reader *r)
         }
       else if (r->codec == CODEC_GZIP)
         {
-          if (r->stream_end)
-            {
-              /* Concatenated gzip members are one stream (RFC 1952). */
-              if (inflateReset (&r->z) != Z_OK)
-                return ib_error (&r->pending, IB_EINTEGRITY, "layer %s: inflate reset", r->blob.digest.s);
-              r->stream_end = false;
-            }
-          r->z.next_in = r->in + r->in_pos;
-          r->z.avail_in = (uInt) avail;
-          r->z.next_out = r->out;
-          r->z.avail_out = OUT_CHUNK;
-          int z = inflate (&r->z, Z_NO_FLUSH);
-          if (z != Z_OK && z != Z_STREAM_END && !(z == Z_BUF_ERROR && r->z.avail_in == 0))
-            return ib_error (&r->pending, IB_EINTEGRITY, "layer %s: gzip data is corrupt (%s)", r->blob.digest.s,
-                             r->z.msg ? r->z.msg : "inflate error");
-          r->in_pos = r->in_len - r->z.avail_in;
-          made = OUT_CHUNK - r->z.avail_out;
-          r->stream_end = z == Z_STREAM_END;
+          /* Concatenated gzip members are one stream (RFC 1952): after a
+           * member's end, what input is left starts the next. */
+          size_t used = 0;
+          if (ib_gunzip_run (r->gz, r->in + r->in_pos, avail, &used, r->out, OUT_CHUNK, &made, &r->stream_end,
+                             &r->pending)
+              < 0)
+            return ib_error_wrap (&r->pending, "layer %s", r->blob.digest.s);
+          r->in_pos += used;
         }
       else
         {
@@ -172,8 +162,8 @@ reader_start (struct ib_layer_reader *r, const struct ib_descriptor *blob, ib_er
       return -1;
     }
   r->codec = sniff (r->in, r->in_len);
-  if (r->codec == CODEC_GZIP && inflateInit2 (&r->z, 15 + 16) != Z_OK)
-    return ib_error (err, IB_EENV, "inflateInit2 failed");
+  if (r->codec == CODEC_GZIP && ib_gunzip_new (&r->gz, err) < 0)
+    return -1;
   if (r->codec == CODEC_ZSTD && (r->zs = ZSTD_createDStream ()) == NULL)
     return ib_error (err, IB_EENV, "ZSTD_createDStream failed");
   r->a = archive_read_new ();
@@ -302,8 +292,7 @@ ib_layer_reader_free (struct ib_layer_reader *r)
     return;
   if (r->a)
     archive_read_free (r->a);
-  if (r->codec == CODEC_GZIP)
-    inflateEnd (&r->z);
+  ib_gunzip_free (r->gz);
   if (r->zs)
     ZSTD_freeDStream (r->zs);
   if (r->fd >= 0)

@@ -7,7 +7,7 @@
 # qemu-user, and the arm64 libraries the tests read).  Only missing packages
 # are installed.
 set -eu
-build=(gcc g++ make pkg-config libarchive-dev libcjson-dev libssl-dev zlib1g-dev libzstd-dev liblz4-dev
+build=(gcc g++ make pkg-config libarchive-dev libcjson-dev libssl-dev zlib1g-dev libzstd-dev liblz4-dev libisal-dev
        libcurl4-openssl-dev busybox-static python3 ca-certificates libtomlplusplus-dev)
 fuzz=(clang libclang-rt-dev)
 test=(skopeo umoci docker.io runc docker-registry apache2-utils openssl curl tmux jq iproute2 procps openmpi-bin python3-jsonschema python3-protobuf python3-junitparser libxml2-utils strace
