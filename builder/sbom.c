@@ -80,31 +80,61 @@ has_files (const char *state)
   return false;
 }
 
+/* The fields of one paragraph of dpkg's status file the SBOM uses. */
+struct dpkg_para
+{
+  char *name, *version, *arch, *status;
+};
+
+/* The next paragraph of the status text at *P (before END) into D; false
+ * at the end (D untouched). */
+static bool
+dpkg_next (const char **p, const char *end, struct dpkg_para *d)
+{
+  if (*p >= end)
+    return false;
+  const char *q = strstr (*p, "\n\n");
+  const char *para_end = q ? q + 1 : end;
+  d->name = field (*p, para_end, "Package");
+  d->version = field (*p, para_end, "Version");
+  d->arch = field (*p, para_end, "Architecture");
+  d->status = field (*p, para_end, "Status");
+  *p = q ? q + 2 : end;
+  return true;
+}
+
+static void
+dpkg_para_clear (struct dpkg_para *d)
+{
+  free (d->name);
+  free (d->version);
+  free (d->arch);
+  free (d->status);
+}
+
+/* A package the SBOM lists: named, versioned, its files on disk. */
+static bool
+dpkg_listed (const struct dpkg_para *d)
+{
+  const char *state = d->status ? strrchr (d->status, ' ') : NULL;
+  state = state ? state + 1 : d->status;
+  return d->name && *d->name && d->version && *d->version && state && has_files (state);
+}
+
 void
 ib_sbom_add_dpkg (cJSON *list, const char *text, size_t *ids)
 {
-  const char *p = text, *end = text + strlen (text);
-  while (p < end)
-    {
-      const char *q = strstr (p, "\n\n");
-      const char *para_end = q ? q + 1 : end;
-      cleanup_free char *name = field (p, para_end, "Package");
-      cleanup_free char *version = field (p, para_end, "Version");
-      cleanup_free char *arch = field (p, para_end, "Architecture");
-      cleanup_free char *status = field (p, para_end, "Status");
-      const char *state = status ? strrchr (status, ' ') : NULL;
-      state = state ? state + 1 : status;
-      if (name && *name && version && *version && state && has_files (state))
-        {
-          cJSON *pkg = package (ids, "deb", name, version);
-          cleanup_free char *purl = ib_xasprintf ("pkg:deb/debian/%s@%s%s%s", name, version, arch ? "?arch=" : "",
-                                                   arch ? arch : "");
-          add_purl (pkg, purl);
-          cJSON_AddStringToObject (pkg, "sourceInfo", "/var/lib/dpkg/status");
-          cJSON_AddItemToArray (list, pkg);
-        }
-      p = q ? q + 2 : end;
-    }
+  struct dpkg_para d;
+  for (const char *p = text, *end = text + strlen (text); dpkg_next (&p, end, &d); dpkg_para_clear (&d))
+    if (dpkg_listed (&d))
+      {
+        cJSON *pkg = package (ids, "deb", d.name, d.version);
+        cleanup_free char *purl = ib_xasprintf ("pkg:deb/debian/%s@%s%s%s", d.name, d.version,
+                                                 d.arch ? "?arch=" : "", d.arch ? d.arch : "");
+        add_purl (pkg, purl);
+        cJSON_AddStringToObject (pkg, "sourceInfo", "/var/lib/dpkg/status");
+        cJSON_AddItemToArray (list, pkg);
+      }
 }
 
 int
@@ -118,10 +148,75 @@ ib_sbom_python_metadata (const char *text, char **name, char **version)
   return *name && *version ? 0 : -1;
 }
 
+/* What the SBOM takes from a package file, as the text of the same kind
+ * that gives exactly that (the dpkg paragraphs of the packages it lists, the
+ * Name and Version of a Python metadata file): small, so it is cached by
+ * the file's content digest (STORE/imgbuild/sbom/), and a warm build reads
+ * no layer for its SBOM. */
+static char *
+reduce (const char *path, const char *text)
+{
+  char *out = NULL;
+  size_t used = 0;
+  ib_xappend (&out, &used, "", 0);
+  if (strcmp (path, "var/lib/dpkg/status") == 0)
+    {
+      struct dpkg_para d;
+      for (const char *p = text, *end = text + strlen (text); dpkg_next (&p, end, &d); dpkg_para_clear (&d))
+        if (dpkg_listed (&d))
+          {
+            cleanup_free char *para = ib_xasprintf ("Package: %s\nVersion: %s\n%s%s%sStatus: %s\n\n", d.name,
+                                                    d.version, d.arch ? "Architecture: " : "", d.arch ? d.arch : "",
+                                                    d.arch ? "\n" : "", d.status);
+            ib_xappend (&out, &used, para, strlen (para));
+          }
+    }
+  else
+    {
+      cleanup_free char *name = NULL, *version = NULL;
+      if (ib_sbom_python_metadata (text, &name, &version) == 0)
+        {
+          cleanup_free char *head = ib_xasprintf ("Name: %s\nVersion: %s\n\n", name, version);
+          ib_xappend (&out, &used, head, strlen (head));
+        }
+    }
+  return out;
+}
+
+/* The cache entry: the reduced text, then this line, so that a file cut
+ * short is no entry. */
+#define SBOM_CACHE_END "\n# imgbuild sbom cache 1\n"
+
+static char *
+cache_path (const char *dir, const struct ib_fs_entry *e)
+{
+  return dir && ib_digest_hex_valid (e->digest) ? ib_path_join (dir, e->digest) : NULL;
+}
+
+static char *
+cache_load (const char *dir, const struct ib_fs_entry *e)
+{
+  cleanup_free char *path = cache_path (dir, e);
+  cleanup_free char *text = NULL;
+  size_t len = 0, k = strlen (SBOM_CACHE_END);
+  ib_error_t err = NULL;
+  if (path == NULL || ib_read_file (path, MAX_METADATA, &text, &len, &err) < 0)
+    {
+      ib_error_release (&err);
+      return NULL;
+    }
+  if (len < k || memcmp (text + len - k, SBOM_CACHE_END, k) != 0)
+    return NULL;
+  text[len - k] = '\0';
+  return steal_pointer (&text);
+}
+
 struct reader
 {
-  cJSON *list;
-  size_t *ids;
+  const char *cache; /* STORE/imgbuild/sbom, or NULL */
+  const struct ib_fs_entry **missing;
+  char **texts; /* the reduced text of each missing[i] */
+  size_t n_missing;
 };
 
 static int
@@ -134,22 +229,33 @@ read_one (void *data, const struct ib_fs_entry *e, struct ib_layer_reader *r, ib
   if (ib_reader_slurp (r, dpkg ? MAX_DPKG_STATUS : MAX_METADATA, &text, &len, err) < 0)
     return ib_error_wrap (err, "SBOM: /%s", e->path);
   text[len] = '\0';
-  if (dpkg)
-    {
-      ib_sbom_add_dpkg (rd->list, text, rd->ids);
-      return 0;
-    }
-  cleanup_free char *name = NULL, *version = NULL;
-  if (ib_sbom_python_metadata (text, &name, &version) == 0)
-    {
-      cJSON *pkg = package (rd->ids, "py", name, version);
-      cleanup_free char *purl = ib_xasprintf ("pkg:pypi/%s@%s", name, version);
-      add_purl (pkg, purl);
-      cleanup_free char *where = ib_xasprintf ("/%s", e->path);
-      cJSON_AddStringToObject (pkg, "sourceInfo", where);
-      cJSON_AddItemToArray (rd->list, pkg);
-    }
+  for (size_t i = 0; i < rd->n_missing; i++)
+    if (rd->missing[i] == e && rd->texts[i] == NULL)
+      {
+        rd->texts[i] = reduce (e->path, text);
+        cleanup_free char *path = cache_path (rd->cache, e);
+        cleanup_free char *entry = ib_xasprintf ("%s%s", rd->texts[i], SBOM_CACHE_END);
+        ib_error_t ce = NULL;
+        if (path && ib_write_cache_file (path, entry, strlen (entry), &ce) < 0)
+          ib_error_release (&ce); /* a cache that cannot be written only costs a read next time */
+        break;
+      }
   return 0;
+}
+
+/* The package of a Python metadata file at PATH, from its reduced text. */
+static void
+add_python (cJSON *list, size_t *ids, const char *path, const char *text)
+{
+  cleanup_free char *name = NULL, *version = NULL;
+  if (ib_sbom_python_metadata (text, &name, &version) < 0)
+    return;
+  cJSON *pkg = package (ids, "py", name, version);
+  cleanup_free char *purl = ib_xasprintf ("pkg:pypi/%s@%s", name, version);
+  add_purl (pkg, purl);
+  cleanup_free char *where = ib_xasprintf ("/%s", path);
+  cJSON_AddStringToObject (pkg, "sourceInfo", where);
+  cJSON_AddItemToArray (list, pkg);
 }
 
 static bool
@@ -159,7 +265,9 @@ ends_with (const char *s, const char *suffix)
   return n >= k && strcmp (s + n - k, suffix) == 0;
 }
 
-/* The dpkg status file and the Python metadata files, read and listed. */
+/* The dpkg status file and the Python metadata files, listed in the
+ * view's order: each from the cache by its content digest, the others read
+ * (the layers that provide them, once each) and cached. */
 static int
 add_package_files (struct ib_store *s, const struct ib_image *img, const struct ib_fsview *view, cJSON *list,
                    size_t *ids, ib_error_t *err)
@@ -174,8 +282,38 @@ add_package_files (struct ib_store *s, const struct ib_image *img, const struct 
               || ends_with (e->path, ".egg-info/PKG-INFO") || ends_with (e->path, ".egg-info")))
         wanted[k++] = e;
     }
-  struct reader rd = { list, ids };
-  int r = ib_extract_entries (s, img, wanted, k, read_one, &rd, err);
+  cleanup_free char *cache = NULL;
+  ib_error_t ce = NULL;
+  if (ib_store_cache_dir (s, "sbom", &cache, &ce) < 0)
+    ib_error_release (&ce); /* no cache: every file read */
+  char **texts = ib_xcalloc (k ? k : 1, sizeof (*texts));
+  struct reader rd = { .cache = cache, .missing = ib_xcalloc (k ? k : 1, sizeof (*rd.missing)),
+                       .texts = ib_xcalloc (k ? k : 1, sizeof (*rd.texts)) };
+  for (size_t i = 0; i < k; i++)
+    if ((texts[i] = cache_load (cache, wanted[i])) == NULL)
+      rd.missing[rd.n_missing++] = wanted[i];
+  int r = rd.n_missing ? ib_extract_entries (s, img, rd.missing, rd.n_missing, read_one, &rd, err) : 0;
+  for (size_t i = 0, m = 0; i < k; i++)
+    {
+      if (texts[i] == NULL && m < rd.n_missing && rd.missing[m] == wanted[i])
+        {
+          texts[i] = steal_pointer (&rd.texts[m]); /* a macro: its argument twice */
+          m++;
+        }
+      if (r < 0 || texts[i] == NULL)
+        continue;
+      if (strcmp (wanted[i]->path, "var/lib/dpkg/status") == 0)
+        ib_sbom_add_dpkg (list, texts[i], ids);
+      else
+        add_python (list, ids, wanted[i]->path, texts[i]);
+    }
+  for (size_t i = 0; i < k; i++)
+    free (texts[i]);
+  for (size_t i = 0; i < rd.n_missing; i++)
+    free (rd.texts[i]);
+  free (texts);
+  free (rd.texts);
+  free (rd.missing);
   free (wanted);
   return r;
 }

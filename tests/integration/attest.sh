@@ -250,6 +250,23 @@ CONF
       ["numpy", "1.24.2", "\($py)/numpy-1.24.2.dist-info/METADATA"],
       ["vllm", "0.11.0", "/usr/local/lib/python3.12/dist-packages/vllm-0.11.0.dist-info/METADATA"]] | sort)' a.json
   jq -e '.artifacts[0].spdx.gpu == [["/usr/lib/libflashinfer_dcp.so", ["sm_121a", "compute_120"]]]' a.json
+  # What the SBOM took from each package file is cached by the file's
+  # content: the next build lists the same packages and reads no layer of
+  # the base for them (strace: the base's layer blob is never opened).
+  [ "$(ls "$IMGBUILD_STORE/imgbuild/sbom" | wc -l)" = 5 ]
+  local man layer
+  man=$(jq -r '.manifests[] | select(.annotations["org.opencontainers.image.ref.name"] == "sbase:1") | .digest' \
+    "$IMGBUILD_STORE/index.json" | cut -d: -f2)
+  layer=$(jq -r '.layers[0].digest' "$IMGBUILD_STORE/blobs/sha256/$man" | cut -d: -f2)
+  strace -f -e trace=openat -o open.txt "$IB" -q sbom -t sbom:2 >out2.txt
+  ! grep -q "$layer" open.txt
+  attest_of "$IMGBUILD_STORE" "$(cut -d' ' -f2 out2.txt)" >b.json
+  [ "$(jq -c '.artifacts[0].spdx' a.json)" = "$(jq -c '.artifacts[0].spdx' b.json)" ]
+  # An entry cut short is no entry: that file is read again, the same.
+  for f in "$IMGBUILD_STORE"/imgbuild/sbom/*; do head -c 10 "$f" >"$f.cut" && mv "$f.cut" "$f"; done
+  "$IB" -q sbom -t sbom:3 >out3.txt
+  attest_of "$IMGBUILD_STORE" "$(cut -d' ' -f2 out3.txt)" >c.json
+  [ "$(jq -c '.artifacts[0].spdx' a.json)" = "$(jq -c '.artifacts[0].spdx' c.json)" ]
 }
 
 XSD=$ROOT/tests/attest/junit-10.xsd
