@@ -347,6 +347,13 @@ ib_launch_run (char *const *argv, int timeout_s, int grace_s, int echo_fd, char 
           ssize_t n = read (pfd[0], buf, sizeof (buf));
           if (n > 0)
             {
+              /* OpenMPI's daemons end some help messages with a NUL and no
+               * newline (seen with a PMIx whose plugins do not load): kept,
+               * it would end the text there and hide every rank's output
+               * after it. */
+              for (ssize_t i = 0; i < n; i++)
+                if (buf[i] == '\0')
+                  buf[i] = '\n';
               ib_xappend (output, &used, buf, (size_t) n);
               if (echo_fd >= 0 && write (echo_fd, buf, (size_t) n) < 0)
                 echo_fd = -1;
@@ -379,74 +386,149 @@ ib_launch_run (char *const *argv, int timeout_s, int grace_s, int echo_fd, char 
 
 /* ---- the launcher's output ----------------------------------------------- */
 
-/* Rank of an mpirun --tag-output line "[J,R]<stdout>:" or an srun --label
- * line "  R: "; *TEXT after the tag.  -1: the launcher's own line. */
-static int
-line_rank (enum ib_launcher l, const char *line, const char **text)
+/* The next OpenMPI --tag-output tag "[J,R]<stdout>:" in LINE at or after
+ * FROM: where it starts, *AFTER past it, *RANK its rank, or -1 for job 0
+ * (mpirun itself, [0,0], and its daemons on the nodes, [0,1]...: their
+ * numbers are not the ranks'), *STREAM the first letter of the stream's
+ * name past "std" ('o', 'e').  NULL: none. */
+static const char *
+mpirun_tag (const char *from, int *rank, char *stream, const char **after)
 {
-  int job, rank, n = 0;
-  if (l == IB_LAUNCH_MPIRUN)
+  for (const char *p = strchr (from, '['); p; p = strchr (p + 1, '['))
     {
-      if (sscanf (line, "[%d,%d]<%*[a-z]>:%n", &job, &rank, &n) == 2 && n > 0)
+      int job, r, n = 0;
+      char name[8] = "";
+      if (sscanf (p, "[%d,%d]<%7[a-z]>:%n", &job, &r, name, &n) == 3 && n > 0)
         {
-          *text = line + n;
-          return rank;
+          *rank = job != 0 ? r : -1;
+          *stream = strncmp (name, "std", 3) == 0 ? name[3] : name[0];
+          *after = p + n;
+          return p;
         }
-      return -1;
     }
-  if (sscanf (line, " %d: %n", &rank, &n) == 1 && n > 0)
+  return NULL;
+}
+
+/* Where a piece of the launcher's output goes: rank R's text, or the
+ * launcher's own (R out of range). */
+struct split_out
+{
+  char **rk, *launcher;
+  size_t *used, lused;
+  char *stream; /* each rank's last stream */
+  int ranks;
+};
+
+static void
+split_put (struct split_out *o, int r, const char *text, size_t len)
+{
+  if (r >= 0 && r < o->ranks)
+    ib_xappend (&o->rk[r], &o->used[r], text, len);
+  else
+    ib_xappend (&o->launcher, &o->lused, text, len);
+}
+
+/* One line of mpirun --tag-output.  OpenMPI tags each chunk it reads from a
+ * rank, not each line: a rank's line written in two pieces comes back as
+ * "first half[1,1]<stdout>:second half", or with another rank's chunk
+ * between.  Each piece goes to the rank its tag names; the line's newline
+ * to the last.  A rank's piece from its other stream starts a line of its
+ * own (a rank killed mid-line leaves its stdout unended).  Pieces of no
+ * rank of this job stay the launcher's, tagged. */
+static void
+split_mpirun_line (struct split_out *o, const char *line)
+{
+  int cur = -1;
+  const char *p = line;
+  for (;;)
     {
-      *text = line + n;
-      return rank;
+      int r;
+      char stream;
+      const char *after;
+      const char *tag = mpirun_tag (p, &r, &stream, &after);
+      split_put (o, cur, p, tag ? (size_t) (tag - p) : strlen (p));
+      if (!tag)
+        break;
+      cur = r >= 0 && r < o->ranks ? r : -1;
+      if (cur < 0) /* the launcher's own text keeps its tag */
+        split_put (o, -1, tag, (size_t) (after - tag));
+      else
+        {
+          if (o->stream[cur] && o->stream[cur] != stream && o->used[cur] > 0 && o->rk[cur][o->used[cur] - 1] != '\n')
+            split_put (o, cur, "\n", 1);
+          o->stream[cur] = stream;
+        }
+      p = after;
     }
-  return -1;
+  split_put (o, cur, "\n", 1);
+}
+
+/* One line of srun --label: "  R: text". */
+static void
+split_srun_line (struct split_out *o, const char *line)
+{
+  int rank = -1, n = 0;
+  if (!(sscanf (line, " %d: %n", &rank, &n) == 1 && n > 0 && rank >= 0 && rank < o->ranks))
+    rank = -1, n = 0; /* the launcher's own line, label and all */
+  split_put (o, rank, line + n, strlen (line + n));
+  split_put (o, rank, "\n", 1);
 }
 
 void
 ib_launch_split (enum ib_launcher l, const char *output, int ranks, char ***per_rank, char **launcher)
 {
-  char **rk = ib_xcalloc ((size_t) ranks + 1, sizeof (char *));
-  size_t *used = ib_xcalloc ((size_t) ranks + 1, sizeof (size_t));
-  size_t lused = 0;
-  *launcher = NULL;
-  ib_xappend (launcher, &lused, "", 0);
+  struct split_out o = { .rk = ib_xcalloc ((size_t) ranks + 1, sizeof (char *)),
+                         .used = ib_xcalloc ((size_t) ranks + 1, sizeof (size_t)),
+                         .stream = ib_xcalloc ((size_t) ranks + 1, 1),
+                         .ranks = ranks };
+  ib_xappend (&o.launcher, &o.lused, "", 0);
   for (int r = 0; r < ranks; r++)
-    ib_xappend (&rk[r], &used[r], "", 0);
+    ib_xappend (&o.rk[r], &o.used[r], "", 0);
   for (const char *p = output ? output : ""; *p;)
     {
       const char *e = strchr (p, '\n');
       size_t len = e ? (size_t) (e - p) : strlen (p);
       cleanup_free char *line = strndup (p, len);
-      const char *text = line;
-      int r = line_rank (l, line, &text);
-      if (r >= 0 && r < ranks)
-        {
-          ib_xappend (&rk[r], &used[r], text, strlen (text));
-          ib_xappend (&rk[r], &used[r], "\n", 1);
-        }
+      if (l == IB_LAUNCH_MPIRUN)
+        split_mpirun_line (&o, line);
       else
-        {
-          ib_xappend (launcher, &lused, line, len);
-          ib_xappend (launcher, &lused, "\n", 1);
-        }
+        split_srun_line (&o, line);
       p = e ? e + 1 : p + len;
     }
   for (int r = 0; r < ranks; r++)
-    ib_xappend (&rk[r], &used[r], "", 1);
-  ib_xappend (launcher, &lused, "", 1);
-  free (used);
-  *per_rank = rk;
+    ib_xappend (&o.rk[r], &o.used[r], "", 1);
+  ib_xappend (&o.launcher, &o.lused, "", 1);
+  free (o.used);
+  free (o.stream);
+  *per_rank = o.rk;
+  *launcher = o.launcher;
+}
+
+/* LINE past an mpirun --tag-output tag the launcher's text kept (its
+ * daemons', job 0). */
+static const char *
+untagged (const char *line)
+{
+  int r;
+  char stream;
+  const char *after;
+  const char *tag = mpirun_tag (line, &r, &stream, &after);
+  return tag == line ? after : line;
 }
 
 /* Lines a launcher prints that say nothing of why it failed: OpenMPI's
  * and PMIx's notes on optional plugins they could not load (a launcher
- * moved from where it was built prints one per plugin, first). */
+ * moved from where it was built prints one per plugin, first, over three
+ * lines). */
 static bool
-launcher_noise (const char *line, size_t len)
+launcher_noise (const char *l)
 {
-  static const char *const noise[] = { "component_repository_open", "Sorry!  You were supposed to get help",
-                                       "But I couldn't open the help file", NULL };
-  cleanup_free char *l = strndup (line, len);
+  static const char *const noise[] = { "component_repository_open",
+                                       "dlopen error: ",
+                                       "Perhaps a missing symbol, or compiled for a different version",
+                                       "Sorry!  You were supposed to get help",
+                                       "But I couldn't open the help file",
+                                       NULL };
   for (size_t i = 0; noise[i]; i++)
     if (strstr (l, noise[i]))
       return true;
@@ -454,18 +536,47 @@ launcher_noise (const char *line, size_t len)
   size_t lead = strspn (l, " \t");
   if (strcmp (l + lead, "unavailable") == 0)
     return true;
-  return strspn (l, "- ") == len || len <= 3;
+  return l[strspn (l, "- ")] == '\0' || strlen (l) <= 3;
+}
+
+static bool
+dash_line (const char *l)
+{
+  return strncmp (l, "-----", 5) == 0 && l[strspn (l, "-")] == '\0';
+}
+
+/* The first line of a help box ("-----" above and below) that is advice,
+ * not an error: the whole box is skipped. */
+static bool
+advice_box (const char *first)
+{
+  static const char *const advice[] = { "PMIx was unable to find a usable compression library", NULL };
+  for (size_t i = 0; advice[i]; i++)
+    if (strncmp (first, advice[i], strlen (advice[i])) == 0)
+      return true;
+  return false;
 }
 
 char *
 ib_launch_said (const char *text)
 {
+  bool skipping = false;
   for (const char *l = text ? text : ""; *l;)
     {
       size_t len = strcspn (l, "\n");
-      if (!launcher_noise (l, len))
-        return strndup (l, len);
-      l += len + (l[len] == '\n');
+      const char *next = l + len + (l[len] == '\n');
+      cleanup_free char *line = strndup (l, len);
+      const char *u = untagged (line);
+      if (dash_line (u))
+        {
+          size_t nlen = strcspn (next, "\n");
+          cleanup_free char *nline = strndup (next, nlen);
+          /* Opens an advice box, or closes the one being skipped. */
+          skipping = !skipping && advice_box (untagged (nline));
+        }
+      else if (!skipping && !launcher_noise (u))
+        return strdup (u);
+      l = next;
     }
   return NULL;
 }

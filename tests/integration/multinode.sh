@@ -48,7 +48,12 @@ mn_lan() {
     in_ns "$P-h" curl -s -o /dev/null http://10.214.7.10:5000/v2/ && break
     sleep 0.1
   done
-  printf '10.213.7.1 %s %s\n10.213.7.2 %s %s\n' "$P-a" "$PWD/nodeA" "$P-b" "$PWD/nodeB" >nodes.map
+  # Each node its own TMPDIR, as two machines have: OpenMPI's session
+  # folders are named by host name and user, the same for both nodes here,
+  # and one daemon's cleanup can race the other's mkdir (mpirun exit 213).
+  mkdir -p tmpA tmpB
+  printf '10.213.7.1 %s %s TMPDIR=%s\n10.213.7.2 %s %s TMPDIR=%s\n' "$P-a" "$PWD/nodeA" "$PWD/tmpA" \
+    "$P-b" "$PWD/nodeB" "$PWD/tmpB" >nodes.map
   export NODES_MAP=$PWD/nodes.map OMPI_MCA_plm_rsh_agent=$ROOT/tests/cluster/agent.sh
 }
 

@@ -126,10 +126,35 @@ launch_output_split_by_rank (struct test_ctx *t)
   CHECK (t, strstr (rest, "Process name: [[17199,1],1]") && strstr (rest, "[1,7]<stdout>"));
   ib_launch_split_free (per, 2);
   free (rest);
-  ib_launch_split (IB_LAUNCH_SRUN, " 0: a\n1: b\n 1: c\nsrun: error: spark2: task 1: Killed\n", 2, &per, &rest);
+  /* As OpenMPI 4.1 printed it on the GPU machine: its daemons (job 0) on
+   * stderr, not the ranks. */
+  ib_launch_split (IB_LAUNCH_MPIRUN,
+                   "[0,1]<stderr>:PMIx was unable to find a usable compression library\n"
+                   "[1,0]<stdout>:NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/Socket/0\n",
+                   2, &per, &rest);
+  CHECK_STR (t, per[0], "NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/Socket/0\n");
+  CHECK_STR (t, per[1], "");
+  CHECK (t, strstr (rest, "[0,1]<stderr>:PMIx was unable"));
+  ib_launch_split_free (per, 2);
+  free (rest);
+  /* OpenMPI tags chunks, not lines: a line in two pieces, and another
+   * rank's piece between two of rank 0's (as on the GPU machine). */
+  ib_launch_split (IB_LAUNCH_MPIRUN,
+                   "[1,1]<stdout>:vm:10:10 [0] NCCL INFO[1,1]<stdout>: P2P Chunksize set to 131072\n"
+                   "[1,0]<stdout>:bw all-gather[1,1]<stdout>:case x: ok\n"
+                   "[1,0]<stdout>: 16777216 1.5\n"
+                   "[1,0]<stdout>:vm:10:10 [0] NCCL INF[1,0]<stderr>:imgverify: error: rank 0: killed\n",
+                   2, &per, &rest);
+  CHECK_STR (t, per[0], "bw all-gather 16777216 1.5\nvm:10:10 [0] NCCL INF\nimgverify: error: rank 0: killed\n");
+  CHECK_STR (t, per[1], "vm:10:10 [0] NCCL INFO P2P Chunksize set to 131072\ncase x: ok\n");
+  CHECK_STR (t, rest, "");
+  ib_launch_split_free (per, 2);
+  free (rest);
+  ib_launch_split (IB_LAUNCH_SRUN, " 0: a\n1: b\n 1: c\nsrun: error: spark2: task 1: Killed\n 7: stray\n", 2, &per,
+                   &rest);
   CHECK_STR (t, per[0], "a\n");
   CHECK_STR (t, per[1], "b\nc\n");
-  CHECK_STR (t, rest, "srun: error: spark2: task 1: Killed\n");
+  CHECK_STR (t, rest, "srun: error: spark2: task 1: Killed\n 7: stray\n");
   ib_launch_split_free (per, 2);
   free (rest);
 }
@@ -201,4 +226,45 @@ launch_said_skips_plugin_notes (struct test_ctx *t)
   CHECK_STR (t, said, "node spark-2 is unavailable for this job");
   free (said);
   CHECK (t, ib_launch_said ("-----\n\n") == NULL);
+  /* The second GPU run: each plugin note over three lines, then PMIx's
+   * advice box from each daemon (tagged, job 0), then the reason. */
+  const char *gpu = "[vm:00708] pmix_mca_base_component_repository_open: unable to open /usr/lib/x86_64-linux-gnu/"
+                    "pmix2/lib/pmix/pmix_mca_pcompress_zlib: \n"
+                    "    dlopen error: /usr/lib/x86_64-linux-gnu/pmix2/lib/pmix/pmix_mca_pcompress_zlib.so: undefined "
+                    "symbol: pmix_output_info\n"
+                    "    Perhaps a missing symbol, or compiled for a different version of pmix? (ignored)\n"
+                    "[0,1]<stderr>:------------------------------------------------------------\n"
+                    "[0,1]<stderr>:PMIx was unable to find a usable compression library\n"
+                    "[0,1]<stderr>:on the system. We will therefore be unable to compress\n"
+                    "[0,1]<stderr>:------------------------------------------------------------\n"
+                    "------------------------------------------------------------\n"
+                    "A call to mkdir was unable to create the desired directory:\n"
+                    "  Directory: /tmp/ompi.vm.0/jf.0/1\n"
+                    "------------------------------------------------------------\n";
+  said = ib_launch_said (gpu);
+  CHECK_STR (t, said, "A call to mkdir was unable to create the desired directory:");
+  free (said);
+}
+
+/* OpenMPI's daemons can write a NUL in the middle of the launcher's
+ * output; the captured text must go on past it, or every rank's lines
+ * after it are lost (the NCCL log among them). */
+void
+launch_run_keeps_output_after_a_nul (struct test_ctx *t)
+{
+  char *argv[] = { "/bin/sh", "-c", "printf '[0,2]<stderr>:\\000[1,0]<stdout>:after\\n'", NULL };
+  char *out = NULL;
+  int code = -1;
+  bool timed_out = true;
+  ib_error_t err = NULL;
+  CHECK (t, ib_launch_run (argv, 30, 1, -1, &out, &code, &timed_out, &err) == 0);
+  CHECK (t, code == 0 && !timed_out);
+  CHECK (t, out && strstr (out, "[1,0]<stdout>:after"));
+  char **per = NULL, *rest = NULL;
+  ib_launch_split (IB_LAUNCH_MPIRUN, out ? out : "", 1, &per, &rest);
+  CHECK_STR (t, per[0], "after\n");
+  ib_launch_split_free (per, 1);
+  free (rest);
+  free (out);
+  ib_error_release (&err);
 }

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# The kernel probe of the smoke gate (issue 16, item 1) on a machine with ONE
+# GPU, where tests/gpu/smoke.sh cannot run (a DCP group needs two GPUs):
+#   tests/gpu/probe-one.sh CARRY OUT
+# CARRY as for smoke.sh (tests/gpu/prepare-carry.sh DIR --pack).  The
+# definitions of tests/gpu/defs/planted-smem are given `dcp 1` and `ranks 1`,
+# so the gate runs one rank on the one GPU; the probe runs before NCCL, so
+# what it proves does not depend on the DCP cases that follow it:
+#   1. control: the image's own fatbin: the probe loads every required
+#      kernel and fails none;
+#   2. the sm_90a cubin of dcp2_attn_partial_f32 asks for 256 KiB of shared
+#      memory: the static kernel gate passes, the probe fails the build (7)
+#      naming the kernel, nothing tagged;
+#   3. the attributes (.nv.info) of dcp2_a2a_combine_f32 corrupted: 7, named.
+# Exit 0 when every step did as it must, 1 otherwise, 2 when it cannot run.
+set -euo pipefail
+[ $# = 2 ] || { echo "usage: tests/gpu/probe-one.sh CARRY OUT" >&2; exit 2; }
+CARRY=$(readlink -f "$1"); OUT=$2
+if [ -f "$CARRY" ]; then
+  rm -rf /tmp/ib-carry && mkdir -p /tmp/ib-carry && tar xzf "$CARRY" -C /tmp/ib-carry && CARRY=/tmp/ib-carry
+fi
+mkdir -p "$OUT"
+: >"$OUT/summary.txt"
+export LD_LIBRARY_PATH=$CARRY/lib PATH=$CARRY/bin:/usr/local/cuda/bin:$PATH
+export IMGBUILD_STORE=/tmp/ib-store NCCL_NVLS_ENABLE=0
+IB=$CARRY/build/imgbuild IV=$CARRY/build/imgverify
+if [ ! -e /dev/nvidia0 ] || ! nvidia-smi -L >"$OUT/gpus.txt"; then
+  echo "probe-one.sh: this machine has no usable GPU: nothing was tested" >&2
+  exit 2
+fi
+rm -rf "$IMGBUILD_STORE" /tmp/ib-gdefs && cp -a "$CARRY/store" "$IMGBUILD_STORE"
+FAILED=()
+step() { echo "== $*" | tee -a "$OUT/summary.txt"; }
+fail() { FAILED+=("$*"); echo "   FAIL: $*" | tee -a "$OUT/summary.txt"; }
+expect() { # CODE NAME LOG CMD... (CODE "any": recorded, not judged)
+  local want=$1 name=$2 log=$3 rc=0
+  shift 3
+  "$@" >"$log" 2>&1 || rc=$?
+  echo "   exit $rc, must be $want" | tee -a "$OUT/summary.txt"
+  [ "$want" = any ] || [ "$rc" = "$want" ] || { fail "$name: exit $rc, must be $want (log: $log)"; tail -20 "$log" >&2; }
+}
+expect_in() { grep -Eq -- "$2" "$1" || fail "$3: \`$2\` not in $1"; }
+show() { grep -E "$1" "$2" | tail -"${3:-20}" | tee -a "$OUT/summary.txt" || true; }
+not_tagged() {
+  local rc=0
+  "$IV" --kernels "$1" >/dev/null 2>&1 || rc=$?
+  if [ "$rc" = 9 ]; then echo "   $1 not tagged" | tee -a "$OUT/summary.txt"; else fail "$1: imgverify exit $rc, must be 9"; fi
+}
+
+step "base: stand-in + this machine's NCCL; dsv41-flash-dcp2 built with --smoke=off (one GPU: no DCP group)"
+expect 0 base "$OUT/base.txt" "$IB" tests/gpu/nccl-layer
+expect 0 image "$OUT/image.txt" "$IB" --smoke=off dsv41-flash-dcp2 -t dcp2-all:1
+mkdir -p /tmp/ib-gdefs && cp -r tests/gpu/defs/. /tmp/ib-gdefs/
+D=/tmp/ib-gdefs/planted-smem
+sed -i 's/^dcp 2$/dcp 1\nranks 1/' "$D/image.conf"
+grep -q '^ranks 1$' "$D/image.conf"
+# The prebaked fatbin, read out of the image's layers (no rootfs was
+# unpacked: the build had no smoke test).
+fb=/tmp/ib-gdefs/dcp2_kernels.fatbin
+python3 - "$IMGBUILD_STORE" dcp2-all:1 "$fb" <<'PY'
+import json, os, sys, tarfile
+store, tag, out = sys.argv[1:4]
+blob = lambda d: os.path.join(store, "blobs", *d.split(":"))
+man = next(m for m in json.load(open(os.path.join(store, "index.json")))["manifests"]
+           if m.get("annotations", {}).get("org.opencontainers.image.ref.name") == tag)
+want = "usr/local/lib/python3.12/dist-packages/vllm/prebaked/dcp2/dcp2_kernels.fatbin"
+data = None
+for layer in json.load(open(blob(man["digest"])))["layers"]:
+    with tarfile.open(blob(layer["digest"])) as t:
+        for m in t:
+            if m.name.lstrip("./") == want and m.isfile():
+                data = t.extractfile(m).read()
+open(out, "wb").write(data)
+PY
+
+step "1. control: the image's own fatbin, one rank: the probe fails no kernel"
+cp "$fb" "$D/planted.fatbin"
+expect any control "$OUT/control.txt" "$IB" --smoke=required "$D" -t dcp2-control:1
+expect_in "$OUT/control.txt" 'dcp2_smoke: kernel probe: 0 of [0-9]+ kernels failed' control
+show 'kernel probe|kprobe\t|smoke: kernels' "$OUT/control.txt" 16
+
+step "2. planted: the sm_90a cubin of dcp2_attn_partial_f32 asks for 256 KiB of shared memory: static gate passes, probe fails (7)"
+python3 tests/gpu/plant-cubin.py "$fb" "$D/planted.fatbin" --sm 90 --kernel dcp2_attn_partial_f32 smem 262144 | tee -a "$OUT/summary.txt"
+expect 7 planted-smem "$OUT/planted-smem.txt" "$IB" --smoke=required "$D"
+expect_in "$OUT/planted-smem.txt" 'gate kernels +pass' planted-smem
+expect_in "$OUT/planted-smem.txt" 'error: .*kernel probe failed in the container: kernel dcp2_attn_partial_f32 \(/usr/local/lib/python3.12/dist-packages/vllm/prebaked/dcp2/dcp2_kernels.fatbin, sm_90a\)' planted-smem
+show 'kprobe\tfail|error' "$OUT/planted-smem.txt" 4
+not_tagged dcp2-planted-smem:1
+
+step "3. planted: the attributes (.nv.info) of dcp2_a2a_combine_f32 corrupted: 7, naming the kernel"
+python3 tests/gpu/plant-cubin.py "$fb" "$D/planted.fatbin" --sm 90 --kernel dcp2_a2a_combine_f32 corrupt | tee -a "$OUT/summary.txt"
+expect 7 planted-corrupt "$OUT/planted-corrupt.txt" "$IB" --smoke=required "$D"
+expect_in "$OUT/planted-corrupt.txt" 'gate kernels +pass' planted-corrupt
+expect_in "$OUT/planted-corrupt.txt" 'error: .*kernel (probe failed|dcp2_a2a_combine_f32)' planted-corrupt
+show 'error' "$OUT/planted-corrupt.txt" 3
+not_tagged dcp2-planted-smem:1
+
+if [ ${#FAILED[@]} -gt 0 ]; then
+  printf 'FAILED: %s\n' "${FAILED[@]}" | tee -a "$OUT/summary.txt"
+  exit 1
+fi
+echo "PASSED: every step as it must be" | tee -a "$OUT/summary.txt"
