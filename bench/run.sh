@@ -76,33 +76,43 @@ cleanup() {
 trap cleanup EXIT
 
 # ---- measuring ---------------------------------------------------------
-# measure SCENARIO NAME CMD...: one run; appends "seconds rss_kib" to $W/NAME.runs
+# measure SCENARIO NAME CMD...: one run; appends "seconds rss_kib own_kib"
+# to $W/NAME.runs.  rss_kib is GNU time's: the largest of the command and
+# every program it ran.  own_kib: imgbuild's and imgverify's own peak, from
+# their report's `resources` (REPORT=1 adds --report json:FILE to the
+# command); "-" for the peers.
 measure() {
   local sc=$1 name=$2
   shift 2
-  if ! /usr/bin/time -f '%e %M' -o "$W/$name.t" "$@" >"$W/$name.out" 2>"$W/$name.err"; then
+  rm -f "$W/$name.rep.json"
+  if ! /usr/bin/time -f '%e %M' -o "$W/$name.t" "$@" ${REPORT:+--report "json:$W/$name.rep.json"} \
+    >"$W/$name.out" 2>"$W/$name.err"; then
     say "$sc: $name failed: $*"
     tail -5 "$W/$name.err" >&2
     return 1
   fi
-  cat "$W/$name.t" >>"$W/$name.runs"
+  echo "$(tail -1 "$W/$name.t") $(own_rss "$name")" >>"$W/$name.runs"
 }
 # measure_any SCENARIO NAME CMD...: as measure, the exit status aside (a
 # gate that fails on the base, e.g. its hostile entries, still times the check)
 measure_any() {
   local sc=$1 name=$2
   shift 2
-  /usr/bin/time -f '%e %M' -o "$W/$name.t" "$@" >"$W/$name.out" 2>"$W/$name.err" || true
-  cat "$W/$name.t" | tail -1 >>"$W/$name.runs"
+  rm -f "$W/$name.rep.json"
+  /usr/bin/time -f '%e %M' -o "$W/$name.t" "$@" ${REPORT:+--report "json:$W/$name.rep.json"} \
+    >"$W/$name.out" 2>"$W/$name.err" || true
+  echo "$(tail -1 "$W/$name.t") $(own_rss "$name")" >>"$W/$name.runs"
 }
+own_rss() { jq -r '.resources.peak_rss_kib // "-"' "$W/$1.rep.json" 2>/dev/null || echo -; }
 # record SCENARIO NAME NOTE: the median of $W/NAME.runs into the results
 record() {
   local sc=$1 name=$2 note=${3:-}
   [ -s "$W/$name.runs" ] || return 0
   sort -n "$W/$name.runs" | awk -v sc="$sc" -v n="$name" -v note="$note" '
-    { s[NR] = $1; if ($2 > rss) rss = $2 }
+    { s[NR] = $1; if ($2 > rss) rss = $2; if ($3 != "-" && $3 != "" && $3 + 0 > own) own = $3 }
     END { m = NR % 2 ? s[(NR + 1) / 2] : (s[NR / 2] + s[NR / 2 + 1]) / 2;
-          printf "%s\t%s\t%d\t%.3f\t%.3f\t%.3f\t%d\t%s\n", sc, n, NR, m, s[1], s[NR], rss, note }' >>"$RES/$sc.tsv"
+          printf "%s\t%s\t%d\t%.3f\t%.3f\t%.3f\t%d\t%s\t%s\n", sc, n, NR, m, s[1], s[NR], rss, note,
+                 own ? own : "-" }' >>"$RES/$sc.tsv"
 }
 
 # ---- inputs ------------------------------------------------------------
@@ -307,7 +317,7 @@ run_scenario() {
 
   for r in $(seq 1 "$COLD_RUNS"); do
     rm -rf "$W/store"
-    measure "$sc" cold "$IB" "${ibf[@]}" "$W/def" -t "bench:c$r"
+    REPORT=1 measure "$sc" cold "$IB" "${ibf[@]}" "$W/def" -t "bench:c$r"
   done
   record "$sc" cold "imgbuild, fresh store"
   # Warm: the base in the store (an oci: base is re-hashed on every build,
@@ -316,7 +326,7 @@ run_scenario() {
   mkdir -p "$W/defw" && cp -r "$W/def/." "$W/defw/"
   sed -i 's|^from = .*|from = bench-base:1|' "$W/defw/image.conf"
   "$IB" "${ibf[@]}" "$W/defw" -t bench:w0 >/dev/null 2>&1
-  for r in $(seq 1 "$RUNS"); do measure "$sc" warm "$IB" "${ibf[@]}" "$W/defw" -t "bench:w$r"; done
+  for r in $(seq 1 "$RUNS"); do REPORT=1 measure "$sc" warm "$IB" "${ibf[@]}" "$W/defw" -t "bench:w$r"; done
   record "$sc" warm "imgbuild, base in the store, caches warm, new tag"
   for r in $(seq 1 "$RUNS"); do measure "$sc" umoci umoci insert --image "$layout:base" --tag "u$r" "$W/ctx/stage" /; done
   record "$sc" umoci "umoci insert of the 23 files"
@@ -328,7 +338,7 @@ run_scenario() {
   record "$sc" skopeo "skopeo copy of the result to a new OCI layout"
   # The real bases have setuid programs (su, mount): as the builds above,
   # imgverify accepts them in the base's layers, warned about.
-  for r in $(seq 1 "$RUNS"); do measure_any "$sc" verify "$IV" --allow-unsafe-base bench:w1; done
+  for r in $(seq 1 "$RUNS"); do REPORT=1 measure_any "$sc" verify "$IV" --allow-unsafe-base bench:w1; done
   record "$sc" verify "imgverify --allow-unsafe-base of the result (store; every gate, timed pass or fail)"
   local man
   man=$(jq -r '.manifests[] | select(.annotations["org.opencontainers.image.ref.name"] == "bench:w1") | .digest' "$W/store/index.json" | cut -d: -f2)
@@ -344,7 +354,7 @@ run_scenario() {
   local P=127.0.0.1
   for r in $(seq 1 "$RUNS"); do
     start_registry
-    measure "$sc" push-new-imgbuild "$IB" "${ibf[@]}" "$W/def" -t "bench:p$r" --push "docker://$P:$PORT/ib:1"
+    REPORT=1 measure "$sc" push-new-imgbuild "$IB" "${ibf[@]}" "$W/def" -t "bench:p$r" --push "docker://$P:$PORT/ib:1"
     start_registry
     measure "$sc" push-new-skopeo skopeo copy -q --dest-tls-verify=false "oci:$W/store:bench:w1" "docker://$P:$PORT/sk:1"
   done
@@ -353,7 +363,7 @@ run_scenario() {
   start_registry
   skopeo copy -q --dest-tls-verify=false "oci:$layout:base" "docker://$P:$PORT/base:1"
   for r in $(seq 1 "$RUNS"); do
-    measure "$sc" push-thin-imgbuild "$IB" "${ibf[@]}" --from "docker://$P:$PORT/base:1" "$W/def" -t "bench:t$r" --push "docker://$P:$PORT/thin-ib:$r"
+    REPORT=1 measure "$sc" push-thin-imgbuild "$IB" "${ibf[@]}" --from "docker://$P:$PORT/base:1" "$W/def" -t "bench:t$r" --push "docker://$P:$PORT/thin-ib:$r"
     measure "$sc" push-thin-skopeo skopeo copy -q --dest-tls-verify=false "oci:$W/store:bench:t1" "docker://$P:$PORT/thin-sk:$r"
   done
   record "$sc" push-thin-imgbuild "imgbuild warm build --from the registry's base + --push"

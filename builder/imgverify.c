@@ -608,6 +608,7 @@ verify_store (const struct verify_opts *vo)
       cJSON_AddStringToObject (doc, "error", e->msg);
       ib_report_stopped (rep, "store", e->msg);
     }
+  ib_report_resources (rep);
   if (vo->json)
     {
       char *text = cJSON_Print (doc);

@@ -416,6 +416,7 @@ ib_build_run (struct ib_definition *def, const struct ib_build_options *opt, ib_
       cJSON_AddStringToObject (ib_report_json (b.report), "error", (*err)->msg);
       ib_report_stopped (b.report, b.failed_gate ? b.failed_gate : "build", (*err)->msg);
     }
+  ib_report_resources (b.report);
   if (opt->json)
     {
       char *text = cJSON_Print (ib_report_json (b.report));

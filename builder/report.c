@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "../util/fsutil.h"
@@ -203,6 +204,32 @@ cJSON *
 ib_report_json (struct ib_report *r)
 {
   return r->doc;
+}
+
+static double
+cpu_seconds (const struct rusage *u)
+{
+  return (double) u->ru_utime.tv_sec + (double) u->ru_utime.tv_usec / 1e6 + (double) u->ru_stime.tv_sec
+         + (double) u->ru_stime.tv_usec / 1e6;
+}
+
+void
+ib_report_resources (struct ib_report *r)
+{
+  struct rusage self, children;
+  if (getrusage (RUSAGE_SELF, &self) < 0 || getrusage (RUSAGE_CHILDREN, &children) < 0)
+    return; /* cannot fail with these arguments; nothing said rather than zeros */
+  cJSON *j = cJSON_CreateObject ();
+  /* ru_maxrss is in KiB on Linux; for RUSAGE_CHILDREN it is the largest
+   * single descendant waited for, not a sum. */
+  cJSON_AddNumberToObject (j, "peak_rss_kib", (double) self.ru_maxrss);
+  cJSON_AddNumberToObject (j, "cpu_seconds", cpu_seconds (&self));
+  cJSON_AddNumberToObject (j, "children_peak_rss_kib", (double) children.ru_maxrss);
+  cJSON_AddNumberToObject (j, "children_cpu_seconds", cpu_seconds (&children));
+  if (cJSON_HasObjectItem (r->doc, "resources"))
+    cJSON_ReplaceItemInObjectCaseSensitive (r->doc, "resources", j);
+  else
+    cJSON_AddItemToObject (r->doc, "resources", j);
 }
 
 struct ib_progress

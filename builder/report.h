@@ -55,6 +55,12 @@ void ib_report_gate (struct ib_report *r, const char *gate, enum ib_gate_status 
 bool ib_report_gate_ran (const struct ib_report *r, const char *gate);
 /* The machine-readable document; "image" etc. are set by the pipeline. */
 cJSON *ib_report_json (struct ib_report *r);
+/* Set the document's "resources": what this process took of the machine
+ * until now (its own peak RSS and CPU time) and, apart, what the programs
+ * it ran and waited for took (nvcc, the image's CPython in a chroot, the
+ * container runtime): the memory bound of the benchmarks is on the first.
+ * Called just before the document is printed or written; again replaces. */
+void ib_report_resources (struct ib_report *r);
 double ib_now (void);
 
 /* A progress bar for long hashing or transfers: bytes, rate, time left, on

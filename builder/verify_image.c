@@ -550,6 +550,7 @@ finish (struct ib_build *b, const struct ib_verify_image_options *o, struct verd
       cJSON_AddStringToObject (doc, "error", v->first->msg);
       ib_report_stopped (b->report, v->gate, v->first->msg);
     }
+  ib_report_resources (b->report);
   if (o->json)
     {
       char *text = cJSON_Print (doc);

@@ -344,3 +344,37 @@ t_every_record_travels_through_a_registry() {
   jq -e --arg t "$(realpath t/image.conf)" --arg u "$(realpath u/image.conf)" \
     '.status == "pass" and ([.definitions[].file] | sort) == ([$t, $u] | sort)' v.json
 }
+
+# `resources` in both reports: the program's own peak RSS and CPU apart
+# from the programs it waited for.  The oracle is the kernel's own
+# accounting through GNU time, whose %M is the larger of the two; and a
+# build that has to compile its kernels (a changed source: nvcc's cicc) has
+# a child larger than itself, so the two figures are not one number twice.
+t_report_separates_own_memory_from_its_programs() {
+  build_base
+  copy_images d
+  rm d/../kernels && cp -r "$ROOT/kernels" kernels
+  echo "// changed: the prebake cache misses, nvcc runs" >>kernels/dcp2/dcp2_kernels.cu
+  /usr/bin/time -f '%M' -o time.txt "$IB" --json d/dsv41-flash-dcp2 -t m:1 >r.json 2>err.txt
+  validate r.json
+  jq -e '.prebake.compiled >= 1' r.json
+  local self kids m
+  self=$(jq -r '.resources.peak_rss_kib' r.json)
+  kids=$(jq -r '.resources.children_peak_rss_kib' r.json)
+  m=$(cat time.txt)
+  log "own peak ${self} KiB, largest child ${kids} KiB, GNU time ${m} KiB"
+  [ "$self" -gt 1024 ] && [ "$kids" -gt 1024 ]
+  jq -e '.resources.cpu_seconds > 0 and .resources.children_cpu_seconds > 0' r.json
+  local big=$((self > kids ? self : kids))
+  # Equal but for what the program allocated after its report.
+  [ "$m" -ge "$big" ] && [ "$m" -le $((big + big / 10)) ]
+  # nvcc's compiler is larger than imgbuild (not under ASan, whose shadow
+  # memory makes imgbuild itself large).
+  [ -n "${IB_SANITIZE:-}" ] || [ "$kids" -gt "$self" ]
+  "$IV" --json m:1 >v.json 2>/dev/null
+  "$IV" --json --store >s.json 2>/dev/null
+  for f in v.json s.json; do
+    validate $f
+    jq -e '.resources.peak_rss_kib > 1024' $f
+  done
+}
