@@ -326,40 +326,56 @@ ib_elf_link_read (int fd, const char *what, struct ib_elf_link **out, ib_error_t
   return 0;
 }
 
-void
-ib_elf_link_free (struct ib_elf_link *l)
+/* The strings of a record read from an ELF file: each its own. */
+static void
+free_strings (struct ib_elf_link *l)
 {
-  if (l == NULL)
-    return;
   free (l->soname);
   free (l->rpath);
   free (l->runpath);
   for (size_t i = 0; i < l->n_needed; i++)
     free (l->needed[i]);
-  free (l->needed);
   for (size_t i = 0; i < l->n_defs; i++)
     {
       free (l->defs[i].name);
       free (l->defs[i].version);
     }
-  free (l->defs);
   for (size_t i = 0; i < l->n_refs; i++)
     {
       free (l->refs[i].name);
       free (l->refs[i].version);
       free (l->refs[i].file);
     }
-  free (l->refs);
   for (size_t i = 0; i < l->n_verneed; i++)
     {
       free (l->verneed[i].file);
       free (l->verneed[i].version);
     }
-  free (l->verneed);
   for (size_t i = 0; i < l->n_verdefs; i++)
     free (l->verdefs[i]);
+}
+
+/* The record and its arrays, not the strings they point to. */
+static void
+free_arrays (struct ib_elf_link *l)
+{
+  free (l->needed);
+  free (l->defs);
+  free (l->refs);
+  free (l->verneed);
   free (l->verdefs);
   free (l);
+}
+
+void
+ib_elf_link_free (struct ib_elf_link *l)
+{
+  if (l == NULL)
+    return;
+  if (l->arena == NULL)
+    free_strings (l);
+  free (l->arena);
+  free_arrays (l);
 }
 
 /* ---- the cache text ------------------------------------------------------ */
@@ -410,15 +426,26 @@ fields (char *line, char **f, size_t max)
 }
 
 static char *
-dup_or_null (const char *s)
+or_null (char *s)
 {
-  return s && *s ? ib_xstrdup (s) : NULL;
+  return s && *s ? s : NULL;
 }
 
-/* Empty trailing fields vanish in strtok: count them back as "". */
-static bool
-parse_line (struct ib_elf_link *l, char *line)
+/* The record being read from text: the arrays of definitions and
+ * references, sized by counting their lines first. */
+struct text_parse
 {
+  struct ib_elf_link *l;
+  size_t cap_defs, cap_refs;
+};
+
+/* One line of the text (its fields NUL-separated in place: the strings
+ * stay in the text).  Empty trailing fields vanish in strtok: they count
+ * back as "". */
+static bool
+parse_line (struct text_parse *p, char *line)
+{
+  struct ib_elf_link *l = p->l;
   char *f[5] = { 0 };
   char kind = line[0];
   if (line[0] == '\0' || line[1] != '\t')
@@ -428,31 +455,43 @@ parse_line (struct ib_elf_link *l, char *line)
     return false;
   switch (kind)
     {
-    case 'S': l->soname = ib_xstrdup (f[0]); return true;
-    case 'R': l->rpath = ib_xstrdup (f[0]); return true;
-    case 'U': l->runpath = ib_xstrdup (f[0]); return true;
-    case 'N': push_str (&l->needed, &l->n_needed, ib_xstrdup (f[0])); return true;
-    case 'V': push_str (&l->verdefs, &l->n_verdefs, ib_xstrdup (f[0])); return true;
+    case 'S': l->soname = f[0]; return true;
+    case 'R': l->rpath = f[0]; return true;
+    case 'U': l->runpath = f[0]; return true;
+    case 'N': push_str (&l->needed, &l->n_needed, f[0]); return true;
+    case 'V': push_str (&l->verdefs, &l->n_verdefs, f[0]); return true;
     case 'W':
       if (n != 3)
         return false;
       l->verneed = ib_xrealloc (l->verneed, (l->n_verneed + 1) * sizeof (*l->verneed));
-      l->verneed[l->n_verneed++] = (struct ib_elf_verneed){ ib_xstrdup (f[0]), ib_xstrdup (f[1]), f[2][0] == '1' };
+      l->verneed[l->n_verneed++] = (struct ib_elf_verneed){ f[0], f[1], f[2][0] == '1' };
       return true;
     case 'D':
-      if (n < 3)
+      if (n < 3 || l->n_defs == p->cap_defs)
         return false;
-      l->defs = ib_xrealloc (l->defs, (l->n_defs + 1) * sizeof (*l->defs));
-      l->defs[l->n_defs++] = (struct ib_elf_def){ ib_xstrdup (f[0]), dup_or_null (f[3]), (unsigned) atoi (f[1]),
-                                                  f[2][0] == '1' };
+      l->defs[l->n_defs++] = (struct ib_elf_def){ f[0], or_null (f[3]), (unsigned) atoi (f[1]), f[2][0] == '1' };
       return true;
     case 'F':
-      l->refs = ib_xrealloc (l->refs, (l->n_refs + 1) * sizeof (*l->refs));
-      l->refs[l->n_refs++] = (struct ib_elf_ref){ ib_xstrdup (f[0]), dup_or_null (f[1]), dup_or_null (f[2]) };
+      if (l->n_refs == p->cap_refs)
+        return false;
+      l->refs[l->n_refs++] = (struct ib_elf_ref){ f[0], or_null (f[1]), or_null (f[2]) };
       return true;
     default:
       return false;
     }
+}
+
+/* Lines of TEXT that start with KIND and a tab. */
+static size_t
+count_lines (const char *text, char kind)
+{
+  size_t n = 0;
+  for (const char *p = text; p; p = strchr (p, '\n'))
+    {
+      p += *p == '\n';
+      n += p[0] == kind && p[1] == '\t';
+    }
+  return n;
 }
 
 struct ib_elf_link *
@@ -463,24 +502,26 @@ ib_elf_link_from_text (char *text)
     return NULL;
   text[len - m] = '\0';
   struct ib_elf_link *l = ib_xcalloc (1, sizeof (*l));
+  struct text_parse p = { l, count_lines (text, 'D'), count_lines (text, 'F') };
+  l->defs = ib_xcalloc (p.cap_defs + 1, sizeof (*l->defs));
+  l->refs = ib_xcalloc (p.cap_refs + 1, sizeof (*l->refs));
   int nodeflib, versym, elf32;
   char *save = NULL, *line = strtok_r (text, "\n", &save);
-  if (line == NULL
-      || sscanf (line, TEXT_MAGIC " machine=%u type=%u nodeflib=%d versym=%d elf32=%d", &l->machine, &l->type,
-                 &nodeflib, &versym, &elf32) != 5)
+  bool ok = line != NULL
+            && sscanf (line, TEXT_MAGIC " machine=%u type=%u nodeflib=%d versym=%d elf32=%d", &l->machine, &l->type,
+                       &nodeflib, &versym, &elf32)
+                   == 5;
+  l->nodeflib = ok && nodeflib;
+  l->has_versym = ok && versym;
+  l->elf32 = ok && elf32;
+  for (line = ok ? strtok_r (NULL, "\n", &save) : NULL; line && ok; line = strtok_r (NULL, "\n", &save))
+    ok = parse_line (&p, line);
+  if (!ok)
     {
-      free (l);
+      free_arrays (l); /* TEXT, and the strings in it, are still the caller's */
       return NULL;
     }
-  l->nodeflib = nodeflib;
-  l->has_versym = versym;
-  l->elf32 = elf32;
-  for (line = strtok_r (NULL, "\n", &save); line; line = strtok_r (NULL, "\n", &save))
-    if (!parse_line (l, line))
-      {
-        ib_elf_link_free (l);
-        return NULL;
-      }
+  l->arena = text;
   return l;
 }
 

@@ -58,6 +58,10 @@ struct ib_elf_link
   struct ib_elf_verneed *verneed;
   size_t n_verdefs;
   char **verdefs; /* every verdef name, the base (the SONAME) included */
+  /* A record made from its cache text holds that text here, and every
+   * string above points into it (one allocation, not one per symbol name:
+   * libtorch's record has some 10^5): NULL when each string is its own. */
+  char *arena;
 };
 
 /* 0 and *OUT, or -1: not an ELF object (IB_ESYMBOLS), not 64-bit
@@ -66,7 +70,9 @@ int ib_elf_link_read (int fd, const char *what, struct ib_elf_link **out, ib_err
 void ib_elf_link_free (struct ib_elf_link *l);
 
 /* The record as text (the cache), and back; NULL when TEXT is not a whole
- * record of this format. */
+ * record of this format.  From text: TEXT (from malloc) becomes the
+ * record's on success, its strings point into it, ib_elf_link_free frees
+ * it; on failure it is still the caller's, changed. */
 char *ib_elf_link_to_text (const struct ib_elf_link *l, size_t *len);
 struct ib_elf_link *ib_elf_link_from_text (char *text);
 

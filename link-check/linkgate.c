@@ -86,9 +86,11 @@ rec_from_cache (struct gate *g, const char *digest)
       return true;
     }
   struct ib_elf_link *l = ib_elf_link_from_text (text);
-  if (l)
-    rec_put (g, digest, l);
-  return l != NULL;
+  if (l == NULL)
+    return false;
+  text = NULL; /* the record's now */
+  rec_put (g, digest, l);
+  return true;
 }
 
 static void

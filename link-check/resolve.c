@@ -26,11 +26,21 @@ struct lfile
   int *memo_ids;
 };
 
+/* The files that define one symbol: nearly always one, so the first is
+ * kept here and only the others in an array of their own (some 10^5
+ * symbols in a torch image: one small allocation each added ~12 MB). */
 struct deflist
 {
-  int *ids;
-  size_t n;
+  int first;
+  unsigned n;
+  int *more; /* n - 1 of them */
 };
+
+static int
+definer (const struct deflist *d, size_t j)
+{
+  return j == 0 ? d->first : d->more[j - 1];
+}
 
 struct ib_linker
 {
@@ -40,7 +50,7 @@ struct ib_linker
   size_t n_files;
   struct ib_strmap *by_symbol; /* name -> index into DEFS */
   struct deflist *defs;
-  size_t n_defs;
+  size_t n_defs, cap_defs;
   size_t gen; /* bumped when files join the index */
 };
 
@@ -68,7 +78,7 @@ ib_linker_free (struct ib_linker *k)
     }
   free (k->files);
   for (size_t i = 0; i < k->n_defs; i++)
-    free (k->defs[i].ids);
+    free (k->defs[i].more);
   free (k->defs);
   ib_strmap_free (k->by_path);
   ib_strmap_free (k->by_symbol);
@@ -484,14 +494,18 @@ index_file (struct ib_linker *k, int id)
       size_t at;
       if (!ib_strmap_get (k->by_symbol, l->defs[i].name, &at))
         {
-          k->defs = ib_xrealloc (k->defs, (k->n_defs + 1) * sizeof (*k->defs));
-          k->defs[k->n_defs] = (struct deflist){ NULL, 0 };
-          at = k->n_defs++;
-          ib_strmap_put (k->by_symbol, l->defs[i].name, at);
+          if (k->n_defs == k->cap_defs)
+            {
+              k->cap_defs = k->cap_defs ? 2 * k->cap_defs : 1024;
+              k->defs = ib_xrealloc (k->defs, k->cap_defs * sizeof (*k->defs));
+            }
+          k->defs[k->n_defs] = (struct deflist){ id, 1, NULL };
+          ib_strmap_put (k->by_symbol, l->defs[i].name, k->n_defs++);
+          continue;
         }
       struct deflist *d = &k->defs[at];
-      d->ids = ib_xrealloc (d->ids, (d->n + 1) * sizeof (*d->ids));
-      d->ids[d->n++] = id;
+      d->more = ib_xrealloc (d->more, d->n * sizeof (*d->more));
+      d->more[d->n++ - 1] = id;
     }
 }
 
@@ -521,7 +535,7 @@ memo_build (struct ib_linker *k, int id)
   free (f->memo_ids);
   f->memo_off = ib_xcalloc (l->n_refs + 1, sizeof (*f->memo_off));
   f->memo_ids = NULL;
-  size_t n = 0;
+  size_t n = 0, cap = 0;
   for (size_t r = 0; r < l->n_refs; r++)
     {
       f->memo_off[r] = n;
@@ -529,10 +543,14 @@ memo_build (struct ib_linker *k, int id)
       if (!ib_strmap_get (k->by_symbol, l->refs[r].name, &at))
         continue;
       for (size_t j = 0; j < k->defs[at].n; j++)
-        if (ib_elf_link_satisfies (k->files[k->defs[at].ids[j]].elf, &l->refs[r]))
+        if (ib_elf_link_satisfies (k->files[definer (&k->defs[at], j)].elf, &l->refs[r]))
           {
-            f->memo_ids = ib_xrealloc (f->memo_ids, (n + 1) * sizeof (*f->memo_ids));
-            f->memo_ids[n++] = k->defs[at].ids[j];
+            if (n == cap)
+              {
+                cap = cap ? 2 * cap : 64;
+                f->memo_ids = ib_xrealloc (f->memo_ids, cap * sizeof (*f->memo_ids));
+              }
+            f->memo_ids[n++] = definer (&k->defs[at], j);
           }
     }
   f->memo_off[l->n_refs] = n;

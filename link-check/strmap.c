@@ -6,11 +6,13 @@
 
 #include "../util/fsutil.h"
 
+/* 16 bytes: libtorch alone defines some 10^5 symbols, and the table is at
+ * most half full; the values are indices (ib_strmap_put checks). */
 struct slot
 {
   const char *key; /* NULL: empty */
-  uint64_t hash;
-  size_t value;
+  uint32_t hash;
+  uint32_t value;
 };
 
 struct ib_strmap
@@ -19,13 +21,13 @@ struct ib_strmap
   struct slot *s;
 };
 
-static uint64_t
+static uint32_t
 hash_of (const char *k)
 {
-  uint64_t h = 1469598103934665603ull; /* FNV-1a */
+  uint64_t h = 1469598103934665603ull; /* FNV-1a, folded to 32 bits */
   for (; *k; k++)
     h = (h ^ (unsigned char) *k) * 1099511628211ull;
-  return h;
+  return (uint32_t) (h ^ (h >> 32));
 }
 
 struct ib_strmap *
@@ -47,7 +49,7 @@ ib_strmap_free (struct ib_strmap *m)
 }
 
 static struct slot *
-find (const struct ib_strmap *m, const char *key, uint64_t h)
+find (const struct ib_strmap *m, const char *key, uint32_t h)
 {
   for (size_t i = h & (m->cap - 1);; i = (i + 1) & (m->cap - 1))
     if (m->s[i].key == NULL || (m->s[i].hash == h && strcmp (m->s[i].key, key) == 0))
@@ -80,13 +82,15 @@ grow (struct ib_strmap *m)
 void
 ib_strmap_put (struct ib_strmap *m, const char *key, size_t value)
 {
+  if (value > UINT32_MAX)
+    abort (); /* an index past 2^32 entries: memory would have run out first */
   if ((m->n + 1) * 2 > m->cap)
     grow (m);
-  uint64_t h = hash_of (key);
+  uint32_t h = hash_of (key);
   struct slot *s = find (m, key, h);
   if (s->key == NULL)
     m->n++;
-  *s = (struct slot){ key, h, value };
+  *s = (struct slot){ key, h, (uint32_t) value };
 }
 
 size_t

@@ -13,7 +13,7 @@ struct ib_strmap *ib_strmap_new (void);
 void ib_strmap_free (struct ib_strmap *m);
 /* The value of KEY in *VALUE; false when absent. */
 bool ib_strmap_get (const struct ib_strmap *m, const char *key, size_t *value);
-/* Set KEY (replacing its value). */
+/* Set KEY (replacing its value); VALUE < 2^32 (an index). */
 void ib_strmap_put (struct ib_strmap *m, const char *key, size_t value);
 size_t ib_strmap_count (const struct ib_strmap *m);
 

@@ -147,10 +147,21 @@ elf_link_record_and_version_rules (struct test_ctx *t)
   /* The cache text gives back the same record. */
   size_t len;
   char *text = ib_elf_link_to_text (user, &len);
-  struct ib_elf_link *back = ib_elf_link_from_text (text);
+  struct ib_elf_link *back = ib_elf_link_from_text (strdup (text)); /* the record's, its strings in it */
   CHECK (t, back && back->n_refs == user->n_refs && back->n_defs == user->n_defs && back->n_verneed == user->n_verneed);
   CHECK (t, back && back->runpath && strcmp (back->runpath, user->runpath) == 0);
+  /* Field by field the same record: text -> record -> text is the identity. */
+  size_t len2 = 0;
+  char *again = back ? ib_elf_link_to_text (back, &len2) : NULL;
+  CHECK (t, again && len2 == len && memcmp (again, text, len) == 0);
+  free (again);
   ib_elf_link_free (back);
+  /* A line of no known kind is no record (and the text stays the
+   * caller's: freed here). */
+  const char *nl = strchr (text, '\n');
+  char *bad = ib_xasprintf ("%.*sX\tjunk\n%s", (int) (nl - text + 1), text, nl + 1);
+  CHECK (t, ib_elf_link_from_text (bad) == NULL);
+  free (bad);
   /* A text cut short is no record. */
   text[len / 2] = '\0';
   CHECK (t, ib_elf_link_from_text (text) == NULL);
