@@ -1,5 +1,6 @@
 /* layers/: digests, store, deterministic layers, the layer reader, fsview. */
 #include <fcntl.h>
+#include <fnmatch.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -473,5 +474,60 @@ fsview_applies_whiteouts (struct test_ctx *t)
   struct ib_fs_list zl = { .n = 4, .e = z };
   ib_fsview_push (v, &zl, 1);
   CHECK (t, ib_fsview_count (v) == 1 && ib_fsview_lookup (v, "x/y") != NULL);
+  ib_fsview_free (v);
+}
+
+static int
+by_path (const void *a, const void *b)
+{
+  return strcmp (((const struct ib_fs_entry *) a)->path, ((const struct ib_fs_entry *) b)->path);
+}
+
+/* ib_fsview_glob looks only at the range of the view its pattern's literal
+ * head allows: the same files as fnmatch over every entry, for patterns
+ * whose head is empty, is not a path, ends in a folder or mid-name, or
+ * stops at `[` or `\\`; as before, the regular files matched or linked to,
+ * each once. */
+void
+fsview_glob_equals_fnmatch_over_every_entry (struct test_ctx *t)
+{
+  struct ib_fs_entry l0[] = { fe ("a", 'd'),       fe ("a/b", 'd'),      fe ("a/b/c.so", 'f'), fe ("a/b/c.so.1", 'f'),
+                              fe ("a/bc", 'f'),    fe ("a/b[x]", 'f'),   fe ("a/b\\y", 'f'),   fe ("ab", 'f'),
+                              fe ("b", 'd'),       fe ("b/a/b/c.so", 'f'), fe ("usr", 'd'),   fe ("usr/lib", 'd'),
+                              fe ("usr/lib/x.so", 'f'), fe ("usr/lib64", 'f'),
+                              { .path = "a/b/c.so.2", .type = IB_FS_SYMLINK, .link = "c.so.1", .mode = 0777 } };
+  struct ib_fs_list list0 = { .n = sizeof (l0) / sizeof (l0[0]), .e = l0 };
+  qsort (l0, list0.n, sizeof (l0[0]), by_path); /* a layer's list is sorted */
+  struct ib_fsview *v = ib_fsview_new ();
+  ib_fsview_push (v, &list0, 0);
+  static const char *const patterns[] = { "/a/b/*",    "/a/b*",      "*c.so",       "/a/b/c.so", "/usr/lib*/*.so",
+                                          "/usr/lib",  "a/b/*",      "/a/b[[]x]",   "/a/b\\\\y", "/a/?c",
+                                          "/*/b/c.so", "/",          "",            "/zzz*",     "/a/b/c.so*" };
+  for (size_t p = 0; p < sizeof (patterns) / sizeof (patterns[0]); p++)
+    {
+      const struct ib_fs_entry **got = NULL;
+      size_t n = ib_fsview_glob (v, patterns[p], &got), want = 0;
+      /* The oracle: every entry, the files they are or link to, once. */
+      const struct ib_fs_entry *files[32];
+      for (size_t i = 0; i < ib_fsview_count (v); i++)
+        {
+          cleanup_free char *abs = ib_xasprintf ("/%s", ib_fsview_at (v, i)->path);
+          const struct ib_fs_entry *f = ib_fsview_follow (v, ib_fsview_at (v, i));
+          bool dup = false;
+          for (size_t k = 0; k < want; k++)
+            dup = dup || files[k] == f;
+          if (fnmatch (patterns[p], abs, 0) != 0 || f == NULL || dup)
+            continue;
+          files[want++] = f;
+          bool found = false;
+          for (size_t k = 0; k < n; k++)
+            found = found || got[k] == f;
+          CHECK (t, found);
+        }
+      CHECK (t, n == want);
+      if (n != want)
+        fprintf (stderr, "  pattern `%s`: %zu matches, fnmatch finds %zu\n", patterns[p], n, want);
+      free (got);
+    }
   ib_fsview_free (v);
 }
