@@ -71,6 +71,9 @@ static const char usage[] =
     "                          plain HTTP)\n"
     "      --authfile FILE     registry credentials (auths.HOST.auth), instead of\n"
     "                          $REGISTRY_AUTH_FILE or ~/.docker/config.json\n"
+    "      --transfer-jobs N   registry blobs pushed or pulled at once, each on its\n"
+    "                          own connection (1..64; default\n"
+    "                          $IMGBUILD_REGISTRY_JOBS, else 4; 1: one by one)\n"
     "      --smoke=MODE        the GPU smoke test in the built container: auto (run\n"
     "                          it when this machine has GPUs, else say that it\n"
     "                          skipped; the default), required (no tag without a\n"
@@ -148,7 +151,8 @@ static const char usage[] =
     "Registries: retries with backoff on 429, 5xx and broken connections\n"
     "  (IMGBUILD_REGISTRY_ATTEMPTS, default 5); a transfer that moves no byte for\n"
     "  IMGBUILD_REGISTRY_STALL_S seconds (default 60) is broken; blobs larger\n"
-    "  than IMGBUILD_REGISTRY_CHUNK_SIZE bytes (default 64 MiB) go up in chunks.\n"
+    "  than IMGBUILD_REGISTRY_CHUNK_SIZE bytes (default 64 MiB) go up in chunks;\n"
+    "  IMGBUILD_REGISTRY_JOBS blobs move at once (default 4; --transfer-jobs).\n"
     "\n"
     "On success stdout has one line: NAME:TAG MANIFEST-DIGEST.\n"
     "\n"
@@ -209,6 +213,7 @@ parse_args (int argc, char **argv, struct cli *c)
     OPT_PUSH,
     OPT_TLS_VERIFY,
     OPT_AUTHFILE,
+    OPT_TRANSFER_JOBS,
     OPT_LOCK,
     OPT_ALLOW_UNSAFE_BASE,
     OPT_GC,
@@ -227,6 +232,7 @@ parse_args (int argc, char **argv, struct cli *c)
     { "load", optional_argument, NULL, OPT_LOAD },     { "push", required_argument, NULL, OPT_PUSH },
     { "nodes", required_argument, NULL, OPT_NODES },
     { "tls-verify", required_argument, NULL, OPT_TLS_VERIFY }, { "authfile", required_argument, NULL, OPT_AUTHFILE },
+    { "transfer-jobs", required_argument, NULL, OPT_TRANSFER_JOBS },
     { "lock", no_argument, NULL, OPT_LOCK },
     { "allow-unsafe-base", no_argument, NULL, OPT_ALLOW_UNSAFE_BASE }, { "gc", no_argument, NULL, OPT_GC },
     { "report", required_argument, NULL, OPT_REPORT },
@@ -296,6 +302,13 @@ parse_args (int argc, char **argv, struct cli *c)
         if (ib_parse_tls_verify (optarg, &c->opt.remote) < 0)
           {
             fprintf (stderr, "imgbuild: --tls-verify is true or false, not `%s`\n", optarg);
+            return -1;
+          }
+        break;
+      case OPT_TRANSFER_JOBS:
+        if (ib_parse_transfer_jobs (optarg, &c->opt.remote) < 0)
+          {
+            fprintf (stderr, "imgbuild: --transfer-jobs is a number from 1 to 64, not `%s`\n", optarg);
             return -1;
           }
         break;

@@ -217,6 +217,9 @@ static const char usage[] =
     "                            speak plain HTTP)\n"
     "  --authfile FILE           registry credentials (auths.HOST.auth), instead\n"
     "                            of $REGISTRY_AUTH_FILE or ~/.docker/config.json\n"
+    "  --transfer-jobs N         registry blobs pulled at once, each on its own\n"
+    "                            connection (1..64; default\n"
+    "                            $IMGBUILD_REGISTRY_JOBS, else 4)\n"
     "  --json                    machine-readable output\n"
     "  --verify-signature-with CMD\n"
     "                            the signature gate: run `/bin/sh -c CMD` on each\n"
@@ -669,6 +672,7 @@ main (int argc, char **argv)
     OPT_STORE_DIR,
     OPT_TLS_VERIFY,
     OPT_AUTHFILE,
+    OPT_TRANSFER_JOBS,
     OPT_REQUIRE_GATES,
     OPT_DIFF,
     OPT_TRIAGE,
@@ -712,6 +716,7 @@ main (int argc, char **argv)
     { "gpus", no_argument, NULL, OPT_GPUS },
     { "tls-verify", required_argument, NULL, OPT_TLS_VERIFY },
     { "authfile", required_argument, NULL, OPT_AUTHFILE },
+    { "transfer-jobs", required_argument, NULL, OPT_TRANSFER_JOBS },
     { "require-gates", required_argument, NULL, OPT_REQUIRE_GATES },
     { "diff", no_argument, NULL, OPT_DIFF },
     { "triage", required_argument, NULL, OPT_TRIAGE },
@@ -854,6 +859,13 @@ main (int argc, char **argv)
         if (ib_parse_tls_verify (optarg, &vo.remote) < 0)
           {
             fprintf (stderr, "imgverify: --tls-verify is true or false, not `%s`\n", optarg);
+            return IB_EUSAGE;
+          }
+        break;
+      case OPT_TRANSFER_JOBS:
+        if (ib_parse_transfer_jobs (optarg, &vo.remote) < 0)
+          {
+            fprintf (stderr, "imgverify: --transfer-jobs is a number from 1 to 64, not `%s`\n", optarg);
             return IB_EUSAGE;
           }
         break;

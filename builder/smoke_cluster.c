@@ -110,6 +110,8 @@ remote_args (struct strv *a, const struct ib_remote_options *r)
       push (a, ib_xstrdup ("--authfile"));
       push (a, ib_xstrdup (r->auth_file));
     }
+  if (r->transfer_jobs)
+    push (a, ib_xasprintf ("--transfer-jobs=%u", r->transfer_jobs));
 }
 
 /* The text after "error: " of the first such line of TEXT, or NULL. */

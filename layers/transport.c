@@ -63,3 +63,14 @@ ib_parse_tls_verify (const char *arg, struct ib_remote_options *opt)
     }
   return -1;
 }
+
+int
+ib_parse_transfer_jobs (const char *arg, struct ib_remote_options *opt)
+{
+  char *end;
+  long n = strtol (arg, &end, 10);
+  if (*arg == '\0' || *end != '\0' || n < 1 || n > 64)
+    return -1;
+  opt->transfer_jobs = (unsigned) n;
+  return 0;
+}

@@ -36,6 +36,8 @@ struct ib_remote_options
   const struct ib_transfer_report *progress; /* NULL: silent */
   bool refetch; /* fetch and hash every blob even when the store has it:
                    imgverify checks what the registry serves */
+  unsigned transfer_jobs; /* --transfer-jobs: registry blobs moved at once;
+                             0: $IMGBUILD_REGISTRY_JOBS, else 4 */
   const char *docker_host; /* docker-daemon: references: the Docker Engine
                               (transports/docker_client.h); NULL: $DOCKER_HOST,
                               else the local socket */
@@ -43,6 +45,8 @@ struct ib_remote_options
 
 /* "true"/"false" of --tls-verify=BOOL into OPT. */
 int ib_parse_tls_verify (const char *arg, struct ib_remote_options *opt);
+/* N (1..64) of --transfer-jobs=N into OPT. */
+int ib_parse_transfer_jobs (const char *arg, struct ib_remote_options *opt);
 
 
 struct ib_ref;

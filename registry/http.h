@@ -5,6 +5,7 @@
 #define IB_REGISTRY_HTTP_H
 
 #include <curl/curl.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -31,6 +32,9 @@ struct ib_registry
   bool tls_verify;
   bool allow_http;
   bool refetch; /* ib_remote_options.refetch */
+  bool push;    /* opened for push: a worker's client is opened alike */
+  const struct ib_remote_options *opt; /* the caller's, for the workers' clients */
+  unsigned jobs; /* blob transfers at once (ib_registry_each_blob) */
   uint64_t chunk_size;
   long stall_s;       /* a transfer slower than 1 byte/s for this long is broken */
   unsigned max_attempts;
@@ -39,6 +43,11 @@ struct ib_registry
   struct ib_registry_stats stats;
   const struct ib_transfer_report *progress;
   void *progress_handle; /* a bar is being drawn */
+  /* A worker's client feeds the bar of the client it works for
+   * (PROGRESS_TO), under that run's lock: the caller's callbacks need not
+   * be thread-safe.  Both NULL outside ib_registry_each_blob. */
+  struct ib_registry *progress_to;
+  pthread_mutex_t *progress_lock;
 };
 
 /* A request body: a buffer, or LEN bytes of FD from OFF. */

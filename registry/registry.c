@@ -35,6 +35,18 @@ env_number (const char *name, long dflt, long min)
   return v && (*end || n < min) ? dflt : n;
 }
 
+/* More than this many connections to one registry helps no one. */
+#define MAX_JOBS 64
+
+unsigned
+ib_registry_jobs (const struct ib_remote_options *opt)
+{
+  if (opt && opt->transfer_jobs)
+    return opt->transfer_jobs;
+  long n = env_number ("IMGBUILD_REGISTRY_JOBS", 4, 1);
+  return n > MAX_JOBS ? MAX_JOBS : (unsigned) n;
+}
+
 /* GET /v2/: where the scheme is settled (plain HTTP only where allowed and
  * the server does not speak TLS) and the first challenge answered. */
 static int
@@ -81,6 +93,9 @@ ib_registry_open (const char *host, const char *repo, bool push, const struct ib
   r->curl = curl_easy_init ();
   r->progress = opt ? opt->progress : NULL;
   r->refetch = opt && opt->refetch;
+  r->push = push;
+  r->opt = opt;
+  r->jobs = ib_registry_jobs (opt);
   cleanup_free char *scope = ib_xasprintf ("repository:%s:%s", repo, push ? "pull,push" : "pull");
   int rc = r->curl ? 0 : ib_error (err, IB_EENV, "curl_easy_init failed");
   if (rc == 0)
@@ -110,8 +125,14 @@ ib_registry_progress_begin (struct ib_registry *r, const char *what, uint64_t to
 void
 ib_registry_progress_add (struct ib_registry *r, uint64_t n)
 {
-  if (r->progress_handle && r->progress->add)
-    r->progress->add (r->progress_handle, n);
+  struct ib_registry *bar = r->progress_to ? r->progress_to : r;
+  if (bar->progress_handle == NULL || bar->progress->add == NULL)
+    return;
+  if (r->progress_lock)
+    pthread_mutex_lock (r->progress_lock);
+  bar->progress->add (bar->progress_handle, n);
+  if (r->progress_lock)
+    pthread_mutex_unlock (r->progress_lock);
 }
 
 void

@@ -55,6 +55,24 @@ int ib_registry_fetch_blob (struct ib_registry *r, struct ib_store *s, const str
  * stopped when a chunk fails. */
 int ib_registry_push_blob (struct ib_registry *r, struct ib_store *s, const struct ib_descriptor *d,
                            const char *mount_from, ib_error_t *err);
+/* What ib_registry_each_blob does with one blob D (the I-th), through the
+ * client R of the thread it runs on. */
+typedef int (*ib_registry_blob_fn) (struct ib_registry *r, const struct ib_descriptor *d, size_t i, void *ctx,
+                                    ib_error_t *err);
+/* FN on each of the N blobs, up to the client's job count at once
+ * (--transfer-jobs, else $IMGBUILD_REGISTRY_JOBS, else 4), each extra
+ * thread with its own client opened as R was; one job: in order, on R, as a
+ * plain loop.  The first error wins: no blob is started after it, every
+ * thread is joined, and it is returned as FN gave it.  A digest listed twice
+ * is done once in parallel, then again on R (as a loop would find it
+ * there).  The workers' stats are added to R's and their bytes fed to R's
+ * progress bar.  FN and CTX must be safe on several threads at once. */
+int ib_registry_each_blob (struct ib_registry *r, const struct ib_descriptor *const *blobs, size_t n,
+                           ib_registry_blob_fn fn, void *ctx, ib_error_t *err);
+/* The job count of the options: --transfer-jobs, else
+ * $IMGBUILD_REGISTRY_JOBS, else 4. */
+unsigned ib_registry_jobs (const struct ib_remote_options *opt);
+
 /* PUT a manifest under REFERENCE (a tag or its digest). */
 int ib_registry_put_manifest (struct ib_registry *r, const char *reference, const char *media_type,
                               const char *body, size_t len, ib_error_t *err);

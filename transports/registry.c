@@ -238,6 +238,39 @@ pull_referrer (struct ib_registry *reg, struct ib_store *s, const struct ib_desc
   return rc < 0 ? ib_error_wrap (err, "provenance") : 0;
 }
 
+/* What the blob threads of one pull or push share; all of it only read. */
+struct blob_job
+{
+  struct ib_store *s;
+  const char *host;     /* a push's registry, for mounts */
+  const char *location; /* HOST/REPO, remembered as each blob's source */
+};
+
+/* FN on the config and the layers of IMG (index 0 is the config), in
+ * parallel up to the client's job count. */
+static int
+each_image_blob (struct ib_registry *reg, const struct ib_image *img, ib_registry_blob_fn fn, struct blob_job *job,
+                 ib_error_t *err)
+{
+  cleanup_free const struct ib_descriptor **blobs = ib_xcalloc (img->n_layers + 1, sizeof (*blobs));
+  blobs[0] = &img->config;
+  for (size_t i = 0; i < img->n_layers; i++)
+    blobs[i + 1] = &img->layers[i];
+  return ib_registry_each_blob (reg, blobs, img->n_layers + 1, fn, job, err);
+}
+
+/* A layer is remembered as it arrives; the config once the pull is whole. */
+static int
+fetch_one (struct ib_registry *reg, const struct ib_descriptor *d, size_t i, void *data, ib_error_t *err)
+{
+  const struct blob_job *job = data;
+  if (ib_registry_fetch_blob (reg, job->s, d, err) < 0)
+    return -1;
+  if (i > 0)
+    remember_source (job->s, &d->digest, job->location);
+  return 0;
+}
+
 static int
 registry_pull (struct ib_store *s, const struct ib_ref *ref, const struct ib_platform *platform,
                struct ib_descriptor *manifest, ib_error_t *err)
@@ -274,13 +307,7 @@ registry_pull (struct ib_store *s, const struct ib_ref *ref, const struct ib_pla
   cleanup_free char *what = ib_xasprintf ("pull docker://%s:%s", ref->location, ref->name);
   ib_registry_progress_begin (reg, what, missing);
   if (rc == 0)
-    rc = ib_registry_fetch_blob (reg, s, &img->config, err);
-  for (size_t i = 0; rc == 0 && i < img->n_layers; i++)
-    {
-      rc = ib_registry_fetch_blob (reg, s, &img->layers[i], err);
-      if (rc == 0)
-        remember_source (s, &img->layers[i].digest, ref->location);
-    }
+    rc = each_image_blob (reg, img, fetch_one, &(struct blob_job){ s, NULL, ref->location }, err);
   ib_registry_progress_end (reg);
   unsigned fetched = ib_registry_stats (reg)->blobs_fetched;
   uint64_t bytes = ib_registry_stats (reg)->bytes_down - before;
@@ -313,6 +340,14 @@ push_one (struct ib_registry *reg, struct ib_store *s, const struct ib_descripto
     ib_registry_progress_add (reg, d->size); /* there already, or mounted */
   remember_source (s, &d->digest, location);
   return 0;
+}
+
+static int
+push_job (struct ib_registry *reg, const struct ib_descriptor *d, size_t i, void *data, ib_error_t *err)
+{
+  (void) i;
+  const struct blob_job *job = data;
+  return push_one (reg, job->s, d, job->host, job->location, err);
 }
 
 static int
@@ -426,9 +461,9 @@ registry_push (struct ib_store *s, const struct ib_image *img, const struct ib_r
     total += img->layers[i].size;
   cleanup_free char *what = ib_xasprintf ("push docker://%s:%s", ref->location, ref->name);
   ib_registry_progress_begin (reg, what, total);
-  int rc = push_one (reg, s, &img->config, host, ref->location, err);
-  for (size_t i = 0; rc == 0 && i < img->n_layers; i++)
-    rc = push_one (reg, s, &img->layers[i], host, ref->location, err);
+  /* Every blob is there before a manifest names it: the runner joins all
+   * its threads before it returns. */
+  int rc = each_image_blob (reg, img, push_job, &(struct blob_job){ s, host, ref->location }, err);
   ib_registry_progress_end (reg);
   if (rc == 0)
     rc = push_referrer (reg, s, img, host, ref->location, err);
