@@ -371,3 +371,129 @@ t_registry_kill_mid_transfer_leaves_both_sides_whole() {
     --push "docker://$PROXY/dcp2:k" >out.txt
   [ "$(skopeo inspect --tls-verify=false "docker://$REG/dcp2:k" | jq -r .Digest)" = "$(cut -d' ' -f2 out.txt)" ]
 }
+
+# Issue 18: blobs moved in parallel (--transfer-jobs, IMGBUILD_REGISTRY_JOBS).
+# par:8, 8 layers of 512 KiB of random bytes each (gzip keeps their size):
+# a Dockerfile's COPYs make one layer, so each of D1..D8 adds one over the
+# last.  Built the same in the stores s1 and s4 (a Dockerfile build is
+# deterministic), so that each store pushes every blob itself: neither
+# remembers a source to mount from.  D8 builds par:8 again to push it.
+eight_layers() {
+  local i s
+  for i in 1 2 3 4 5 6 7 8; do
+    head -c 524288 /dev/urandom >"l$i"
+    { [ "$i" = 1 ] && echo 'FROM scratch' || echo "FROM par:$((i - 1))"
+      echo "# imgbuild:new /l$i"
+      echo "COPY l$i /l$i"; } >"D$i"
+  done
+  for s in s1 s4; do
+    for i in 1 2 3 4 5 6 7 8; do
+      IMGBUILD_STORE=$PWD/$s "$IB" -q --smoke=off -f "D$i" -t "par:$i" . >"$s.out"
+    done
+  done
+  [ "$(cut -d' ' -f2 s1.out)" = "$(cut -d' ' -f2 s4.out)" ]
+  [ "$(skopeo inspect --raw "oci:$PWD/s1:par:8" | jq '.layers | length')" = 8 ]
+}
+
+# The most requests the proxy had at once among those JQ-FILTER selects.
+most_in_flight() { proxied "[.[] | select($1) | .inflight] | max"; }
+
+t_registry_parallel_push_same_image_as_serial() {
+  registry_start open
+  proxy_start
+  eight_layers
+  IMGBUILD_STORE=$PWD/s1 IMGBUILD_REGISTRY_JOBS=1 "$IB" --smoke=off -f D8 -t par:8 \
+    --push "docker://$PROXY/par1:1" . >p1.out 2>p1.err
+  IMGBUILD_STORE=$PWD/s4 "$IB" --smoke=off --transfer-jobs 4 -f D8 -t par:8 \
+    --push "docker://$PROXY/par4:1" . >p4.out 2>p4.err
+  cat p1.err p4.err
+  digest=$(cut -d' ' -f2 s1.out)
+  [ "$(cut -d' ' -f2 p1.out)" = "$digest" ] && [ "$(cut -d' ' -f2 p4.out)" = "$digest" ]
+  # Each push sent every blob itself: 9 (8 layers and the config) and the
+  # attestation artifact's 4; the same counts in both notes.
+  grep -q "pushed docker://$PROXY/par1:1: 13 blobs uploaded .*, 0 mounted, 0 already there" p1.err
+  grep -q "pushed docker://$PROXY/par4:1: 13 blobs uploaded .*, 0 mounted, 0 already there" p4.err
+  # The bytes each note says are the bytes the proxy saw go up (blobs and
+  # manifests): the workers' counts were all added.
+  for n in 1 4; do
+    [ "$(sed -n 's/.*uploaded (\([0-9]*\) bytes).*/\1/p' "p$n.err")" = \
+      "$(proxied "[.[] | select(.path | startswith(\"/v2/par$n/\")) | .up] | add")" ]
+  done
+  # A tool we did not write reads both back whole, with that digest.
+  for repo in par1 par4; do
+    [ "$(skopeo inspect --tls-verify=false "docker://$REG/$repo:1" | jq -r .Digest)" = "$digest" ]
+    skopeo copy -q --src-tls-verify=false "docker://$REG/$repo:1" "oci:back-$repo:x"
+    [ "sha256:$(skopeo inspect --raw "oci:back-$repo:x" | sha256sum | cut -d' ' -f1)" = "$digest" ]
+  done
+  # Pulled back with 4 jobs into a fresh store: the same blobs, each its
+  # digest, and imgverify passes.
+  IMGBUILD_STORE=$PWD/fresh "$IV" --transfer-jobs 4 --json "docker://$PROXY/par4:1" >v.json
+  jq -e '.status == "pass"' v.json
+  jq -e '.transfers[0] | test("^pulled docker://.*: 9 blobs fetched .*, 0 already in the store")' v.json
+  for d in $(skopeo inspect --raw "oci:$PWD/s4:par:8" | jq -r '.config.digest, .layers[].digest'); do
+    [ "sha256:$(sha256sum "fresh/blobs/sha256/${d#sha256:}" | cut -d' ' -f1)" = "$d" ]
+  done
+  all_tags_whole
+}
+
+t_registry_parallel_transfers_overlap() {
+  registry_start open
+  proxy_start
+  eight_layers
+  # Each blob request waits 0.3 s in the proxy: requests sent at once are
+  # then seen at once, even on a loaded machine.
+  printf 'HEAD /blobs/sha256: delay:0.3 1000\nGET /blobs/sha256: delay:0.3 1000\n' >faults
+  IMGBUILD_STORE=$PWD/s1 "$IB" -q --smoke=off --transfer-jobs 1 -f D8 -t par:8 \
+    --push "docker://$PROXY/par1:1" . >/dev/null
+  one=$(most_in_flight 'true')
+  mv proxy.jsonl push1.jsonl
+  # The default is 4 jobs.
+  IMGBUILD_STORE=$PWD/s4 "$IB" -q --smoke=off -f D8 -t par:8 --push "docker://$PROXY/par4:1" . >/dev/null
+  four=$(most_in_flight '.path | contains("/blobs/")')
+  manifest_first=$(proxied '[.[] | select(.method == "PUT" and (.path | contains("/manifests/")))][0].inflight')
+  mv proxy.jsonl push4.jsonl
+  IMGBUILD_STORE=$PWD/fresh IMGBUILD_REGISTRY_JOBS=4 "$IV" "docker://$PROXY/par4:1" >/dev/null 2>&1
+  pull=$(most_in_flight '.method == "GET" and (.path | contains("/blobs/"))')
+  echo "most requests at once: push with 1 job $one, with 4 jobs $four; pull with 4 jobs $pull"
+  [ "$one" = 1 ]
+  [ "$four" -ge 3 ] && [ "$four" -le 4 ]
+  [ "$pull" -ge 3 ] && [ "$pull" -le 4 ]
+  # Every blob request had its answer before the first manifest went up.
+  [ "$manifest_first" = 1 ]
+}
+
+t_registry_parallel_failure_tags_nothing_and_resumes() {
+  registry_start open
+  proxy_start
+  eight_layers
+  # Three uploads finish, then every upload's last PUT fails.
+  printf 'PUT /blobs/uploads/ status:500 3+100000\n' >faults
+  IMGBUILD_STORE=$PWD/s4 IMGBUILD_REGISTRY_ATTEMPTS=2 expect_fail 8 \
+    "upload blob sha256:[0-9a-f]{64} \(2 attempts\): registry $PROXY: finish upload: PUT /v2/par/blobs/uploads/.*HTTP 500" \
+    "$IB" --smoke=off --transfer-jobs 4 -f D8 -t par:8 --push "docker://$PROXY/par:1" .
+  grep error: stderr.txt | sed -E 's/sha256:[0-9a-f]{64}/BLOB/g; s|uploads/[^:]*:|uploads/ID:|' >err4.txt
+  # No manifest went up, no tag is there; no blob was started after the
+  # first failure: 3 successes, and the 4 blobs in flight at most.
+  [ "$(proxied '[.[] | select(.path | contains("/manifests/"))] | length')" = 0 ]
+  refute skopeo inspect --tls-verify=false "docker://$REG/par:1"
+  started=$(proxied '[.[] | select(.method == "HEAD") | .path] | unique | length')
+  echo "blobs started before giving up: $started of 9"
+  [ "$started" -le 7 ]
+  # The same failure with one job gives the same error, but for its blob.
+  printf 'PUT /blobs/uploads/ status:500 3+99999\n' >faults
+  IMGBUILD_STORE=$PWD/s1 IMGBUILD_REGISTRY_ATTEMPTS=2 expect_fail 8 "upload blob" \
+    "$IB" --smoke=off --transfer-jobs 1 -f D8 -t par:8 --push "docker://$PROXY/par:1" .
+  grep error: stderr.txt | sed -E 's/sha256:[0-9a-f]{64}/BLOB/g; s|uploads/[^:]*:|uploads/ID:|' >err1.txt
+  cat err1.txt err4.txt
+  diff err1.txt err4.txt
+  # The rerun completes: what is there is not sent again.
+  rm faults
+  IMGBUILD_STORE=$PWD/s4 "$IB" --smoke=off --transfer-jobs 4 -f D8 -t par:8 \
+    --push "docker://$PROXY/par:1" . >out.txt 2>err.txt
+  grep pushed err.txt
+  there=$(sed -n 's/.* \([0-9]*\) already there.*/\1/p' err.txt)
+  [ "$there" -ge 6 ]
+  grep -q ": $((13 - there)) blobs uploaded" err.txt
+  [ "$(skopeo inspect --tls-verify=false "docker://$REG/par:1" | jq -r .Digest)" = "$(cut -d' ' -f2 out.txt)" ]
+  all_tags_whole
+}

@@ -19,8 +19,15 @@ RULES, read again on every request, has lines `METHOD PATH-REGEX ACTION COUNT`:
   truncate      forward, then send the response's headers and half its body
                 and close (a download broken half-way)
   corrupt       forward, and flip one bit in the middle of the response body
+  delay:SECONDS wait before forwarding, logged as one request (to make
+                concurrent transfers overlap where they can)
 Each rule fires for the first COUNT matching requests; COUNT as SKIP+N lets
 SKIP matching requests pass first.
+
+Each line also has "inflight": how many requests the proxy was handling
+when this one came in, itself included.  A request stops counting before
+its response is sent, so a client that waits for each answer before its
+next request is never seen at more than 1.
 """
 import http.client
 import json
@@ -36,6 +43,18 @@ PORT_FILE, UPSTREAM, LOG = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 RULES = sys.argv[4] if len(sys.argv) > 4 else None
 lock = threading.Lock()
 fired = {}
+inflight = [0]
+
+
+def enter():
+    with lock:
+        inflight[0] += 1
+        return inflight[0]
+
+
+def leave():
+    with lock:
+        inflight[0] -= 1
 
 
 def fault_for(method, path):
@@ -79,13 +98,26 @@ class Proxy(BaseHTTPRequestHandler):
         return self.rfile.read(n) if n else b""
 
     def handle_any(self):
+        self.counted = True
+        n = enter()
+        try:
+            self.forward(n)
+        finally:
+            self.answered()
+
+    def answered(self):
+        if self.counted:
+            self.counted = False
+            leave()
+
+    def forward(self, n):
         path, _, query = self.path.partition("?")
         fault = fault_for(self.command, path)
         # Upload URLs carry the registry's opaque state; keep the rest
         # (digest=, mount=, from=).
         query = "&".join(q for q in query.split("&") if q and not q.startswith("_state="))
         entry = {"method": self.command, "path": path, "query": query, "fault": fault,
-                 "range": self.headers.get("Range")}
+                 "range": self.headers.get("Range"), "inflight": n}
         if fault in ("drop", "cut"):
             return self.drop(entry, forward=fault == "drop")
         body = self.body()
@@ -93,6 +125,7 @@ class Proxy(BaseHTTPRequestHandler):
         if fault and fault.startswith("status:"):
             code = int(fault.split(":")[1])
             msg = b'{"errors":[{"code":"UNAVAILABLE","message":"injected by the test proxy"}]}'
+            self.answered()
             self.send_response(code)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(msg)))
@@ -105,6 +138,8 @@ class Proxy(BaseHTTPRequestHandler):
             log(dict(entry, status=None, down=0))
             entry["fault"] = None
             time.sleep(float(fault.split(":")[1]))
+        if fault and fault.startswith("delay:"):
+            time.sleep(float(fault.split(":")[1]))
         conn = http.client.HTTPConnection("127.0.0.1", UPSTREAM, timeout=120)
         conn.putrequest(self.command, self.path, skip_host=True, skip_accept_encoding=True)
         for k, v in self.headers.items():
@@ -114,6 +149,7 @@ class Proxy(BaseHTTPRequestHandler):
         conn.endheaders(body)
         resp = conn.getresponse()
         data = resp.read()
+        self.answered()
         self.send_response_only(resp.status, resp.reason)
         for k, v in resp.getheaders():
             if k.lower() in ("transfer-encoding", "connection"):
@@ -152,6 +188,7 @@ class Proxy(BaseHTTPRequestHandler):
             up.close()
         entry.update(status=0, up=len(half), down=0)
         log(entry)
+        self.answered()
         self.close_connection = True
         self.connection.shutdown(socket.SHUT_RDWR)
 
