@@ -260,9 +260,10 @@ t_registry_upload_resumes_where_the_registry_stopped() {
   proxy_start
   # The third chunk of an upload is lost on its way: the client asks the
   # registry how far it got (GET, 204 + Range: 0-8191) and goes on from
-  # there, in the same upload session.
+  # there, in the same upload session.  One job: which PATCH is the third,
+  # and what comes right after it, is then the order of one upload.
   printf 'PATCH /blobs/uploads/ cut 2+1\n' >faults
-  IMGBUILD_REGISTRY_CHUNK_SIZE=4096 "$IB" -q --smoke=off --from "docker://$PROXY/dsv41-flash-b12x:local" \
+  IMGBUILD_REGISTRY_JOBS=1 IMGBUILD_REGISTRY_CHUNK_SIZE=4096 "$IB" -q --smoke=off --from "docker://$PROXY/dsv41-flash-b12x:local" \
     dsv41-flash-dcp2 --push "docker://$PROXY/dcp2:resume" >out.txt
   jq -c '[.method, .path, .query, .status, .fault]' proxy.jsonl | grep -n -A3 '"cut"'
   [ "$(proxied '[.[] | select(.fault == "cut")] | length')" = 1 ]
