@@ -76,6 +76,11 @@ void ib_store_mark_hashed (struct ib_store *s, const ib_digest *d);
 /* A folder for derived data of one kind (created on demand). */
 int ib_store_cache_dir (const struct ib_store *s, const char *kind, char **out, ib_error_t *err);
 
+/* Blob writers of one store may run on several threads at once (the
+ * registry's parallel transfers do): each writes its own temporary file
+ * (mkostemp) and rename() names it atomically, so two of one digest leave
+ * one whole blob.  ib_store_has_blob and ib_store_cache_dir are safe beside
+ * them; a view (read in place) takes no writer. */
 int ib_blob_writer_new (struct ib_store *s, struct ib_blob_writer **out, ib_error_t *err);
 int ib_blob_writer_write (struct ib_blob_writer *w, const void *buf, size_t len, ib_error_t *err);
 /* Name the blob by its digest.  With EXPECTED, a different digest (or size,
