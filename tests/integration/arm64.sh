@@ -114,8 +114,10 @@ t_arm64_tools_build_the_same_digests_as_x86_64() {
     IMGBUILD_STORE=$PWD/s-$(basename "$(dirname "$t")") "$t" -q dsv41-flash-dcp2 >>dcp2.out
   done
   cat base.out dcp2.out
-  [ "$(wc -l <base.out)" = 2 ] && [ "$(sort -u base.out | wc -l)" = 1 ]
-  [ "$(wc -l <dcp2.out)" = 2 ] && [ "$(sort -u dcp2.out | wc -l)" = 1 ]
+  [ "$(wc -l <base.out)" = 2 ]
+  [ "$(sort -u base.out | wc -l)" = 1 ]
+  [ "$(wc -l <dcp2.out)" = 2 ]
+  [ "$(sort -u dcp2.out | wc -l)" = 1 ]
   grep -q '^dsv41-flash-dcp2:local sha256:[0-9a-f]\{64\}$' dcp2.out
 }
 
@@ -215,7 +217,9 @@ EOF
   [ "$(arch_of plat:1)" = linux/amd64 ]
   skopeo copy -q "oci:$IMGBUILD_STORE:plat:1" "oci:lay:plat"
   umoci unpack --image lay:plat b >/dev/null
-  [ -f b/rootfs/all ] && [ -f b/rootfs/only-amd ] && [ ! -e b/rootfs/only-arm ]
+  [ -f b/rootfs/all ]
+  [ -f b/rootfs/only-amd ]
+  [ ! -e b/rootfs/only-arm ]
   # Those of the platform built are checked as any [copy] line.
   expect_fail 3 'image.conf:10: .*no-such-folder' "$IB" --platform linux/arm64 -t plat:2 d
   sed -i '/no-such-folder/d' d/image.conf

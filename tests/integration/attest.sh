@@ -502,7 +502,8 @@ t_junit_report_of_imgverify_passes_every_line() {
   # A bad --report is a usage error.
   expect_fail 2 '--report takes junit:FILE or json:FILE' "$IV" --report xml:x dsv41-flash-dcp2:local
   rc=0; "$IB" --report junit: dsv41-flash-dcp2 2>err.txt || rc=$?
-  [ "$rc" = 2 ] && grep -- '--report takes junit:FILE or json:FILE' err.txt
+  [ "$rc" = 2 ]
+  grep -- '--report takes junit:FILE or json:FILE' err.txt
 }
 
 # ---- the real base (make test-all) ------------------------------------------

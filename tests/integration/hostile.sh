@@ -73,7 +73,8 @@ t_hostile_extraction_writes_nothing_outside_its_folder() {
   stray=$(find /tmp /etc /root /var/tmp "$PWD" -xdev -name 'ibstray*' 2>/dev/null |
     grep -v "^$IMGBUILD_STORE/imgbuild/rootfs/[0-9a-f]\{64\}/" | grep -v "^$PWD/corpus/" || true)
   echo "outside: $(cat outside.txt); stray: $stray"
-  [ ! -s outside.txt ] && [ -z "$stray" ]
+  [ ! -s outside.txt ]
+  [ -z "$stray" ]
   # No device node, FIFO or socket was made in a layer folder (whiteouts
   # are the only character devices, 0/0).
   [ -z "$(find "$IMGBUILD_STORE/imgbuild/rootfs" \( -type b -o -type p -o -type s \) -print)" ]

@@ -36,7 +36,8 @@ t_inplace_damaged_layout_and_archive_fail_while_the_store_is_good() {
   layer=$(echo "$raw" | jq -r '.layers[-2].digest' | cut -d: -f2)
   config=$(echo "$raw" | jq -r '.config.digest' | cut -d: -f2)
   # The store has every digest of the image, good.
-  [ -f "$IMGBUILD_STORE/blobs/sha256/$layer" ] && [ -f "$IMGBUILD_STORE/blobs/sha256/$config" ]
+  [ -f "$IMGBUILD_STORE/blobs/sha256/$layer" ]
+  [ -f "$IMGBUILD_STORE/blobs/sha256/$config" ]
   blobs=$(store_blobs)
   # The good layout and archive pass, read in place.
   "$IV" --json oci:good:dcp2:1 >good.json
@@ -72,7 +73,8 @@ t_inplace_damaged_layout_and_archive_fail_while_the_store_is_good() {
   # Nothing was copied into the store, nothing written to the artifacts.
   [ "$(store_blobs)" = "$blobs" ]
   [ "$(tree_sum damaged)" = "$before" ]
-  [ ! -e damaged/imgbuild ] && [ ! -e good/imgbuild ]
+  [ ! -e damaged/imgbuild ]
+  [ ! -e good/imgbuild ]
   # imgbuild --from keeps its dedupe (documented): the store's good copy is
   # used, so building over the damaged layout succeeds from the store.
   "$IB" --help | grep -q 'a blob the store already has'

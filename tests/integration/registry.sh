@@ -409,7 +409,8 @@ t_registry_parallel_push_same_image_as_serial() {
     --push "docker://$PROXY/par4:1" . >p4.out 2>p4.err
   cat p1.err p4.err
   digest=$(cut -d' ' -f2 s1.out)
-  [ "$(cut -d' ' -f2 p1.out)" = "$digest" ] && [ "$(cut -d' ' -f2 p4.out)" = "$digest" ]
+  [ "$(cut -d' ' -f2 p1.out)" = "$digest" ]
+  [ "$(cut -d' ' -f2 p4.out)" = "$digest" ]
   # Each push sent every blob itself: 9 (8 layers and the config) and the
   # attestation artifact's 4; the same counts in both notes.
   grep -q "pushed docker://$PROXY/par1:1: 13 blobs uploaded .*, 0 mounted, 0 already there" p1.err
@@ -457,10 +458,29 @@ t_registry_parallel_transfers_overlap() {
   pull=$(most_in_flight '.method == "GET" and (.path | contains("/blobs/"))')
   echo "most requests at once: push with 1 job $one, with 4 jobs $four; pull with 4 jobs $pull"
   [ "$one" = 1 ]
-  [ "$four" -ge 3 ] && [ "$four" -le 4 ]
-  [ "$pull" -ge 3 ] && [ "$pull" -le 4 ]
+  [ "$four" -ge 3 ]
+  [ "$four" -le 4 ]
+  [ "$pull" -ge 3 ]
+  [ "$pull" -le 4 ]
   # Every blob request had its answer before the first manifest went up.
   [ "$manifest_first" = 1 ]
+}
+
+# One upload fails and the others would not: the workers take no new blob
+# after it (a loop would have stopped there too).  Every PUT after the
+# failing one waits 2 s in the proxy, so each worker's next look at the run
+# comes after the failure; 3 finished + 4 in flight = 7 blobs at most of 9.
+t_registry_parallel_failure_stops_the_other_workers() {
+  registry_start open
+  proxy_start
+  eight_layers
+  printf 'PUT /blobs/uploads/ status:500 3+1\nPUT /blobs/uploads/ delay:2 3+1000\n' >faults
+  IMGBUILD_STORE=$PWD/s4 IMGBUILD_REGISTRY_ATTEMPTS=1 expect_fail 8 "upload blob sha256:[0-9a-f]{64}" \
+    "$IB" --smoke=off --transfer-jobs 4 -f D8 -t par:8 --push "docker://$PROXY/par:1" .
+  started=$(proxied '[.[] | select(.method == "HEAD" and (.path | contains("/blobs/"))) | .path] | unique | length')
+  echo "blobs started: $started of 9"
+  [ "$started" -le 7 ]
+  [ "$(proxied '[.[] | select(.path | contains("/manifests/"))] | length')" = 0 ]
 }
 
 t_registry_parallel_failure_tags_nothing_and_resumes() {

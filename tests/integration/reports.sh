@@ -363,11 +363,13 @@ t_report_separates_own_memory_from_its_programs() {
   kids=$(jq -r '.resources.children_peak_rss_kib' r.json)
   m=$(cat time.txt)
   log "own peak ${self} KiB, largest child ${kids} KiB, GNU time ${m} KiB"
-  [ "$self" -gt 1024 ] && [ "$kids" -gt 1024 ]
+  [ "$self" -gt 1024 ]
+  [ "$kids" -gt 1024 ]
   jq -e '.resources.cpu_seconds > 0 and .resources.children_cpu_seconds > 0' r.json
   local big=$((self > kids ? self : kids))
   # Equal but for what the program allocated after its report.
-  [ "$m" -ge "$big" ] && [ "$m" -le $((big + big / 10)) ]
+  [ "$m" -ge "$big" ]
+  [ "$m" -le $((big + big / 10)) ]
   # nvcc's compiler is larger than imgbuild (not under ASan, whose shadow
   # memory makes imgbuild itself large).
   [ -n "${IB_SANITIZE:-}" ] || [ "$kids" -gt "$self" ]

@@ -92,7 +92,9 @@ t_robust_gc_in_the_middle_of_builds_keeps_what_is_needed() {
   cat ./*.err
   [ "$rc" = 0 ]
   jq -e '.blobs_removed >= 2 and .temporaries == 1 and .cache_entries >= 1' gc.json
-  [ ! -e "$S/blobs/sha256/$orphan" ] && [ ! -e "$S/blobs/sha256/.tmp-killed" ] && [ ! -e "$S/imgbuild/files/$orphan" ]
+  [ ! -e "$S/blobs/sha256/$orphan" ]
+  [ ! -e "$S/blobs/sha256/.tmp-killed" ]
+  [ ! -e "$S/imgbuild/files/$orphan" ]
   "$IV" --store
   "$IV" dsv41-flash-dcp2:local
   "$IV" variant:1

@@ -199,7 +199,8 @@ t_one_pass_cold_build_equals_the_gates_own_reads() {
   # text) and, with the indexers, next to nothing of the base.
   read_one=$(sed -n 's/^imgbuild: symbols: 23 overlay files.*; \([0-9]*\) read, .*/\1/p' one.err)
   read_gates=$(sed -n 's/^imgbuild: symbols: 23 overlay files.*; \([0-9]*\) read, .*/\1/p' gates.err)
-  [ "$read_one" -le 24 ] && [ "$read_gates" -gt 30 ]
+  [ "$read_one" -le 24 ]
+  [ "$read_gates" -gt 30 ]
   # Every record the gates made is the indexers' record, byte for byte.
   n=0
   for kind in pysyms elflink ldconf; do

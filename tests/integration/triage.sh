@@ -192,5 +192,6 @@ t_triage_superset_and_require_fail_where_they_must() {
   # --triage without --against is a usage error.
   rc=0
   "$IV" --triage d/dsv41-flash-dcp2 2>usage.txt || rc=$?
-  [ "$rc" = 2 ] && grep -q '^Usage: imgverify' usage.txt
+  [ "$rc" = 2 ]
+  grep -q '^Usage: imgverify' usage.txt
 }

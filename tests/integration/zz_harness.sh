@@ -31,3 +31,20 @@ t_harness_counts_a_skip_apart() {
   echo "$out" | grep -qx 'FAIL bare'
   echo "$out" | grep -qx 'pass=0 fail=1 skip=1'
 }
+
+# No test asserts with an && list (tests/and_lists.py says why): the check
+# finds none in the suites, and finds the one planted here.
+t_harness_no_assertion_is_an_and_list() {
+  # What it guards against: bash goes on past the failing first half.
+  out=$(bash -c 'set -e; f() { [ 1 = 2 ] && [ 1 = 1 ]; echo reached; }; f')
+  [ "$out" = reached ]
+  python3 "$ROOT/tests/and_lists.py" "$ROOT"
+  mkdir -p planted/tests/integration
+  printf 't_x() {\n  [ "$n" -ge 3 ] && [ "$n" -le 4 ]\n  grep -q x f && rc=1\n  true\n}\n' >planted/tests/integration/x.sh
+  rc=0
+  python3 "$ROOT/tests/and_lists.py" planted >found.txt || rc=$?
+  cat found.txt
+  [ "$rc" = 1 ]
+  [ "$(wc -l <found.txt)" = 1 ]
+  grep -q '^tests/integration/x.sh:2: ' found.txt
+}
