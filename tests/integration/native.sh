@@ -40,7 +40,7 @@ planted_def() { # DIR BASE NAME:TAG FILE...
     printf '[image]\nname = %s\nfrom = %s\n[copy]\n' "$name" "$base"
     for f in "$@"; do
       case $f in
-        liblinkbase.so.1|libdup.so.1) echo "file $PWD/plant/$f /usr/local/lib/$f" ;;
+        liblinkbase.so.1|libdup.so.1|libver.so.1) echo "file $PWD/plant/$f /usr/local/lib/$f" ;;
         early/libdup.so.1) echo "file $PWD/plant/$f /opt/early/libdup.so.1" ;;
         *) echo "file $PWD/plant/$f /usr/local/lib/planted/$f" ;;
       esac
@@ -53,9 +53,19 @@ t_native_planted_failures_are_each_named() {
   "$ROOT/tests/native/plant.sh" "$PWD/plant"
   small_base base amd64 small:1
   planted_def bad small:1 bad:1 ext_newer.so needs_absent.so glibc_future.so arm64.so user_dup.so \
-    liblinkbase.so.1 libdup.so.1 early/libdup.so.1
+    liblinkbase.so.1 libdup.so.1 early/libdup.so.1 ver_user.so libver.so.1
   expect_fail 5 'gate native: .*(and [0-9]+ more, listed above)' "$IB" bad
   local e=stderr.txt
+  # The symbol at another version than the one asked for (the version
+  # itself is there: VER_2 names other_fn).
+  grep -q '/usr/local/lib/planted/ver_user.so: undefined symbol ver_fn@VER_2' $e
+  # Built again, the link records come from their cache: the same verdicts.
+  grep -E '^imgbuild: (native: (warning: )?/|error: )' $e | sort >first.txt
+  expect_fail 5 'gate native: .*(and [0-9]+ more, listed above)' "$IB" bad
+  grep -E '^imgbuild: (native: (warning: )?/|error: )' $e | sort >again.txt
+  grep -q ' 0 files read in 0 layer passes' $e
+  diff first.txt again.txt
+  grep -q 'ver_fn@VER_2' again.txt
   # An extension built against a symbol the base's library lacks.
   grep -q '/usr/local/lib/planted/ext_newer.so: undefined symbol base_new (scope: 4 objects: /usr/local/lib/planted/ext_newer.so, liblinkbase.so.1, libc.so.6' $e
   # A DT_NEEDED on a soname the image does not have: who, and where it looked.

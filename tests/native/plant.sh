@@ -11,6 +11,9 @@
 #   early/libdup.so.1     a copy without dup_fn, earlier in user_dup.so's RUNPATH
 #   user_dup.so           RUNPATH /opt/early, needs dup_fn of libdup.so.1
 #   ok.so                 links: libm's cos, the base library's base_old
+#   libver.so.1           defines versions VER_1 and VER_2, ver_fn only at VER_1
+#   ver_user.so           built against a libver.so.1 with ver_fn at VER_2:
+#                         the version is there, the symbol is not at it
 # Usage: tests/native/plant.sh DIR
 set -eu
 d=$1
@@ -53,6 +56,16 @@ cc -Wl,-soname,libdup.so.1 dup0.c -o "$d/early/libdup.so.1"
 ln -sf "$d/libdup.so.1" libdup.so
 echo 'extern int dup_fn(void); int u(void){return dup_fn();}' >user.c
 cc user.c -L. -ldup -Wl,--enable-new-dtags,-rpath,/opt/early -o "$d/user_dup.so"
+
+echo 'int ver_fn(void){return 7;} int other_fn(void){return 8;}' >ver.c
+echo 'VER_1 { global: ver_fn; }; VER_2 { global: other_fn; } VER_1;' >ver1.map
+echo 'VER_1 { global: other_fn; }; VER_2 { global: ver_fn; } VER_1;' >ver2.map
+mkdir -p ver2
+cc -Wl,-soname,libver.so.1 -Wl,--version-script=ver1.map ver.c -o "$d/libver.so.1"
+cc -Wl,-soname,libver.so.1 -Wl,--version-script=ver2.map ver.c -o ver2/libver.so.1
+ln -sf libver.so.1 ver2/libver.so
+echo 'extern int ver_fn(void); int vu(void){return ver_fn();}' >vu.c
+cc vu.c -Lver2 -lver -o "$d/ver_user.so"
 
 ln -sf "$d/liblinkbase.so.1" liblinkbase.so
 echo '#include <math.h>
