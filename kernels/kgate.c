@@ -132,27 +132,7 @@ ib_kernels_glob_files (const struct ib_fsview *view, char *const *globs, size_t 
       globs = defaults;
       n_globs = 4;
     }
-  const struct ib_fs_entry **files = NULL;
-  size_t n = 0;
-  for (size_t g = 0; g < n_globs; g++)
-    {
-      const struct ib_fs_entry **some = NULL;
-      size_t k = ib_fsview_glob (view, globs[g], &some);
-      for (size_t i = 0; i < k; i++)
-        {
-          bool seen = false;
-          for (size_t x = 0; x < n && !seen; x++)
-            seen = files[x] == some[i];
-          if (!seen)
-            {
-              files = ib_xrealloc (files, (n + 1) * sizeof (*files));
-              files[n++] = some[i];
-            }
-        }
-      free (some);
-    }
-  *out = files;
-  return n;
+  return ib_fsview_glob_all (view, (const char *const *) globs, n_globs, out);
 }
 
 /* ---- the gate ------------------------------------------------------------ */

@@ -60,6 +60,13 @@ struct ib_fsview *ib_fsview_new (void);
 void ib_fsview_push (struct ib_fsview *v, const struct ib_fs_list *list, int layer);
 /* The view of a whole image, every layer's list from the store. */
 int ib_fsview_of_image (struct ib_store *s, const struct ib_image *img, struct ib_fsview **out, ib_error_t *err);
+/* Stack the layers of IMG from number FIRST on, with their hazards: V is
+ * the view of IMG's layers below FIRST (a base's view, cloned, for the
+ * image built over it). */
+int ib_fsview_push_layers (struct ib_fsview *v, struct ib_store *s, const struct ib_image *img, size_t first,
+                           ib_error_t *err);
+/* A copy of V that owns its strings. */
+struct ib_fsview *ib_fsview_clone (const struct ib_fsview *v);
 const struct ib_fs_entry *ib_fsview_lookup (const struct ib_fsview *v, const char *path);
 /* The hostile entries of the image's layers (tarcheck.h), each "layer
  * DIGEST: entry `NAME`: WHY"; *N is their count. */
@@ -80,6 +87,10 @@ const struct ib_fs_entry *ib_fsview_resolve (const struct ib_fsview *v, const ch
  * glob PATTERN ('*' also crosses '/'), symlinks followed, each once, in path
  * order.  *OUT is malloc'd; returns the count. */
 size_t ib_fsview_glob (const struct ib_fsview *v, const char *pattern, const struct ib_fs_entry ***out);
+/* The same for several patterns: the files of the first, then those of the
+ * second not found already, and so on. */
+size_t ib_fsview_glob_all (const struct ib_fsview *v, const char *const *patterns, size_t n_patterns,
+                           const struct ib_fs_entry ***out);
 const struct ib_fs_entry *ib_fsview_at (const struct ib_fsview *v, size_t i);
 void ib_fsview_free (struct ib_fsview *v);
 

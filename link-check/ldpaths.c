@@ -168,7 +168,9 @@ ib_link_expand (const struct ib_link_paths *p, const char *entry, const char *or
     {
       if (*c != '$')
         {
-          ib_xappend (&out, &used, c++, 1);
+          size_t run = strcspn (c, "$");
+          ib_xappend (&out, &used, c, run);
+          c += run;
           continue;
         }
       size_t n;

@@ -48,6 +48,9 @@ struct ib_linker
   struct ib_strmap *by_path;
   struct lfile *files;
   size_t n_files;
+  struct ib_strmap *resolved; /* a path searched -> its file id + 1, or 0 */
+  char **resolved_keys;
+  size_t n_resolved;
   struct ib_strmap *by_symbol; /* name -> index into DEFS */
   struct deflist *defs;
   size_t n_defs, cap_defs;
@@ -61,6 +64,7 @@ ib_linker_new (const struct ib_linker_config *cfg)
   k->cfg = *cfg;
   k->by_path = ib_strmap_new ();
   k->by_symbol = ib_strmap_new ();
+  k->resolved = ib_strmap_new ();
   k->gen = 1;
   return k;
 }
@@ -82,6 +86,10 @@ ib_linker_free (struct ib_linker *k)
   free (k->defs);
   ib_strmap_free (k->by_path);
   ib_strmap_free (k->by_symbol);
+  ib_strmap_free (k->resolved);
+  for (size_t i = 0; i < k->n_resolved; i++)
+    free (k->resolved_keys[i]);
+  free (k->resolved_keys);
   free (k);
 }
 
@@ -266,15 +274,32 @@ append (char **buf, size_t *len, const char *sep, const char *s)
   ib_xappend (buf, len, s, strlen (s));
 }
 
+/* The regular file PATH leads to in the view: its id, or -1.  Every
+ * process the gate simulates searches the same folders for the same names
+ * (each of torch's extension modules loads libtorch's closure), so each
+ * path is resolved once per linker; the view does not change under it. */
+static int
+resolve_file (struct ib_linker *k, const char *path)
+{
+  size_t v;
+  if (ib_strmap_get (k->resolved, path, &v))
+    return (int) v - 1;
+  cleanup_free char *canon = NULL;
+  const struct ib_fs_entry *e = ib_fsview_resolve (k->cfg.view, path, &canon);
+  v = e && e->type == IB_FS_FILE ? (size_t) file_id (k, canon, e) + 1 : 0;
+  k->resolved_keys = ib_xrealloc (k->resolved_keys, (k->n_resolved + 1) * sizeof (*k->resolved_keys));
+  char *key = k->resolved_keys[k->n_resolved++] = ib_xstrdup (path);
+  ib_strmap_put (k->resolved, key, v);
+  return (int) v - 1;
+}
+
 static void
 try_path (struct search *s, const char *path)
 {
   struct ib_linker *k = s->p->k;
-  cleanup_free char *canon = NULL;
-  const struct ib_fs_entry *e = ib_fsview_resolve (k->cfg.view, path, &canon);
-  if (e == NULL || e->type != IB_FS_FILE)
+  int id = resolve_file (k, path);
+  if (id < 0)
     return;
-  int id = file_id (k, canon, e);
   if (!file_read (k, id, &s->p->pending))
     return; /* the search goes on, so that every candidate is read in one round */
   const struct ib_elf_link *l = k->files[id].elf;
@@ -492,15 +517,14 @@ index_file (struct ib_linker *k, int id)
       if (i > 0 && strcmp (l->defs[i].name, l->defs[i - 1].name) == 0)
         continue;
       size_t at;
-      if (!ib_strmap_get (k->by_symbol, l->defs[i].name, &at))
+      if (ib_strmap_add (k->by_symbol, l->defs[i].name, k->n_defs, &at))
         {
           if (k->n_defs == k->cap_defs)
             {
               k->cap_defs = k->cap_defs ? 2 * k->cap_defs : 1024;
               k->defs = ib_xrealloc (k->defs, k->cap_defs * sizeof (*k->defs));
             }
-          k->defs[k->n_defs] = (struct deflist){ id, 1, NULL };
-          ib_strmap_put (k->by_symbol, l->defs[i].name, k->n_defs++);
+          k->defs[k->n_defs++] = (struct deflist){ id, 1, NULL };
           continue;
         }
       struct deflist *d = &k->defs[at];
@@ -513,6 +537,11 @@ static void
 index_all (struct ib_linker *k)
 {
   bool grew = false;
+  size_t more = 0; /* the table is sized once, not rehashed as it fills */
+  for (size_t i = 0; i < k->n_files; i++)
+    if (k->files[i].read && !k->files[i].indexed && usable (k, k->files[i].elf))
+      more += k->files[i].elf->n_defs;
+  ib_strmap_reserve (k->by_symbol, ib_strmap_count (k->by_symbol) + more);
   for (size_t i = 0; i < k->n_files; i++)
     if (k->files[i].read && !k->files[i].indexed)
       {

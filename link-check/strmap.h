@@ -15,6 +15,12 @@ void ib_strmap_free (struct ib_strmap *m);
 bool ib_strmap_get (const struct ib_strmap *m, const char *key, size_t *value);
 /* Set KEY (replacing its value); VALUE < 2^32 (an index). */
 void ib_strmap_put (struct ib_strmap *m, const char *key, size_t value);
+/* Set KEY to VALUE unless it is there: true when added, else false with
+ * its value in *EXISTING (may be NULL).  One probe where get then put take
+ * two. */
+bool ib_strmap_add (struct ib_strmap *m, const char *key, size_t value, size_t *existing);
+/* Room for N keys in all, so that filling the map never rehashes it. */
+void ib_strmap_reserve (struct ib_strmap *m, size_t n);
 size_t ib_strmap_count (const struct ib_strmap *m);
 
 #endif

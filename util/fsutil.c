@@ -93,7 +93,14 @@ ib_path_join (const char *a, const char *b)
     la--;
   while (*b == '/')
     b++;
-  return ib_xasprintf ("%.*s/%s", (int) la, a, b);
+  /* By hand, not asprintf: the link gate joins a folder and a name for
+   * every candidate of every DT_NEEDED it searches. */
+  size_t lb = strlen (b);
+  char *r = ib_xmalloc (la + lb + 2);
+  memcpy (r, a, la);
+  r[la] = '/';
+  memcpy (r + la + 1, b, lb + 1);
+  return r;
 }
 
 int

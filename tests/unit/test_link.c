@@ -155,6 +155,18 @@ elf_link_record_and_version_rules (struct test_ctx *t)
   char *again = back ? ib_elf_link_to_text (back, &len2) : NULL;
   CHECK (t, again && len2 == len && memcmp (again, text, len) == 0);
   free (again);
+  /* An empty field between two others stays empty: a reference with no
+   * version but a file reads back so, not with the file as its version. */
+  if (back && back->n_refs > 0)
+    {
+      back->refs[0].version = NULL;
+      back->refs[0].file = "libx.so.1";
+      size_t len3;
+      struct ib_elf_link *odd = ib_elf_link_from_text (ib_elf_link_to_text (back, &len3));
+      CHECK (t, odd && odd->refs[0].version == NULL);
+      CHECK (t, odd && odd->refs[0].file && strcmp (odd->refs[0].file, "libx.so.1") == 0);
+      ib_elf_link_free (odd);
+    }
   ib_elf_link_free (back);
   /* A line of no known kind is no record (and the text stays the
    * caller's: freed here). */
