@@ -563,21 +563,6 @@ ib_fsview_of_image (struct ib_store *s, const struct ib_image *img, struct ib_fs
   return 0;
 }
 
-struct ib_fsview *
-ib_fsview_clone (const struct ib_fsview *v)
-{
-  struct ib_fsview *c = ib_fsview_new ();
-  c->n = c->cap = v->n;
-  c->e = ib_xcalloc (v->n ? v->n : 1, sizeof (*c->e));
-  for (size_t i = 0; i < v->n; i++)
-    copy_entry (&c->e[i], &v->e[i], v->e[i].layer);
-  c->n_hazards = v->n_hazards;
-  c->hazards = ib_xcalloc (v->n_hazards ? v->n_hazards : 1, sizeof (*c->hazards));
-  for (size_t i = 0; i < v->n_hazards; i++)
-    c->hazards[i] = ib_xstrdup (v->hazards[i]);
-  return c;
-}
-
 const struct ib_fs_entry *
 ib_fsview_lookup (const struct ib_fsview *v, const char *path)
 {

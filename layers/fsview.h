@@ -61,12 +61,10 @@ void ib_fsview_push (struct ib_fsview *v, const struct ib_fs_list *list, int lay
 /* The view of a whole image, every layer's list from the store. */
 int ib_fsview_of_image (struct ib_store *s, const struct ib_image *img, struct ib_fsview **out, ib_error_t *err);
 /* Stack the layers of IMG from number FIRST on, with their hazards: V is
- * the view of IMG's layers below FIRST (a base's view, cloned, for the
- * image built over it). */
+ * the view of IMG's layers below FIRST (a base's view, for the image built
+ * over it). */
 int ib_fsview_push_layers (struct ib_fsview *v, struct ib_store *s, const struct ib_image *img, size_t first,
                            ib_error_t *err);
-/* A copy of V that owns its strings. */
-struct ib_fsview *ib_fsview_clone (const struct ib_fsview *v);
 const struct ib_fs_entry *ib_fsview_lookup (const struct ib_fsview *v, const char *path);
 /* The hostile entries of the image's layers (tarcheck.h), each "layer
  * DIGEST: entry `NAME`: WHY"; *N is their count. */
