@@ -41,6 +41,7 @@ struct ib_build_options
   char *const *load_hosts; /* --load: Docker Engines to load the tagged image
                               into ("" this machine's), in parallel */
   size_t n_load_hosts;
+  int jobs;              /* --jobs: threads deflating new layers; 0: the online CPUs */
   bool json;
   bool quiet;
   bool allow_unsafe_base; /* build over a base with hostile entries, each a warning */

@@ -9,6 +9,7 @@
 
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
+#include "../util/pgzip.h"
 #include "../transports/docker_client.h"
 #include "build.h"
 #include "drift.h"
@@ -74,6 +75,10 @@ static const char usage[] =
     "      --transfer-jobs N   registry blobs pushed or pulled at once, each on its\n"
     "                          own connection (1..64; default\n"
     "                          $IMGBUILD_REGISTRY_JOBS, else 4; 1: one by one)\n"
+    "      --jobs N            threads that deflate the new layers (1..64; default:\n"
+    "                          the online CPUs).  Layers are deflated in 1 MiB\n"
+    "                          blocks: the same bytes, so the same digests,\n"
+    "                          whatever N\n"
     "      --smoke=MODE        the GPU smoke test in the built container: auto (run\n"
     "                          it when this machine has GPUs, else say that it\n"
     "                          skipped; the default), required (no tag without a\n"
@@ -197,6 +202,20 @@ push_arg (char ***list, size_t *n, const char *s)
 }
 
 static int
+parse_jobs (const char *arg, int *jobs)
+{
+  char *end;
+  long n = strtol (arg, &end, 10);
+  if (*arg == '\0' || *end != '\0' || n < 1 || n > IB_PGZIP_MAX_THREADS)
+    {
+      fprintf (stderr, "imgbuild: --jobs is a number from 1 to %d, not `%s`\n", IB_PGZIP_MAX_THREADS, arg);
+      return -1;
+    }
+  *jobs = (int) n;
+  return 0;
+}
+
+static int
 parse_args (int argc, char **argv, struct cli *c)
 {
   enum
@@ -214,6 +233,7 @@ parse_args (int argc, char **argv, struct cli *c)
     OPT_TLS_VERIFY,
     OPT_AUTHFILE,
     OPT_TRANSFER_JOBS,
+    OPT_JOBS,
     OPT_LOCK,
     OPT_ALLOW_UNSAFE_BASE,
     OPT_GC,
@@ -233,6 +253,7 @@ parse_args (int argc, char **argv, struct cli *c)
     { "nodes", required_argument, NULL, OPT_NODES },
     { "tls-verify", required_argument, NULL, OPT_TLS_VERIFY }, { "authfile", required_argument, NULL, OPT_AUTHFILE },
     { "transfer-jobs", required_argument, NULL, OPT_TRANSFER_JOBS },
+    { "jobs", required_argument, NULL, OPT_JOBS },
     { "lock", no_argument, NULL, OPT_LOCK },
     { "allow-unsafe-base", no_argument, NULL, OPT_ALLOW_UNSAFE_BASE }, { "gc", no_argument, NULL, OPT_GC },
     { "report", required_argument, NULL, OPT_REPORT },
@@ -311,6 +332,10 @@ parse_args (int argc, char **argv, struct cli *c)
             fprintf (stderr, "imgbuild: --transfer-jobs is a number from 1 to 64, not `%s`\n", optarg);
             return -1;
           }
+        break;
+      case OPT_JOBS:
+        if (parse_jobs (optarg, &c->opt.jobs) < 0)
+          return -1;
         break;
       case OPT_SMOKE:
         if (strcmp (optarg, "auto") == 0)

@@ -209,7 +209,8 @@ write_overlay (struct ib_build *b, ib_error_t *err)
 {
   if (plan_overlay (b, err) < 0)
     return -1;
-  struct ib_layer_options lo = { .mtime = ib_source_date_epoch (), .gzip_level = b->def->gzip_level };
+  struct ib_layer_options lo = { .mtime = ib_source_date_epoch (), .gzip_level = b->def->gzip_level,
+                                  .threads = b->opt->jobs };
   double t0 = ib_now ();
   if (ib_layer_write (b->store, b->entries, b->n_entries, &lo, &b->overlay, err) < 0)
     return ib_error_wrap (err, "overlay layer");
@@ -248,7 +249,8 @@ write_prebake (struct ib_build *b, ib_error_t *err)
   double t0 = ib_now ();
   if (ib_prebake_run (b->store, b->base, base_view, &spec, &b->prebake, err) < 0)
     return ib_error_wrap (err, "prebake");
-  struct ib_layer_options lo = { .mtime = ib_source_date_epoch (), .gzip_level = d->gzip_level };
+  struct ib_layer_options lo = { .mtime = ib_source_date_epoch (), .gzip_level = d->gzip_level,
+                                  .threads = b->opt->jobs };
   if (ib_layer_write (b->store, b->prebake.entries, b->prebake.n_entries, &lo, &b->prebake_layer, err) < 0)
     return ib_error_wrap (err, "prebake layer");
   ib_report_note (b->report, "prebake: %zu sources, %zu compiled, %zu cached, %zu nvcc runs (jobs %d, %s); layer %s (%.2fs)",

@@ -8,10 +8,10 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
+#include "../util/pgzip.h"
 
 #define CHUNK (256u << 10)
 
@@ -27,36 +27,22 @@ ib_source_date_epoch (void)
   return (errno || *end || v < 0) ? 0 : v;
 }
 
-/* The sink libarchive writes the tar stream into: hashes it (diff_id),
- * deflates it and passes the gzip bytes to the blob writer (digest). */
+/* The sink libarchive writes the tar stream into: hashes it (diff_id) and
+ * hands it to the block compressor, whose gzip bytes go to the blob writer
+ * (digest). */
 struct sink
 {
   struct ib_blob_writer *blob;
   ib_sha256 *tar_hash;
-  z_stream z;
-  unsigned char *out;
+  struct ib_pgzip *gz;
   ib_error_t *err;
-  int failed;
 };
 
 static int
-sink_deflate (struct sink *k, const void *buf, size_t len, int flush)
+sink_blob (void *data, const void *buf, size_t len, ib_error_t *err)
 {
-  k->z.next_in = (unsigned char *) buf;
-  k->z.avail_in = (uInt) len;
-  do
-    {
-      k->z.next_out = k->out;
-      k->z.avail_out = CHUNK;
-      int r = deflate (&k->z, flush);
-      if (r == Z_STREAM_ERROR)
-        return ib_error (k->err, IB_EENV, "deflate failed");
-      size_t have = CHUNK - k->z.avail_out;
-      if (have && ib_blob_writer_write (k->blob, k->out, have, k->err) < 0)
-        return -1;
-    }
-  while (k->z.avail_out == 0);
-  return 0;
+  struct sink *k = data;
+  return ib_blob_writer_write (k->blob, buf, len, err);
 }
 
 static la_ssize_t
@@ -65,11 +51,8 @@ sink_write (struct archive *a, void *data, const void *buf, size_t len)
   (void) a;
   struct sink *k = data;
   ib_sha256_update (k->tar_hash, buf, len);
-  if (sink_deflate (k, buf, len, Z_NO_FLUSH) < 0)
-    {
-      k->failed = 1;
-      return -1;
-    }
+  if (ib_pgzip_write (k->gz, buf, len, k->err) < 0)
+    return -1;
   return (la_ssize_t) len;
 }
 
@@ -261,19 +244,15 @@ ib_layer_write (struct ib_store *s, const struct ib_layer_entry *entries, size_t
       return -1;
     }
   k.tar_hash = ib_sha256_new ();
-  k.out = ib_xmalloc (CHUNK);
-  /* windowBits 15 + 16: a gzip wrapper whose header zlib writes with mtime 0
-   * and no file name. */
   int level = opt->gzip_level >= 1 && opt->gzip_level <= 9 ? opt->gzip_level : 6;
-  int ret = deflateInit2 (&k.z, level, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) == Z_OK
-                ? 0
-                : ib_error (err, IB_EENV, "deflateInit2 failed");
+  /* The thread count changes how fast, never the bytes (util/pgzip.h). */
+  int threads = opt->threads > 0 ? opt->threads : ib_pgzip_default_threads ();
+  int ret = ib_pgzip_new (level, threads, sink_blob, &k, &k.gz, err);
   if (ret == 0)
     ret = write_tar (&k, &p, opt->mtime, err);
   if (ret == 0)
-    ret = sink_deflate (&k, NULL, 0, Z_FINISH);
-  deflateEnd (&k.z);
-  free (k.out);
+    ret = ib_pgzip_finish (k.gz, err);
+  ib_pgzip_free (k.gz);
   if (ret == 0)
     {
       ib_sha256_final (k.tar_hash, &out->diff_id);

@@ -2,11 +2,12 @@
  * machine: entries sorted by path, every parent folder present, mtime fixed
  * (SOURCE_DATE_EPOCH or 0), uid/gid 0 and no user or group names, modes
  * 0644/0755 unless the entry says otherwise, and a gzip stream whose header
- * has no name and no timestamp at a fixed compression level.  One pass over
- * the sources yields the blob's digest (of the gzip bytes) and its diff_id (of
- * the tar bytes).  The bytes depend on zlib's deflate, which has not changed
- * its output for a given level in many years; the level is part of the
- * definition. */
+ * has no name and no timestamp at a fixed compression level, deflated in
+ * fixed-size blocks on several threads (util/pgzip.h: the same bytes for
+ * any thread count).  One pass over the sources yields the blob's digest
+ * (of the gzip bytes) and its diff_id (of the tar bytes).  The bytes depend
+ * on zlib's deflate, which has not changed its output for a given level in
+ * many years; the level is part of the definition. */
 #ifndef IB_TARLAYER_H
 #define IB_TARLAYER_H
 
@@ -36,6 +37,7 @@ struct ib_layer_options
 {
   long long mtime;
   int gzip_level; /* 1..9 */
+  int threads;    /* deflate threads; 0: the online CPUs.  Not in the bytes */
 };
 
 struct ib_layer_result

@@ -176,6 +176,48 @@ t_usage_errors() {
   expect_fail 9 '`nothere:1` is not tagged' "$IB" --from nothere:1 dsv41-flash-dcp2
 }
 
+# A new layer of several 1 MiB blocks (util/pgzip.h) deflated on 1 thread
+# and on 4 threads, and again on 4 in another store: one manifest digest.
+# The layer is gzip that gzip, igzip and Python's gzip inflate to the tar
+# whose sha256 is the config's diff_id, and umoci unpacks the file.
+t_large_layer_same_digest_for_any_jobs() {
+  mkdir d
+  python3 - d/big.bin <<'PY'
+import random, sys
+r = random.Random(18)
+words = [bytes(r.choice(b"abcdefghij _\n") for _ in range(r.randint(2, 9))) for _ in range(500)]
+with open(sys.argv[1], "wb") as f:
+    for i in range(12):  # 1 MiB of text-like bytes, then 1 MiB of random ones
+        f.write(b" ".join(r.choice(words) for _ in range(200000))[: 1 << 20])
+        f.write(r.randbytes(1 << 20) if i % 3 == 0 else bytes(1 << 19))
+PY
+  printf '[image]\nname = big:1\nfrom = scratch\n[copy]\nfile big.bin /big.bin\n[new]\n/\n' >d/image.conf
+  IMGBUILD_STORE=$PWD/s1 "$IB" -q --jobs 1 d >j1.out
+  IMGBUILD_STORE=$PWD/s4 "$IB" -q --jobs 4 d >j4.out
+  IMGBUILD_STORE=$PWD/s4b "$IB" -q --jobs 4 d >j4b.out
+  cat j1.out j4.out j4b.out
+  cmp j1.out j4.out
+  cmp j4.out j4b.out
+  local layer diff_id blob
+  layer=$(skopeo inspect "oci:$PWD/s1:big:1" | jq -r '.Layers[0]')
+  diff_id=$(skopeo inspect --config "oci:$PWD/s1:big:1" | jq -r '.rootfs.diff_ids[0]')
+  blob=s1/blobs/sha256/${layer#sha256:}
+  [ "$(stat -c %s "$blob")" -gt 4000000 ]
+  cmp "$blob" "s4/blobs/sha256/${layer#sha256:}"
+  gzip -t "$blob"
+  [ "sha256:$(gzip -dc <"$blob" | sha256sum | cut -d' ' -f1)" = "$diff_id" ]
+  [ "sha256:$(igzip -dc <"$blob" | sha256sum | cut -d' ' -f1)" = "$diff_id" ]
+  [ "sha256:$(python3 -c 'import gzip, hashlib, sys; print(hashlib.sha256(gzip.open(sys.argv[1]).read()).hexdigest())' "$blob")" = "$diff_id" ]
+  umoci unpack --image "s4:big:1" b >/dev/null
+  cmp d/big.bin b/rootfs/big.bin
+  # --jobs is checked: a usage error, nothing built.
+  local rc=0
+  "$IB" -q --jobs 0 d 2>err.txt || rc=$?
+  [ "$rc" = 2 ]
+  grep -q 'jobs is a number from 1 to 64' err.txt
+  "$IB" --help | grep -q -- '--jobs N'
+}
+
 # Killed at chosen moments, the store never names a blob it lacks, every
 # blob matches its name, and a tag, when present, points at a whole image.
 # The kill is injected at the syscall (strace: SIGKILL at the Nth write),

@@ -328,6 +328,39 @@ layer_is_deterministic (struct test_ctx *t)
   ib_store_free (s);
 }
 
+/* A layer of several blocks (util/pgzip.h) has one digest whatever the
+ * thread count that deflated it. */
+void
+layer_same_digest_for_any_threads (struct test_ctx *t)
+{
+  ib_error_t err = NULL;
+  struct ib_store *s;
+  cleanup_free char *root = ib_path_join (test_tmpdir (), "store");
+  CHECK (t, ib_store_open (root, &s, &err) == 0);
+  struct ib_layer_entry e[3];
+  make_entries (test_tmpdir (), e);
+  size_t len = 3 * 1024 * 1024 + 777;
+  cleanup_free char *big = malloc (len + 1);
+  for (size_t i = 0; i < len; i++)
+    big[i] = (char) ('a' + (i * 2654435761u >> 13) % 23);
+  big[len] = '\0';
+  e[0].source = (char *) test_write (test_tmpdir (), "src/big.bin", big);
+  struct ib_layer_result r[3] = { 0 };
+  static const int threads[] = { 1, 4, 0 };
+  for (int i = 0; i < 3; i++)
+    {
+      struct ib_layer_options o = { .mtime = 0, .gzip_level = 6, .threads = threads[i] };
+      CHECK (t, ib_layer_write (s, e, 3, &o, &r[i], &err) == 0);
+    }
+  CHECK_STR (t, r[0].desc.digest.s, r[1].desc.digest.s);
+  CHECK_STR (t, r[0].desc.digest.s, r[2].desc.digest.s);
+  CHECK_STR (t, r[0].diff_id.s, r[1].diff_id.s);
+  CHECK (t, r[0].desc.size > 0 && r[0].desc.size < len / 2);
+  for (int i = 0; i < 3; i++)
+    ib_descriptor_clear (&r[i].desc);
+  ib_store_free (s);
+}
+
 void
 layer_refuses_duplicates_and_bad_sources (struct test_ctx *t)
 {
@@ -338,7 +371,7 @@ layer_refuses_duplicates_and_bad_sources (struct test_ctx *t)
   struct ib_layer_entry e[3];
   make_entries (test_tmpdir (), e);
   e[1].path = "usr/lib/b.py";
-  struct ib_layer_options o = { 0, 6 };
+  struct ib_layer_options o = { .mtime = 0, .gzip_level = 6 };
   struct ib_layer_result r = { 0 };
   CHECK (t, ib_layer_write (s, e, 3, &o, &r, &err) < 0 && err->class == IB_EDEFINITION);
   ib_error_release (&err);
@@ -378,7 +411,7 @@ layer_reader_checks_digests (struct test_ctx *t)
   CHECK (t, ib_store_open (root, &s, &err) == 0);
   struct ib_layer_entry e[3];
   make_entries (test_tmpdir (), e);
-  struct ib_layer_options o = { 0, 6 };
+  struct ib_layer_options o = { .mtime = 0, .gzip_level = 6 };
   struct ib_layer_result r = { 0 };
   CHECK (t, ib_layer_write (s, e, 3, &o, &r, &err) == 0);
   cleanup_free char *path = ib_store_blob_path (s, &r.desc.digest);
