@@ -167,15 +167,16 @@ drain_one (struct ib_pgzip *z, ib_error_t *err)
   pthread_mutex_lock (&z->mu);
   while (s->state != SLOT_DONE)
     pthread_cond_wait (&z->done, &z->mu);
-  /* Under the lock: the workers read every slot's state to pick one. */
+  /* Under the lock: the workers read every slot's state, and the head,
+   * to pick one (ThreadSanitizer found the head written outside it). */
   s->state = SLOT_FREE;
+  z->head = (z->head + 1) % z->n_slots;
   pthread_mutex_unlock (&z->mu);
+  z->in_flight--;
   if (s->failed)
     return ib_error (err, IB_EENV, "deflate failed");
   z->crc = crc32_combine (z->crc, s->crc, (z_off_t) s->in_len);
   z->total += s->in_len;
-  z->head = (z->head + 1) % z->n_slots;
-  z->in_flight--;
   return z->sink (z->data, s->out, s->out_len, err);
 }
 
