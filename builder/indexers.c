@@ -13,6 +13,10 @@ ib_build_indexers_add (struct ib_build_indexers *x, const struct ib_definition *
   if (off && *off && strcmp (off, "0") != 0)
     return; /* the gates read the layers themselves (tests compare both ways) */
   ib_error_t e = NULL;
+  x->sbom_on = ib_sbom_indexer_init (s, &x->sbom, &e) == 0;
+  if (x->sbom_on)
+    ib_store_add_indexer (s, &x->sbom.ix);
+  ib_error_release (&e);
   if (d->native.enabled)
     {
       x->native_on = ib_native_indexer_init (s, &x->native, &e) == 0;
@@ -44,6 +48,8 @@ ib_build_indexers_clear (struct ib_build_indexers *x)
     ib_native_indexer_clear (&x->native);
   if (x->python_on)
     ib_python_indexer_clear (&x->python);
+  if (x->sbom_on)
+    ib_sbom_indexer_clear (&x->sbom);
   for (size_t i = 0; i < x->n_defaults; i++)
     free (x->defaults[i]);
   free (x->defaults);

@@ -1,9 +1,10 @@
 /* The indexers (layers/indexer.h) a definition's gates profit from,
  * registered on the build's store before the first file list is made:
  * the native gate's when it has [native], the symbol gate's when it has
- * [symbols] (its checked packages).  With them a cold build reads each
- * base layer once, for its file list and every record the gates then
- * take from their caches, instead of once more per gate and round. */
+ * [symbols] (its checked packages), the SBOM's always.  With them a cold
+ * build reads each base layer once, for its file list and every record
+ * the gates and the SBOM then take from their caches, instead of once
+ * more per gate and round. */
 #ifndef IB_BUILD_INDEXERS_H
 #define IB_BUILD_INDEXERS_H
 
@@ -13,11 +14,13 @@
 #include "../link-check/linkgate.h"
 #include "../symbol-check/symgate.h"
 #include "../definition/definition.h"
+#include "sbom.h"
 
 struct ib_build_indexers
 {
-  bool native_on, python_on;
+  bool native_on, python_on, sbom_on;
   struct ib_native_indexer native;
+  struct ib_sbom_indexer sbom;
   struct ib_python_indexer python;
   char **defaults; /* the symbol gate's default packages, when it has no check-package */
   size_t n_defaults;

@@ -219,6 +219,21 @@ struct reader
   size_t n_missing;
 };
 
+/* Write the cache entry of the file with content DIGEST whose reduced
+ * text is REDUCED; a cache that cannot be written only costs a read next
+ * time. */
+static void
+cache_save (const char *dir, const char *digest, const char *reduced)
+{
+  if (dir == NULL || !ib_digest_hex_valid (digest))
+    return;
+  cleanup_free char *path = ib_path_join (dir, digest);
+  cleanup_free char *entry = ib_xasprintf ("%s%s", reduced, SBOM_CACHE_END);
+  ib_error_t ce = NULL;
+  if (ib_write_cache_file (path, entry, strlen (entry), &ce) < 0)
+    ib_error_release (&ce);
+}
+
 static int
 read_one (void *data, const struct ib_fs_entry *e, struct ib_layer_reader *r, ib_error_t *err)
 {
@@ -233,11 +248,7 @@ read_one (void *data, const struct ib_fs_entry *e, struct ib_layer_reader *r, ib
     if (rd->missing[i] == e && rd->texts[i] == NULL)
       {
         rd->texts[i] = reduce (e->path, text);
-        cleanup_free char *path = cache_path (rd->cache, e);
-        cleanup_free char *entry = ib_xasprintf ("%s%s", rd->texts[i], SBOM_CACHE_END);
-        ib_error_t ce = NULL;
-        if (path && ib_write_cache_file (path, entry, strlen (entry), &ce) < 0)
-          ib_error_release (&ce); /* a cache that cannot be written only costs a read next time */
+        cache_save (rd->cache, e->digest, rd->texts[i]);
         break;
       }
   return 0;
@@ -265,6 +276,55 @@ ends_with (const char *s, const char *suffix)
   return n >= k && strcmp (s + n - k, suffix) == 0;
 }
 
+/* A file the SBOM takes packages from (a regular file at view PATH). */
+static bool
+is_package_file (const char *path)
+{
+  return strcmp (path, "var/lib/dpkg/status") == 0 || ends_with (path, ".dist-info/METADATA")
+         || ends_with (path, ".egg-info/PKG-INFO") || ends_with (path, ".egg-info");
+}
+
+/* ---- the indexer: the cache filled in the file-list pass ----------------- */
+
+static enum ib_index_need
+sbom_wants (void *data, const char *path, uint64_t size, const unsigned char *head, size_t n_head)
+{
+  (void) data;
+  (void) head;
+  (void) n_head;
+  /* Larger files are left to add_package_files, which reads them (or
+   * refuses them) as before. */
+  uint64_t max = strcmp (path, "var/lib/dpkg/status") == 0 ? MAX_DPKG_STATUS : MAX_METADATA;
+  return is_package_file (path) && size <= max && size <= IB_INDEX_TEXT_MAX ? IB_INDEX_TEXT : IB_INDEX_SKIP;
+}
+
+static void
+sbom_index (void *data, const char *path, const char *digest, const char *text, size_t len, int fd)
+{
+  (void) len;
+  (void) fd;
+  struct ib_sbom_indexer *x = data;
+  cleanup_free char *reduced = reduce (path, text);
+  cache_save (x->cache, digest, reduced);
+}
+
+int
+ib_sbom_indexer_init (struct ib_store *s, struct ib_sbom_indexer *out, ib_error_t *err)
+{
+  memset (out, 0, sizeof (*out));
+  if (ib_store_cache_dir (s, "sbom", &out->cache, err) < 0)
+    return -1;
+  out->ix = (struct ib_indexer){ "sbom", sbom_wants, sbom_index, out };
+  return 0;
+}
+
+void
+ib_sbom_indexer_clear (struct ib_sbom_indexer *x)
+{
+  free (x->cache);
+  memset (x, 0, sizeof (*x));
+}
+
 /* The dpkg status file and the Python metadata files, listed in the
  * view's order: each from the cache by its content digest, the others read
  * (the layers that provide them, once each) and cached. */
@@ -277,9 +337,7 @@ add_package_files (struct ib_store *s, const struct ib_image *img, const struct 
   for (size_t i = 0; i < n; i++)
     {
       const struct ib_fs_entry *e = ib_fsview_at (view, i);
-      if (e->type == IB_FS_FILE
-          && (strcmp (e->path, "var/lib/dpkg/status") == 0 || ends_with (e->path, ".dist-info/METADATA")
-              || ends_with (e->path, ".egg-info/PKG-INFO") || ends_with (e->path, ".egg-info")))
+      if (e->type == IB_FS_FILE && is_package_file (e->path))
         wanted[k++] = e;
     }
   cleanup_free char *cache = NULL;

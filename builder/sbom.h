@@ -17,12 +17,24 @@
 
 #include <cjson/cJSON.h>
 
+#include "../layers/indexer.h"
 #include "build.h"
 
 /* NAME is the image's name; CREATED a Unix time. */
 int ib_sbom_of_image (struct ib_store *s, const struct ib_image *img, const struct ib_fsview *view, const char *name,
                       long long created, cJSON **out, ib_error_t *err);
 int ib_sbom_of_build (struct ib_build *b, cJSON **out, ib_error_t *err);
+
+/* The indexer (layers/indexer.h) that fills the SBOM's cache of package
+ * files in the file-list pass, with the entry add_package_files would
+ * write after its own read: a cold build's SBOM then reads no layer. */
+struct ib_sbom_indexer
+{
+  struct ib_indexer ix;
+  char *cache; /* STORE/imgbuild/sbom */
+};
+int ib_sbom_indexer_init (struct ib_store *s, struct ib_sbom_indexer *out, ib_error_t *err);
+void ib_sbom_indexer_clear (struct ib_sbom_indexer *x);
 
 /* The packages of a dpkg status file TEXT, added to LIST as SPDX packages
  * (exposed for the unit tests); IDS numbers their SPDXIDs. */

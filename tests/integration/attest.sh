@@ -185,7 +185,9 @@ PY
 # installed (any state but not-installed and config-files) with its
 # version, Python distributions of the three kinds (one added by the
 # build's own layer), and the shared object with GPU code with its SMs.
-t_attest_sbom_lists_dpkg_python_and_gpu_code() {
+# sbom_base: the folder base/ of a small base with a handwritten dpkg
+# status file, Python distributions of three kinds and GPU code.
+sbom_base() {
   mkdir -p base/files sbom
   cat >base/files/status <<'ST'
 Package: libc6
@@ -223,7 +225,7 @@ ST
   printf 'Metadata-Version: 1.1\nName: PyYAML\nVersion: 6.0\n' >base/files/PKG-INFO
   printf 'Metadata-Version: 1.0\nName: distro-info\nVersion: 1.5\n' >base/files/distro_info.egg-info
   cp "$ROOT/images/dsv41-flash-b12x/native/libflashinfer_dcp.so" base/files/
-  py=/usr/lib/python3/dist-packages
+  local py=/usr/lib/python3/dist-packages
   cat >base/image.conf <<CONF
 [image]
 name = sbase:1
@@ -238,6 +240,11 @@ file files/libflashinfer_dcp.so /usr/lib/libflashinfer_dcp.so
 [new]
 /
 CONF
+}
+
+t_attest_sbom_lists_dpkg_python_and_gpu_code() {
+  sbom_base
+  py=/usr/lib/python3/dist-packages
   "$IB" -q base >/dev/null
   printf 'Metadata-Version: 2.1\nName: vllm\nVersion: 0.11.0\n' >sbom/METADATA
   printf '[image]\nname = sbom:1\nfrom = sbase:1\n[copy]\nfile METADATA /usr/local/lib/python3.12/dist-packages/vllm-0.11.0.dist-info/METADATA\n[new]\n/usr/local/lib/python3.12/dist-packages/vllm-0.11.0.dist-info/\n' >sbom/image.conf
@@ -267,6 +274,42 @@ CONF
   "$IB" -q sbom -t sbom:3 >out3.txt
   attest_of "$IMGBUILD_STORE" "$(cut -d' ' -f2 out3.txt)" >c.json
   [ "$(jq -c '.artifacts[0].spdx' a.json)" = "$(jq -c '.artifacts[0].spdx' c.json)" ]
+}
+
+# Issue 18: a cold build (a store that never saw the base) fills the SBOM's
+# cache in the file-list pass (builder/sbom.c's indexer), so its SBOM reads
+# no layer; with the indexers off (IMGBUILD_NO_INDEXERS=1) the SBOM reads
+# the base's layer itself.  Both list the same packages, and every cache
+# entry is byte for byte the same.
+t_attest_sbom_cold_build_fills_its_cache_in_the_one_pass() {
+  sbom_base
+  "$IB" -q base --output "oci:$PWD/layout:base" >/dev/null
+  cp base/files/status sbom/status.copy
+  printf '[image]\nname = sbom:1\nfrom = oci:%s/layout:base\n[copy]\nfile status.copy /etc/status.copy\n[new]\n/etc/status.copy\n' \
+    "$PWD" >sbom/image.conf
+  local layer
+  layer=$(jq -r '.layers[0].digest' "layout/blobs/sha256/$(jq -r '.manifests[0].digest' layout/index.json | cut -d: -f2)" \
+    | cut -d: -f2)
+  for mode in one own; do
+    off=
+    [ "$mode" = own ] && off=1
+    (export IMGBUILD_NO_INDEXERS=$off IMGBUILD_STORE="$PWD/s-$mode"
+     traced -f -qq -e trace=openat -o "$mode.opens" "$IB" -q sbom >"$mode.out")
+    attest_of "$PWD/s-$mode" "$(cut -d' ' -f2 "$mode.out")" | jq -c '.artifacts[0].spdx' >"$mode.spdx"
+  done
+  cmp one.spdx own.spdx
+  jq -e '.deb | length == 3' one.spdx # not vacuous: the packages are there
+  jq -e '.pypi | length == 3' one.spdx
+  n=0
+  for f in s-own/imgbuild/sbom/*; do
+    cmp "$f" "s-one/imgbuild/sbom/$(basename "$f")"
+    n=$((n + 1))
+  done
+  [ "$n" = 4 ]
+  # The SBOM's own read is the one opening of the blob fewer.
+  one=$(grep -c "$layer" one.opens)
+  own=$(grep -c "$layer" own.opens)
+  [ "$one" -lt "$own" ]
 }
 
 XSD=$ROOT/tests/attest/junit-10.xsd
