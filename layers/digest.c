@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <openssl/evp.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -128,4 +129,136 @@ ib_digest_hex_valid (const char *hex)
   while (hex[i] && is_lower_hex (hex[i]))
     i++;
   return i == 64 && hex[i] == '\0';
+}
+
+/* The hash worker (digest.h).  A ring of QUEUE jobs under one lock: the
+ * producer appends at SUBMITTED, the thread takes them in order and counts
+ * DONE; tickets are job numbers from 1, so "job T is hashed" is DONE >= T. */
+#define QUEUE 16
+
+struct hash_job
+{
+  ib_sha256 *h;
+  const void *buf;
+  size_t len;
+};
+
+struct ib_hash_worker
+{
+  bool threaded, stop;
+  pthread_t thread;
+  pthread_mutex_t lock;
+  pthread_cond_t work, done_cond; /* jobs to take; a job finished */
+  struct hash_job q[QUEUE];
+  uint64_t submitted, taken, done;
+};
+
+static void *
+hash_worker_main (void *data)
+{
+  struct ib_hash_worker *w = data;
+  pthread_mutex_lock (&w->lock);
+  for (;;)
+    {
+      while (!w->stop && w->taken == w->submitted)
+        pthread_cond_wait (&w->work, &w->lock);
+      if (w->stop)
+        break;
+      uint64_t ticket = ++w->taken;
+      struct hash_job j = w->q[(ticket - 1) % QUEUE];
+      pthread_mutex_unlock (&w->lock);
+      ib_sha256_update (j.h, j.buf, j.len);
+      pthread_mutex_lock (&w->lock);
+      w->done = ticket;
+      pthread_cond_broadcast (&w->done_cond);
+    }
+  pthread_mutex_unlock (&w->lock);
+  return NULL;
+}
+
+struct ib_hash_worker *
+ib_hash_worker_new (bool threaded)
+{
+  struct ib_hash_worker *w = calloc (1, sizeof (*w));
+  if (w == NULL)
+    abort ();
+  if (!threaded)
+    return w;
+  pthread_mutex_init (&w->lock, NULL);
+  pthread_cond_init (&w->work, NULL);
+  pthread_cond_init (&w->done_cond, NULL);
+  /* No thread (resource limits): hash inline, the same bytes, only slower. */
+  w->threaded = pthread_create (&w->thread, NULL, hash_worker_main, w) == 0;
+  if (!w->threaded)
+    {
+      pthread_cond_destroy (&w->done_cond);
+      pthread_cond_destroy (&w->work);
+      pthread_mutex_destroy (&w->lock);
+    }
+  return w;
+}
+
+uint64_t
+ib_hash_worker_submit (struct ib_hash_worker *w, ib_sha256 *h, const void *buf, size_t len)
+{
+  if (!w->threaded)
+    {
+      ib_sha256_update (h, buf, len);
+      return ++w->submitted;
+    }
+  pthread_mutex_lock (&w->lock);
+  while (w->submitted - w->done >= QUEUE)
+    pthread_cond_wait (&w->done_cond, &w->lock);
+  w->q[w->submitted % QUEUE] = (struct hash_job){ h, buf, len };
+  uint64_t ticket = ++w->submitted;
+  pthread_cond_signal (&w->work);
+  pthread_mutex_unlock (&w->lock);
+  return ticket;
+}
+
+void
+ib_hash_worker_wait (struct ib_hash_worker *w, uint64_t ticket)
+{
+  if (!w->threaded)
+    return;
+  pthread_mutex_lock (&w->lock);
+  while (w->done < ticket)
+    pthread_cond_wait (&w->done_cond, &w->lock);
+  pthread_mutex_unlock (&w->lock);
+}
+
+void
+ib_hash_worker_drain (struct ib_hash_worker *w)
+{
+  if (!w->threaded)
+    return;
+  pthread_mutex_lock (&w->lock);
+  uint64_t last = w->submitted;
+  pthread_mutex_unlock (&w->lock);
+  ib_hash_worker_wait (w, last);
+}
+
+void
+ib_hash_worker_free (struct ib_hash_worker *w)
+{
+  if (w == NULL)
+    return;
+  if (w->threaded)
+    {
+      pthread_mutex_lock (&w->lock);
+      w->stop = true;
+      pthread_cond_signal (&w->work);
+      pthread_mutex_unlock (&w->lock);
+      pthread_join (w->thread, NULL);
+      pthread_cond_destroy (&w->done_cond);
+      pthread_cond_destroy (&w->work);
+      pthread_mutex_destroy (&w->lock);
+    }
+  free (w);
+}
+
+bool
+ib_hash_worker_threaded (const struct ib_hash_worker *w)
+{
+  return w->threaded;
 }

@@ -30,6 +30,37 @@ void ib_sha256_buf (const void *buf, size_t len, ib_digest *out);
 /* Hash a whole file, streaming; SIZE receives its length. */
 int ib_sha256_file (const char *path, ib_digest *out, uint64_t *size, ib_error_t *err);
 
+/* A hash worker: ib_sha256_update run on a second thread, so that a reader
+ * that inflates a layer on its own thread (layers/layer_reader.c) does not
+ * also spend half its time hashing: on sha_ni machines SHA-256 and igzip's
+ * inflate go at about the same speed, and a layer has two streams to hash
+ * (the blob and the tar).  Jobs run one at a time in the order they were
+ * submitted, so each context sees its bytes in order.
+ *
+ * Contract: a submitted buffer belongs to the worker until
+ * ib_hash_worker_wait returns for its ticket (or later); the caller must not
+ * write it before then.  The contexts are the caller's, touched only by the
+ * worker between submit and wait; ib_hash_worker_drain returns once every
+ * job is hashed, after which they may be finalized.  With THREADED false
+ * (one core, a small blob: a thread costs more than it saves) or when no
+ * thread can be started, submit hashes at once and wait returns at once.
+ * No global state: any number of workers may run side by side. */
+struct ib_hash_worker;
+
+struct ib_hash_worker *ib_hash_worker_new (bool threaded);
+/* Hash LEN bytes of BUF into H; returns the job's ticket.  Blocks while the
+ * worker's queue is full. */
+uint64_t ib_hash_worker_submit (struct ib_hash_worker *w, ib_sha256 *h, const void *buf, size_t len);
+/* Return once job TICKET (and every one before it) is hashed.  0 is never
+ * a ticket: wait (w, 0) returns at once. */
+void ib_hash_worker_wait (struct ib_hash_worker *w, uint64_t ticket);
+void ib_hash_worker_drain (struct ib_hash_worker *w);
+/* Stop and join the thread; jobs not started yet are dropped (a reader
+ * freed mid-stream does not want their digests).  NULL is a no-op. */
+void ib_hash_worker_free (struct ib_hash_worker *w);
+/* Whether W hashes on a thread of its own (tests). */
+bool ib_hash_worker_threaded (const struct ib_hash_worker *w);
+
 /* 0 when S is a canonical sha256 digest, else an IB_EINTEGRITY error. */
 int ib_digest_check (const char *s, ib_error_t *err);
 /* HEX is 64 lowercase hex digits (a sha256 digest without its algorithm). */

@@ -15,6 +15,23 @@
 
 #define IN_CHUNK (256u << 10)
 #define OUT_CHUNK (1u << 20)
+/* Both digests are computed by a hash worker (digest.h) on a second thread
+ * while this one reads and inflates: each buffer read or made is a job, and
+ * a ring slot is written again only once its job is hashed.  The output
+ * ring has at least 2 slots because libarchive keeps the pointer the read
+ * callback returned until its next call; more slots in either ring let the
+ * two threads run ahead of each other by that much. */
+#define IN_SLOTS 4
+#define OUT_SLOTS 3
+/* Below this blob size the reader hashes on its own thread: starting and
+ * joining one costs more than it saves (measured: see the commit). */
+#define THREAD_MIN_BLOB (1u << 20)
+
+struct slot
+{
+  unsigned char *buf;
+  uint64_t ticket; /* its last hash job; 0 none */
+};
 
 enum codec
 {
@@ -35,6 +52,9 @@ struct ib_layer_reader
   enum codec codec;
   ib_sha256 *blob_hash, *tar_hash;
   uint64_t blob_size;
+  struct ib_hash_worker *hw;
+  struct slot in_ring[IN_SLOTS], out_ring[OUT_SLOTS];
+  unsigned in_i, out_i;       /* the slots IN and OUT are */
   unsigned char *in, *out;
   size_t in_len, in_pos;
   bool in_eof, stream_end;
@@ -54,11 +74,22 @@ ib_layer_reader_on_progress (struct ib_layer_reader *r, void (*fn) (void *, unsi
   r->progress_data = data;
 }
 
+/* The next slot of RING (N slots, *I the current one), once the hash worker
+ * is done with it. */
+static unsigned char *
+next_slot (struct ib_layer_reader *r, struct slot *ring, unsigned n, unsigned *i)
+{
+  *i = (*i + 1) % n;
+  ib_hash_worker_wait (r->hw, ring[*i].ticket);
+  return ring[*i].buf;
+}
+
 static int
 fill_input (struct ib_layer_reader *r)
 {
   if (r->in_pos < r->in_len || r->in_eof)
     return 0;
+  r->in = next_slot (r, r->in_ring, IN_SLOTS, &r->in_i);
   ssize_t n;
   do
     n = r->left == 0 ? 0 : read (r->fd, r->in, r->left < IN_CHUNK ? (size_t) r->left : IN_CHUNK);
@@ -67,7 +98,7 @@ fill_input (struct ib_layer_reader *r)
     r->left -= (uint64_t) n;
   if (n < 0)
     return ib_error_errno (&r->pending, errno, IB_EENV, "read `%s`", r->path);
-  ib_sha256_update (r->blob_hash, r->in, (size_t) n);
+  r->in_ring[r->in_i].ticket = ib_hash_worker_submit (r->hw, r->blob_hash, r->in, (size_t) n);
   r->blob_size += (uint64_t) n;
   if (r->progress && n > 0)
     r->progress (r->progress_data, (unsigned long long) n);
@@ -81,6 +112,7 @@ fill_input (struct ib_layer_reader *r)
 static ssize_t
 produce (struct ib_layer_reader *r)
 {
+  r->out = next_slot (r, r->out_ring, OUT_SLOTS, &r->out_i);
   for (;;)
     {
       if (fill_input (r) < 0)
@@ -124,7 +156,7 @@ produce (struct ib_layer_reader *r)
         }
       if (made)
         {
-          ib_sha256_update (r->tar_hash, r->out, made);
+          r->out_ring[r->out_i].ticket = ib_hash_worker_submit (r->hw, r->tar_hash, r->out, made);
           return (ssize_t) made;
         }
     }
@@ -202,8 +234,11 @@ ib_layer_reader_open (struct ib_store *s, const struct ib_descriptor *blob, cons
   r->blob_hash = ib_sha256_new ();
   r->tar_hash = ib_sha256_new ();
   r->check = ib_tar_check_new ();
-  r->in = ib_xmalloc (IN_CHUNK);
-  r->out = ib_xmalloc (OUT_CHUNK);
+  for (unsigned i = 0; i < IN_SLOTS; i++)
+    r->in_ring[i].buf = ib_xmalloc (IN_CHUNK);
+  for (unsigned i = 0; i < OUT_SLOTS; i++)
+    r->out_ring[i].buf = ib_xmalloc (OUT_CHUNK);
+  r->hw = ib_hash_worker_new (loc.length >= THREAD_MIN_BLOB && sysconf (_SC_NPROCESSORS_ONLN) > 1);
   if (reader_start (r, blob, err) < 0)
     {
       ib_layer_reader_free (r);
@@ -267,6 +302,7 @@ ib_layer_reader_end (struct ib_layer_reader *r, ib_digest *diff_id, ib_error_t *
       if (n == 0)
         break;
     }
+  ib_hash_worker_drain (r->hw);
   ib_digest blob, tar;
   ib_sha256_final (r->blob_hash, &blob);
   ib_sha256_final (r->tar_hash, &tar);
@@ -290,6 +326,8 @@ ib_layer_reader_free (struct ib_layer_reader *r)
 {
   if (r == NULL)
     return;
+  /* First: the worker may still be reading the rings' buffers. */
+  ib_hash_worker_free (r->hw);
   if (r->a)
     archive_read_free (r->a);
   ib_gunzip_free (r->gz);
@@ -302,8 +340,10 @@ ib_layer_reader_free (struct ib_layer_reader *r)
   ib_tar_check_free (r->check);
   ib_descriptor_clear (&r->blob);
   ib_error_release (&r->pending);
-  free (r->in);
-  free (r->out);
+  for (unsigned i = 0; i < IN_SLOTS; i++)
+    free (r->in_ring[i].buf);
+  for (unsigned i = 0; i < OUT_SLOTS; i++)
+    free (r->out_ring[i].buf);
   free (r->path);
   free (r);
 }
