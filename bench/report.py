@@ -17,14 +17,16 @@ TARGETS = [
     ("warm build / umoci insert", "warm", "umoci", "<=", 2.0, "time ratio"),
     ("docker build (base loaded) / warm build", "docker", "warm", ">=", 10.0, "speed-up"),
     ("sha256sum of the blobs (2 cores) / imgverify", "sha256sum", "verify", ">=", 0.8, "speed of imgverify vs sha256sum"),
+    ("openssl sha256 of the blobs (2 cores) / imgverify", "openssl-sha256", "verify", ">=", 0.8,
+     "speed of imgverify vs OpenSSL's SHA-256, the stricter peer"),
     ("skopeo copy to an empty registry / imgbuild push (new base)", "push-new-skopeo", "push-new-imgbuild", ">=", 0.8,
      "speed of imgbuild vs skopeo (imgbuild's figure includes a warm build)"),
     ("imgbuild thin push / skopeo copy, base present", "push-thin-imgbuild", "push-thin-skopeo", "<=", 2.0,
      "time ratio (imgbuild's figure includes a warm build)"),
 ]
 ORDER = ["limit", "cold", "warm", "umoci", "docker-load", "docker", "skopeo", "verify", "sha256sum",
-         "push-new-imgbuild", "push-new-skopeo", "push-new-docker", "push-thin-imgbuild", "push-thin-skopeo",
-         "push-thin-docker"]
+         "openssl-sha256", "push-new-imgbuild", "push-new-skopeo", "push-new-docker", "push-thin-imgbuild",
+         "push-thin-skopeo", "push-thin-docker"]
 OURS = {"cold", "warm", "verify", "push-new-imgbuild", "push-thin-imgbuild"}
 
 
