@@ -3,6 +3,7 @@
 #include <archive.h>
 #include <archive_entry.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +37,8 @@ struct sink
   ib_sha256 *tar_hash;
   struct ib_pgzip *gz;
   ib_error_t *err;
+  bool failed; /* the first error is in *ERR: libarchive's later writes
+                * (its close flushes) must not replace it */
 };
 
 static int
@@ -50,9 +53,14 @@ sink_write (struct archive *a, void *data, const void *buf, size_t len)
 {
   (void) a;
   struct sink *k = data;
+  if (k->failed)
+    return -1;
   ib_sha256_update (k->tar_hash, buf, len);
   if (ib_pgzip_write (k->gz, buf, len, k->err) < 0)
-    return -1;
+    {
+      k->failed = true;
+      return -1;
+    }
   return (la_ssize_t) len;
 }
 

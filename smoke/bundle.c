@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
@@ -577,17 +578,23 @@ runtime_do (const char *runtime, const char *state, const char *verb, const char
 
 /* The reaper (ib_run_options.reaper): a process in a session of its own,
  * which a launcher's signals to this one's group do not reach, waiting for
- * the end of the pipe that this process holds.  When this process ends,
- * normally or killed, the pipe closes: it kills and deletes the container
- * (nothing when it has already ended) and removes the bundle.  Returns the
- * pipe's end to close when the run is over, or -1.  (`runc state` says
+ * the end of the pipe that this process holds.  When this process ends
+ * before its run has cleaned up (killed), the pipe closes: it kills and
+ * deletes the container (nothing when it has already ended) and removes
+ * the bundle.  A run that cleaned up itself writes one byte first, and the
+ * reaper leaves at once: its runc calls would otherwise make the bundle's
+ * state folder again after the run removed it, and a caller that looks
+ * right after the run would see a bundle being removed.  Returns the
+ * pipe's end to write and close when the run is over, or -1.  (`runc state` says
  * nothing of a container's end that delete --force does not handle.) */
 static int
 start_reaper (const char *runtime, const char *state, const char *id, const char *rootfs, const char *bundle,
               const char *also)
 {
   int p[2];
-  if (pipe2 (p, O_CLOEXEC) < 0)
+  /* A socket pair, not a pipe: the byte that says "done" goes with
+   * MSG_NOSIGNAL, so a reaper killed meanwhile costs no SIGPIPE. */
+  if (socketpair (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, p) < 0)
     return -1;
   pid_t pid = fork ();
   if (pid < 0)
@@ -611,8 +618,12 @@ start_reaper (const char *runtime, const char *state, const char *id, const char
       if (fork () != 0)
         _exit (0);
       char c;
-      while (read (p[0], &c, 1) != 0 && errno == EINTR)
-        ;
+      ssize_t got;
+      do
+        got = read (p[0], &c, 1);
+      while (got < 0 && errno == EINTR);
+      if (got == 1)
+        _exit (0); /* the run ended and cleaned up after itself */
       runtime_do (runtime, state, "kill", id, NULL);
       runtime_do (runtime, state, "delete", id, "--force");
       umount2 (rootfs, MNT_DETACH);
@@ -701,7 +712,9 @@ ib_run_image (struct ib_store *s, const struct ib_image *img, const struct ib_ru
   if (ret == 0)
     ret = run_runtime (runtime, state_dir, bundle, id, log, o->timeout_s > 0 ? o->timeout_s : 600, &res->exit_code,
                        err);
-  if (ret == 0 && o->state_root)
+  /* A container stopped at its timeout is killed, not deleted: delete it
+   * here, as the reaper would. */
+  if (ret == 0 && (o->state_root || res->exit_code == 124))
     runtime_do (runtime, state_dir, "delete", id, "--force");
   if (ret == 0)
     ib_read_file (log, 64u << 20, &res->output, NULL, NULL);
@@ -709,7 +722,10 @@ ib_run_image (struct ib_store *s, const struct ib_image *img, const struct ib_ru
     umount2 (rootfs, MNT_DETACH);
   ib_remove_tree (bundle, NULL);
   if (reaper >= 0)
-    close (reaper);
+    {
+      (void) !send (reaper, "d", 1, MSG_NOSIGNAL); /* cleaned up: the reaper has nothing to do */
+      close (reaper);
+    }
   return ret;
 }
 
