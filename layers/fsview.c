@@ -739,8 +739,7 @@ may_match (const char *pattern, const char *path)
         }
       else
         {
-          cleanup_free char *lit = strndup (c, run);
-          const char *found = strstr (at, lit);
+          const char *found = memmem (at, (size_t) (path + plen - at), c, run);
           if (found == NULL)
             return false;
           at = found + run;
