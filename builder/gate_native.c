@@ -17,6 +17,7 @@ ib_gate_native (struct ib_build *b, ib_error_t *err)
   const struct ib_fsview *view;
   if (ib_build_image_view (b, &view, err) < 0)
     return -1;
+  (void) view; /* the gate observes the build's view while it reads it */
   /* Whose extension modules: [native] package lines, else the symbol
    * gate's packages. */
   size_t n_default = 0;
@@ -40,7 +41,7 @@ ib_gate_native (struct ib_build *b, ib_error_t *err)
   };
   struct ib_gate_sink k = { b->report, "native", NULL, 0 };
   struct ib_native_stats st;
-  int r = ib_native_check (b->store, b->image, view, &rules, ib_gate_sink_problem, &k, &st, NULL, err);
+  int r = ib_native_check (b->store, b->image, b->image_view, &rules, ib_gate_sink_problem, &k, &st, NULL, err);
   for (size_t i = 0; i < n_default; i++)
     free (defaults[i]);
   free (defaults);
@@ -49,7 +50,13 @@ ib_gate_native (struct ib_build *b, ib_error_t *err)
       ib_gate_sink_finish (&k, IB_ESYMBOLS, NULL);
       return -1;
     }
-  ib_report_note (b->report,
+  if (st.reused)
+    ib_report_note (b->report,
+                    "native: %zu objects, %zu loaded, %zu symbol references; %zu warnings, %zu unchecked, %zu allowed; "
+                    "the verdict over the base, reused: the overlay changes nothing the check read",
+                    st.objects, st.loaded, st.refs, st.warnings, st.unchecked, st.allowed);
+  else
+    ib_report_note (b->report,
                   "native: %zu objects, %zu loaded, %zu symbol references; %zu warnings, %zu unchecked, %zu allowed; "
                   "%zu files read in %zu layer passes, %zu cached",
                   st.objects, st.loaded, st.refs, st.warnings, st.unchecked, st.allowed, st.read, st.layers_read,

@@ -197,8 +197,8 @@ compute_list (struct ib_store *s, const struct ib_descriptor *blob, const ib_dig
 /* Cache text: a header line, then one line per entry:
  * TYPE MODE SIZE DIGEST|- PATH[\tLINK], with '\\', '\t' and '\n' escaped;
  * then one line "! TEXT" per hostile entry. */
-static void
-put_escaped (FILE *f, const char *s)
+void
+ib_fs_put_escaped (FILE *f, const char *s)
 {
   for (; *s; s++)
     {
@@ -213,12 +213,16 @@ put_escaped (FILE *f, const char *s)
     }
 }
 
-/* Undo put_escaped in place. */
-static char *
-unescape (char *s)
+/* Undo ib_fs_put_escaped: S in place, and a copy of it. */
+char *
+ib_fs_unescape (char *s)
 {
-  char *o = s;
-  for (char *c = s; *c; c++)
+  /* Most paths have nothing escaped: 60,000 of them per base, each read
+   * by every build, copied whole instead of byte by byte. */
+  char *o = strchr (s, '\\');
+  if (o == NULL)
+    return ib_xstrdup (s);
+  for (char *c = o; *c; c++)
     {
       if (*c == '\\' && c[1])
         {
@@ -243,18 +247,18 @@ save_list (const char *path, const ib_digest *diff_id, const struct ib_fs_list *
     {
       const struct ib_fs_entry *e = &l->e[i];
       fprintf (f, "%c %o %llu %s ", e->type, e->mode, (unsigned long long) e->size, e->digest[0] ? e->digest : "-");
-      put_escaped (f, e->path);
+      ib_fs_put_escaped (f, e->path);
       if (e->link)
         {
           fputc ('\t', f);
-          put_escaped (f, e->link);
+          ib_fs_put_escaped (f, e->link);
         }
       fputc ('\n', f);
     }
   for (size_t i = 0; i < l->n_hazards; i++)
     {
       fputs ("! ", f);
-      put_escaped (f, l->hazards[i]);
+      ib_fs_put_escaped (f, l->hazards[i]);
       fputc ('\n', f);
     }
   fclose (f);
@@ -315,7 +319,7 @@ load_list (const char *path, const ib_digest *diff_id, struct ib_fs_list *l)
       *eol = '\0';
       if (c[0] == '!' && c[1] == ' ')
         {
-          cleanup_free char *h = unescape (c + 2);
+          cleanup_free char *h = ib_fs_unescape (c + 2);
           add_hazard (l, h);
           c = eol + 1;
           continue;
@@ -327,8 +331,8 @@ load_list (const char *path, const ib_digest *diff_id, struct ib_fs_list *l)
       char *tab = strchr (path, '\t');
       if (tab)
         *tab = '\0';
-      e->path = unescape (path);
-      e->link = tab ? unescape (tab + 1) : NULL;
+      e->path = ib_fs_unescape (path);
+      e->link = tab ? ib_fs_unescape (tab + 1) : NULL;
       c = eol + 1;
     }
   return true;
@@ -367,6 +371,7 @@ struct ib_fsview
   struct ib_fs_entry *e; /* sorted by path; entries own their strings */
   char **hazards;
   size_t n_hazards;
+  const struct ib_fsview_observer *obs; /* told of every read; NULL: none */
 };
 
 struct ib_fsview *
@@ -567,7 +572,16 @@ const struct ib_fs_entry *
 ib_fsview_lookup (const struct ib_fsview *v, const char *path)
 {
   size_t at = lower_bound (v, path);
-  return at < v->n && strcmp (v->e[at].path, path) == 0 ? &v->e[at] : NULL;
+  const struct ib_fs_entry *e = at < v->n && strcmp (v->e[at].path, path) == 0 ? &v->e[at] : NULL;
+  if (v->obs)
+    v->obs->seen (v->obs->data, path, e);
+  return e;
+}
+
+void
+ib_fsview_observe (struct ib_fsview *v, const struct ib_fsview_observer *o)
+{
+  v->obs = o;
 }
 
 size_t
@@ -787,6 +801,8 @@ glob_one (const struct ib_fsview *v, const char *pattern, unsigned char *seen, c
       memcpy (abs + 1, v->e[i].path, len + 1);
       if (!may_match (pattern, abs) || fnmatch (pattern, abs, 0) != 0)
         continue;
+      if (v->obs)
+        v->obs->seen (v->obs->data, v->e[i].path, &v->e[i]);
       const struct ib_fs_entry *file = ib_fsview_follow (v, &v->e[i]);
       if (file == NULL || seen[file - v->e])
         continue;
@@ -803,6 +819,8 @@ ib_fsview_glob_all (const struct ib_fsview *v, const char *const *patterns, size
   const struct ib_fs_entry **list = NULL;
   size_t n = 0;
   cleanup_free unsigned char *seen = ib_xcalloc (v->n + 1, 1);
+  for (size_t p = 0; v->obs && p < n_patterns; p++)
+    v->obs->pattern (v->obs->data, patterns[p]);
   for (size_t p = 0; p < n_patterns; p++)
     glob_one (v, patterns[p], seen, &list, &n);
   *out = list;

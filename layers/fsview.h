@@ -11,6 +11,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "image.h"
 #include "store.h"
@@ -91,5 +92,27 @@ size_t ib_fsview_glob_all (const struct ib_fsview *v, const char *const *pattern
                            const struct ib_fs_entry ***out);
 const struct ib_fs_entry *ib_fsview_at (const struct ib_fsview *v, size_t i);
 void ib_fsview_free (struct ib_fsview *v);
+
+/* What a check reads of a view, told as it reads (link-check/memo.h keeps
+ * it to reuse the check's verdict): SEEN gets every path looked up, with
+ * the entry found there (NULL: none), and every entry a glob pattern
+ * matched before its links are followed; PATTERN every glob pattern.  Any
+ * lookup counts, those inside ib_fsview_resolve, _follow and _glob too.
+ * Entries at ib_fsview_at are not told: a check that walks the view says
+ * itself what it would pick there. */
+struct ib_fsview_observer
+{
+  void (*seen) (void *data, const char *path, const struct ib_fs_entry *e);
+  void (*pattern) (void *data, const char *pattern);
+  void *data;
+};
+/* Tell O (NULL: nobody) of the reads of V from now on.  O must outlive
+ * its use; the view's entries are not changed. */
+void ib_fsview_observe (struct ib_fsview *v, const struct ib_fsview_observer *o);
+
+/* A path or link target as one field of a cache line: `\`, newline and
+ * tab escaped; and back: S unescaped in place, a malloc'd copy returned. */
+void ib_fs_put_escaped (FILE *f, const char *s);
+char *ib_fs_unescape (char *s);
 
 #endif

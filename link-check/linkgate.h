@@ -58,11 +58,16 @@ struct ib_native_stats
   size_t read, cached;  /* ELF files parsed from a layer vs found in the cache */
   size_t layers_read;   /* layer passes made to read them */
   size_t rounds;
+  bool reused; /* the verdict kept for the base, the overlay changing nothing it read (memo.h) */
 };
 
 /* Problems go to FN; with JSON, the per-object detail is added to it
- * ("objects", "provides").  -1 only when the check could not run. */
-int ib_native_check (struct ib_store *s, const struct ib_image *img, const struct ib_fsview *view,
+ * ("objects", "provides").  -1 only when the check could not run.  The
+ * verdict is kept in the store and given again to the next image over the
+ * same base layers whose overlay leaves what the check read as it was
+ * (memo.h; VIEW is observed meanwhile, its entries unchanged); with JSON
+ * or a DRIVER the check runs in full. */
+int ib_native_check (struct ib_store *s, const struct ib_image *img, struct ib_fsview *view,
                      const struct ib_native_rules *rules, ib_problem_fn fn, void *data, struct ib_native_stats *st,
                      cJSON *json, ib_error_t *err);
 

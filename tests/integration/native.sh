@@ -88,6 +88,127 @@ t_native_planted_failures_are_each_named() {
   jq -e '.objects[0].objects[0].needs.GLIBC | startswith("GLIBC_2.")' good.json
 }
 
+# A base with an extension module in a Python package (pkg/ok.so, which
+# needs libm's cos and liblinkbase.so.1's base_old), and a definition over
+# it that copies DATA as /etc/note.txt and checks the package.
+module_base() {
+  "$ROOT/tests/native/plant.sh" "$PWD/plant"
+  small_base base amd64 small:1
+  mkdir -p mb
+  printf '[image]\nname = mod:1\nfrom = small:1\n[copy]\nfile %s /usr/lib/python3/dist-packages/pkg/ok.so\nfile %s /usr/local/lib/liblinkbase.so.1\n[new]\n/\n' \
+    "$PWD/plant/ok.so" "$PWD/plant/liblinkbase.so.1" >mb/image.conf
+  "$IB" -q mb >/dev/null
+}
+note_def() { # DIR NAME:TAG TEXT [copy line...]
+  local dir=$1 name=$2 text=$3
+  shift 3
+  mkdir -p "$dir"
+  echo "$text" >"$dir/note.txt"
+  {
+    printf '[image]\nname = %s\nfrom = mod:1\n[copy]\nfile note.txt /etc/note.txt\n' "$name"
+    for l in "$@"; do echo "$l"; done
+    printf '[new]\n/\n[native]\npackage pkg\n'
+  } >"$dir/image.conf"
+}
+
+# The verdict over the base is kept: a build whose overlay changes nothing
+# the gate read (a data file) gets it again, without loading an object.
+t_native_verdict_reused_when_the_overlay_changes_nothing_it_read() {
+  module_base
+  note_def a a:1 one
+  "$IB" a 2>first.err >/dev/null
+  grep -Eq 'native: 1 objects, [0-9]+ loaded, [1-9][0-9]* symbol references; 0 warnings.* cached$' first.err
+  note_def b b:1 two
+  "$IB" b 2>second.err >/dev/null
+  grep -q 'gate native *pass' second.err
+  grep -Eq 'native: 1 objects, [0-9]+ loaded, [1-9][0-9]* symbol references; 0 warnings.*; the verdict over the base, reused' second.err
+  # The counts are the first build's.
+  diff <(sed -n 's/^imgbuild: native: \([^;]*\);.*/\1/p' first.err) <(sed -n 's/^imgbuild: native: \([^;]*\);.*/\1/p' second.err)
+  skopeo inspect "oci:$IMGBUILD_STORE:b:1" >/dev/null
+}
+
+# An overlay that changes what the gate read is checked in full and fails:
+# a library it loaded, now a link to one without base_old; a path it
+# looked up and found empty (libm.so.6 earlier in the search path), now a
+# link to a libm without cos.  Neither entry is an object the gate would
+# pick by itself (links, and files named like data).
+t_native_verdict_not_reused_when_the_overlay_changes_a_read() {
+  module_base
+  note_def a a:1 one
+  "$IB" -q a >/dev/null
+  mkdir -p fake
+  echo 'int other(void){return 0;}' >fake/o.c
+  gcc -O1 -fPIC -shared -Wl,-soname,liblinkbase.so.1 fake/o.c -o fake/linkbase.bin
+  gcc -O1 -fPIC -shared -Wl,-soname,libm.so.6 fake/o.c -o fake/m.bin
+  chmod 644 fake/*.bin
+  note_def d d:1 one "file $PWD/fake/m.bin /opt/fake/m.bin" "symlink /usr/local/lib/libm.so.6 /opt/fake/m.bin"
+  expect_fail 5 'gate native' "$IB" d
+  grep -q 'cos' stderr.txt
+  refute grep -q 'reused' stderr.txt
+  "$IB" -q -t a:2 a >/dev/null # a verdict over A's overlay again: C is compared with it alone
+  note_def c c:1 one "file $PWD/fake/linkbase.bin /opt/fake/linkbase.bin" "symlink /usr/local/lib/liblinkbase.so.1 /opt/fake/linkbase.bin"
+  expect_fail 5 'gate native' "$IB" c
+  grep -q 'base_old' stderr.txt
+  refute grep -q 'reused' stderr.txt
+  refute skopeo inspect "oci:$IMGBUILD_STORE:c:1" >/dev/null 2>&1
+  # The verdict kept is the last one, made over C's overlay: it does not
+  # hold for an image without C's link either (one full check), whose own
+  # verdict then serves the next.
+  note_def e e:1 three
+  "$IB" e 2>e.err >/dev/null
+  grep -q 'gate native *pass' e.err
+  refute grep -q 'reused' e.err
+  note_def f f:1 four
+  "$IB" f 2>f.err >/dev/null
+  grep -q 'the verdict over the base, reused' f.err
+  # An object the overlay adds is always checked.
+  note_def g g:1 four "file $PWD/plant/needs_absent.so /usr/local/lib/planted/na.so"
+  expect_fail 5 'gate native' "$IB" g
+  grep -q 'libabsent.so.7' stderr.txt
+}
+
+# A failing verdict is kept as well, and said again, every problem.
+t_native_failing_verdict_reused_in_full() {
+  "$ROOT/tests/native/plant.sh" "$PWD/plant"
+  small_base base amd64 small:1
+  mkdir -p mb
+  printf '[image]\nname = mod:1\nfrom = small:1\n[copy]\nfile %s /usr/lib/python3/dist-packages/pkg/ok.so\nfile %s /usr/lib/python3/dist-packages/pkg/na.so\n[new]\n/\n' \
+    "$PWD/plant/ok.so" "$PWD/plant/needs_absent.so" >mb/image.conf
+  "$IB" -q mb >/dev/null
+  note_def a a:1 one
+  expect_fail 5 'gate native' "$IB" a
+  grep '^imgbuild: native: /' stderr.txt | sort >first.problems
+  grep -q 'libabsent.so.7' first.problems
+  grep -q 'liblinkbase.so.1' first.problems
+  note_def b b:1 two
+  expect_fail 5 'gate native' "$IB" b
+  grep -q 'the verdict over the base, reused' stderr.txt
+  grep '^imgbuild: native: /' stderr.txt | sort >second.problems
+  diff first.problems second.problems
+}
+
+# A kept verdict cut short or damaged is not used: the gate runs in full.
+t_native_damaged_verdict_runs_the_gate_again() {
+  module_base
+  note_def a a:1 one
+  "$IB" -q a >/dev/null
+  local m
+  m=$(ls "$IMGBUILD_STORE"/imgbuild/native-memo/*)
+  [ "$(wc -l <"$m")" -gt 10 ]
+  head -n 5 "$m" >cut && cat cut >"$m"
+  note_def b b:1 two
+  "$IB" b 2>b.err >/dev/null
+  grep -Eq 'native: 1 objects, .* cached$' b.err
+  # Written again whole, then one seen line damaged.
+  grep -q '^end$' "$m"
+  sed -i '0,/^s\t/s/^s\t\(.\)\t[0-7]*\t/s\t\1\tzz\tq\t/' "$m"
+  grep -q 'zz' "$m"
+  note_def c c:1 three
+  "$IB" c 2>c.err >/dev/null
+  grep -Eq 'native: 1 objects, .* cached$' c.err
+  refute grep -q reused c.err
+}
+
 t_native_gate_passes_and_a_rebuild_reads_no_layer() {
   "$ROOT/tests/native/plant.sh" "$PWD/plant"
   small_base base amd64 small:1
@@ -95,8 +216,11 @@ t_native_gate_passes_and_a_rebuild_reads_no_layer() {
   "$IB" good 2>first.err >/dev/null
   grep -q 'gate native *pass' first.err
   grep -Eq 'native: 2 objects, [0-9]+ loaded, [1-9][0-9]* symbol references; 0 warnings.*; [1-9][0-9]* files read in [1-9][0-9]* layer passes' first.err
+  # Warm, the overlay's objects picked again: every record from the cache
+  # by content digest, no layer opened.
+  echo changed >plant/ok.txt
+  sed -i "s|^\[new\]|file $PWD/plant/ok.txt /etc/ok.txt\n[new]|" good/image.conf
   "$IB" -t good:2 good 2>second.err >/dev/null
-  # Warm: every record from the cache by content digest, no layer opened.
   grep -Eq 'native: 2 objects, .* 0 files read in 0 layer passes, [1-9][0-9]* cached' second.err
   # The gate is recorded and imgverify runs it again from the provenance.
   "$IV" --json good:2 >v.json
@@ -192,8 +316,9 @@ tall_native_gate_passes_on_the_torch_image_and_is_warm() {
   "$IB" --allow-unsafe-base d 2>cold.err >/dev/null
   grep -q 'gate native *pass' cold.err
   grep -Eq 'native: [1-9][0-9]{2,} objects' cold.err
+  echo hello again >d/note.txt
   "$IB" --allow-unsafe-base -t torch-native:2 d 2>warm.err >/dev/null
-  grep -Eq 'native: .* 0 files read in 0 layer passes, [1-9][0-9]* cached' warm.err
+  grep -Eq 'native: [1-9][0-9]{2,} objects, .*; the verdict over the base, reused' warm.err
 }
 
 tall_native_arm64_debian_packages() {
