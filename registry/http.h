@@ -90,6 +90,9 @@ void ib_http_call_clear (struct ib_http_call *c);
 /* Send C (authenticating and retrying as needed); 0 with C->status set
  * whatever the status, -1 when no answer came. */
 int ib_registry_do (struct ib_registry *r, struct ib_http_call *c, ib_error_t *err);
+/* Another client of M's repository, opened as M was, over the scheme M
+ * settled on (registry.c; the parallel transfers' workers). */
+int ib_registry_open_like (const struct ib_registry *m, struct ib_registry **out, ib_error_t *err);
 /* "scheme://api_host/v2/REPO/" + the printf rest. */
 char *ib_registry_url (const struct ib_registry *r, const char *fmt, ...) __attribute__ ((format (printf, 2, 3)));
 /* A readable error for an unexpected status, with the registry's own

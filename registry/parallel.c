@@ -78,7 +78,7 @@ work (void *data)
   /* A client that cannot be opened costs a job, not the transfer: the
    * caller's client is there, and a registry really down fails it on a
    * blob, with that blob's error. */
-  if (ib_registry_open (m->host, m->repo, m->push, m->opt, &w->reg, &e) < 0)
+  if (ib_registry_open_like (m, &w->reg, &e) < 0)
     {
       ib_error_release (&e);
       w->reg = NULL;

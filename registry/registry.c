@@ -75,18 +75,47 @@ ping (struct ib_registry *r, ib_error_t *err)
     }
 }
 
-int
-ib_registry_open (const char *host, const char *repo, bool push, const struct ib_remote_options *opt,
-                  struct ib_registry **out, ib_error_t *err)
+/* Whether R's host speaks TLS at all, asked of a host that may speak plain
+ * HTTP without loading the CA bundle (tens of milliseconds, every time): a
+ * handshake with nothing verified, on a handle of its own, and no request
+ * sent.  The requests that follow verify as the options say; a host that
+ * cannot be reached is "yes", for the ping to say why. */
+static bool
+speaks_tls (const struct ib_registry *r)
+{
+  CURL *h = curl_easy_init ();
+  if (h == NULL)
+    return true;
+  cleanup_free char *url = ib_xasprintf ("https://%s/", r->api_host);
+  curl_easy_setopt (h, CURLOPT_URL, url);
+  curl_easy_setopt (h, CURLOPT_CONNECT_ONLY, 1L);
+  curl_easy_setopt (h, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt (h, CURLOPT_CONNECTTIMEOUT, 30L);
+  curl_easy_setopt (h, CURLOPT_SSL_VERIFYPEER, 0L);
+  curl_easy_setopt (h, CURLOPT_SSL_VERIFYHOST, 0L);
+  CURLcode rc = curl_easy_perform (h);
+  curl_easy_cleanup (h);
+  return rc != CURLE_SSL_CONNECT_ERROR;
+}
+
+/* A client whose first request goes over SCHEME. */
+static int
+open_client (const char *host, const char *repo, bool push, const struct ib_remote_options *opt,
+             const char *scheme, struct ib_registry **out, ib_error_t *err)
 {
   struct ib_registry *r = ib_xcalloc (1, sizeof (*r));
   r->host = ib_xstrdup (host);
   r->api_host = ib_xstrdup (strcmp (host, "docker.io") == 0 ? "registry-1.docker.io" : host);
   r->repo = ib_xstrdup (repo);
-  r->scheme = ib_xstrdup ("https");
+  r->scheme = ib_xstrdup (scheme);
   r->tls_verify = !(opt && opt->tls_verify_off);
   /* As Docker does: a registry on loopback may speak plain HTTP. */
   r->allow_http = !r->tls_verify || is_loopback (host);
+  if (r->allow_http && strcmp (r->scheme, "https") == 0 && !speaks_tls (r))
+    {
+      free (r->scheme);
+      r->scheme = ib_xstrdup ("http");
+    }
   r->chunk_size = (uint64_t) env_number ("IMGBUILD_REGISTRY_CHUNK_SIZE", 64l << 20, 1024);
   r->stall_s = env_number ("IMGBUILD_REGISTRY_STALL_S", 60, 1);
   r->max_attempts = (unsigned) env_number ("IMGBUILD_REGISTRY_ATTEMPTS", 5, 1);
@@ -112,6 +141,22 @@ ib_registry_open (const char *host, const char *repo, bool push, const struct ib
     }
   *out = r;
   return 0;
+}
+
+int
+ib_registry_open (const char *host, const char *repo, bool push, const struct ib_remote_options *opt,
+                  struct ib_registry **out, ib_error_t *err)
+{
+  return open_client (host, repo, push, opt, "https", out, err);
+}
+
+/* A worker's client starts on the scheme its caller's ping settled: a
+ * plain-HTTP registry is not asked for TLS again on every thread, each
+ * attempt loading the system's whole CA bundle (tens of milliseconds). */
+int
+ib_registry_open_like (const struct ib_registry *m, struct ib_registry **out, ib_error_t *err)
+{
+  return open_client (m->host, m->repo, m->push, m->opt, m->scheme, out, err);
 }
 
 void

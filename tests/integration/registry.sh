@@ -518,3 +518,18 @@ t_registry_parallel_failure_tags_nothing_and_resumes() {
   [ "$(skopeo inspect --tls-verify=false "docker://$REG/par:1" | jq -r .Digest)" = "$(cut -d' ' -f2 out.txt)" ]
   all_tags_whole
 }
+
+# A registry on loopback that speaks plain HTTP is found so by a bare TLS
+# handshake with nothing verified: no client, the parallel transfers'
+# included, loads the system's CA bundle (tens of milliseconds each time)
+# to ask it.  A TLS registry is still verified: t_registry_tls_verified_by_default.
+t_registry_plain_http_loopback_never_loads_the_ca_bundle() {
+  build_base
+  registry_start open
+  push_base
+  traced -f -qq -e trace=openat,open -o opens.txt "$IB" --transfer-jobs 4 \
+    --from "docker://$REG/dsv41-flash-b12x:local" dsv41-flash-dcp2 --push "docker://$REG/dcp2:plain" >/dev/null 2>err.txt
+  grep -q 'wrote docker://' err.txt
+  refute grep -q 'ca-certificates\|/etc/ssl/' opens.txt
+  skopeo inspect --tls-verify=false "docker://$REG/dcp2:plain" >/dev/null
+}
