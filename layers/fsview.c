@@ -716,6 +716,25 @@ glob_range (const struct ib_fsview *v, const char *pattern, size_t *from, size_t
     ++*to;
 }
 
+/* The first RUN bytes of C in [AT, END), or NULL.  Runs are short (".so.")
+ * and paths rarely hold their first byte: memchr skips ahead with vector
+ * instructions where memmem builds its search tables on every call, which
+ * was a third of the default kernel globs over a base. */
+static const char *
+find_run (const char *at, const char *end, const char *c, size_t run)
+{
+  while ((size_t) (end - at) >= run)
+    {
+      const char *p = memchr (at, c[0], (size_t) (end - at) - run + 1);
+      if (p == NULL)
+        return NULL;
+      if (memcmp (p, c, run) == 0)
+        return p;
+      at = p + 1;
+    }
+  return NULL;
+}
+
 /* Whether PATH can match PATTERN, cheaply: the pattern's literal runs
  * (between `*` and `?`) must occur in PATH in their order, the first at
  * its start unless the pattern starts with a wildcard, the last at its
@@ -753,7 +772,7 @@ may_match (const char *pattern, const char *path)
         }
       else
         {
-          const char *found = memmem (at, (size_t) (path + plen - at), c, run);
+          const char *found = find_run (at, path + plen, c, run);
           if (found == NULL)
             return false;
           at = found + run;
