@@ -883,21 +883,21 @@ ib_native_check (struct ib_store *s, const struct ib_image *img, struct ib_fsvie
   if (json == NULL && rules->driver == NULL)
     {
       cleanup_free char *settings = native_settings (img, rules);
-      if (ib_memo_open (s, "native-memo", settings, img, rules->first_checked_layer, view, native_selects,
-                        (void *) rules, &m, err)
-          < 0)
-        return -1;
-      if (ib_memo_hit (m))
+      ib_memo_open (s, "native-memo", settings, img, rules->first_checked_layer, view, native_selects,
+                    (void *) rules, &m);
+      if (m && ib_memo_hit (m))
         {
           replay (m, fn, data, st);
           ib_memo_free (m);
           return 0;
         }
-      ib_memo_record (m, view);
+      if (m)
+        ib_memo_record (m, view);
     }
   struct said_tap tap = { fn, data, m };
-  struct gate g = { .s = s, .img = img, .view = view, .r = rules, .fn = m ? said_tap : fn, .data = m ? (void *) &tap : data,
-                    .st = st };
+  struct gate g = { .s = s, .img = img, .view = view, .r = rules, .st = st };
+  g.fn = m ? said_tap : fn;
+  g.data = m ? (void *) &tap : data;
   g.by_digest = ib_strmap_new ();
   g.wanted_set = ib_strmap_new ();
   g.said = ib_strmap_new ();

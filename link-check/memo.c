@@ -420,10 +420,9 @@ verdict_holds (const struct ib_memo *m, const struct ib_fsview *view)
   return true;
 }
 
-int
+void
 ib_memo_open (struct ib_store *s, const char *kind, const char *settings, const struct ib_image *img, int first,
-              const struct ib_fsview *view, ib_memo_select_fn selects, void *sdata, struct ib_memo **out,
-              ib_error_t *err)
+              const struct ib_fsview *view, ib_memo_select_fn selects, void *sdata, struct ib_memo **out)
 {
   struct ib_memo *m = ib_xcalloc (1, sizeof (*m));
   m->by_path = ib_strmap_new ();
@@ -436,10 +435,15 @@ ib_memo_open (struct ib_store *s, const char *kind, const char *settings, const 
       cleanup_free char *key = memo_key (kind, settings, img, base);
       m->file = key ? ib_path_join (dir, key) : NULL;
     }
-  if (overlay_now (m, s, img, base, selects, sdata, err) < 0)
+  ib_error_t e = NULL;
+  if (overlay_now (m, s, img, base, selects, sdata, &e) < 0)
     {
+      /* Not this memo's to report: the check runs in full, and says so
+       * if the layer is really unreadable. */
+      ib_error_release (&e);
       ib_memo_free (m);
-      return -1;
+      *out = NULL;
+      return;
     }
   cleanup_free char *text = NULL;
   if (m->file && ib_read_file (m->file, MAX_MEMO, &text, NULL, NULL) == 0)
@@ -449,7 +453,6 @@ ib_memo_open (struct ib_store *s, const char *kind, const char *settings, const 
         memo_clear_kept (m);
     }
   *out = m;
-  return 0;
 }
 
 bool

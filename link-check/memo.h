@@ -52,10 +52,10 @@ struct ib_memo;
  * for IMG, whose layers from FIRST on are its overlay (FIRST outside
  * 1..n_layers-1: no overlay, the whole image is the key).  *OUT is a hit
  * (ib_memo_hit) when a verdict was kept and holds for IMG's VIEW, else an
- * empty memo ready to record. */
-int ib_memo_open (struct ib_store *s, const char *kind, const char *settings, const struct ib_image *img, int first,
-                  const struct ib_fsview *view, ib_memo_select_fn selects, void *sdata, struct ib_memo **out,
-                  ib_error_t *err);
+ * empty memo ready to record; NULL when the overlay's file lists cannot be
+ * had (then the check runs in full, without a memo). */
+void ib_memo_open (struct ib_store *s, const char *kind, const char *settings, const struct ib_image *img, int first,
+                   const struct ib_fsview *view, ib_memo_select_fn selects, void *sdata, struct ib_memo **out);
 void ib_memo_free (struct ib_memo *m);
 
 bool ib_memo_hit (const struct ib_memo *m);
