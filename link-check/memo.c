@@ -150,6 +150,17 @@ put_field (FILE *f, const char *s)
   ib_fs_put_escaped (f, s);
 }
 
+/* "TAG[\tHEAD]\tFIELD\n" */
+static void
+put_line (FILE *f, const char *tag, const char *head, const char *field)
+{
+  fputs (tag, f);
+  if (head)
+    fprintf (f, "\t%s", head);
+  put_field (f, field);
+  fputc ('\n', f);
+}
+
 static char *
 memo_text (const struct ib_memo *m, const char *kind, size_t *len)
 {
@@ -160,23 +171,11 @@ memo_text (const struct ib_memo *m, const char *kind, size_t *len)
     fprintf (f, "\t%zu", m->counts[i]);
   fputc ('\n', f);
   for (size_t i = 0; i < m->n_said; i++)
-    {
-      fprintf (f, "p\t%d", m->said[i].is_error);
-      put_field (f, m->said[i].msg);
-      fputc ('\n', f);
-    }
+    put_line (f, "p", m->said[i].is_error ? "1" : "0", m->said[i].msg);
   for (size_t i = 0; i < m->n_patterns; i++)
-    {
-      fputc ('g', f);
-      put_field (f, m->patterns[i]);
-      fputc ('\n', f);
-    }
+    put_line (f, "g", NULL, m->patterns[i]);
   for (size_t i = 0; i < m->n_now; i++)
-    {
-      fprintf (f, "o\t%c", m->now[i].type);
-      put_field (f, m->now[i].path);
-      fputc ('\n', f);
-    }
+    put_line (f, "o", (char[]){ m->now[i].type, '\0' }, m->now[i].path);
   for (size_t i = 0; i < m->n_seen; i++)
     {
       const struct seen *s = &m->seen[i];

@@ -89,14 +89,15 @@ t_native_planted_failures_are_each_named() {
 }
 
 # A base with an extension module in a Python package (pkg/ok.so, which
-# needs libm's cos and liblinkbase.so.1's base_old), and a definition over
-# it that copies DATA as /etc/note.txt and checks the package.
-module_base() {
+# needs libm's cos and liblinkbase.so.1's base_old) and, by default, that
+# library in /usr/local/lib (else the planted FILE at DEST); and a
+# definition over it that copies DATA as /etc/note.txt and checks the package.
+module_base() { # [FILE DEST]
   "$ROOT/tests/native/plant.sh" "$PWD/plant"
   small_base base amd64 small:1
   mkdir -p mb
-  printf '[image]\nname = mod:1\nfrom = small:1\n[copy]\nfile %s /usr/lib/python3/dist-packages/pkg/ok.so\nfile %s /usr/local/lib/liblinkbase.so.1\n[new]\n/\n' \
-    "$PWD/plant/ok.so" "$PWD/plant/liblinkbase.so.1" >mb/image.conf
+  printf '[image]\nname = mod:1\nfrom = small:1\n[copy]\nfile %s /usr/lib/python3/dist-packages/pkg/ok.so\nfile %s %s\n[new]\n/\n' \
+    "$PWD/plant/ok.so" "$PWD/plant/${1:-liblinkbase.so.1}" "${2:-/usr/local/lib/liblinkbase.so.1}" >mb/image.conf
   "$IB" -q mb >/dev/null
 }
 note_def() { # DIR NAME:TAG TEXT [copy line...]
@@ -169,12 +170,7 @@ t_native_verdict_not_reused_when_the_overlay_changes_a_read() {
 
 # A failing verdict is kept as well, and said again, every problem.
 t_native_failing_verdict_reused_in_full() {
-  "$ROOT/tests/native/plant.sh" "$PWD/plant"
-  small_base base amd64 small:1
-  mkdir -p mb
-  printf '[image]\nname = mod:1\nfrom = small:1\n[copy]\nfile %s /usr/lib/python3/dist-packages/pkg/ok.so\nfile %s /usr/lib/python3/dist-packages/pkg/na.so\n[new]\n/\n' \
-    "$PWD/plant/ok.so" "$PWD/plant/needs_absent.so" >mb/image.conf
-  "$IB" -q mb >/dev/null
+  module_base needs_absent.so /usr/lib/python3/dist-packages/pkg/na.so
   note_def a a:1 one
   expect_fail 5 'gate native' "$IB" a
   grep '^imgbuild: native: /' stderr.txt | sort >first.problems
