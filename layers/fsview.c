@@ -473,9 +473,40 @@ names_nothing (const char *path)
 /* Stack LIST as layer LAYER.  With STEAL the entries' strings move from
  * LIST into the view instead of being copied (LIST is freed next): a base
  * of 60,000 entries is otherwise 120,000 strdup and free per view. */
+/* The first list of a view, stolen: its own array becomes the view's,
+ * markers dropped in place.  The copy into a merged array was 6 MB of
+ * fresh pages for a base of 60,000 entries, a fifth of a warm build's page
+ * faults. */
+static void
+take_list (struct ib_fsview *v, struct ib_fs_list *list, int layer)
+{
+  size_t n = 0;
+  for (size_t i = 0; i < list->n; i++)
+    {
+      if (is_marker (&list->e[i]))
+        {
+          entry_clear (&list->e[i]); /* an empty view: it removes nothing */
+          continue;
+        }
+      list->e[n] = list->e[i];
+      list->e[n++].layer = layer;
+    }
+  free (v->e);
+  v->e = list->e;
+  v->n = n;
+  v->cap = list->n;
+  list->e = NULL;
+  list->n = 0;
+}
+
 static void
 push_list (struct ib_fsview *v, struct ib_fs_list *list, int layer, bool steal)
 {
+  if (v->n == 0 && steal)
+    {
+      take_list (v, list, layer);
+      return;
+    }
   for (size_t i = 0; i < list->n; i++)
     if (list->e[i].type == IB_FS_OPAQUE)
       remove_tree (v, list->e[i].path, false);
