@@ -46,7 +46,7 @@ ib_gate_symbols (struct ib_build *b, ib_error_t *err)
     return -1;
   size_t n_default = 0;
   char **defaults = d->n_check_packages || !d->python_path ? NULL : ib_default_packages (d, &n_default);
-  struct ib_pycompile pc = { b->store, b->image };
+  struct ib_pycompile pc = { b->store, b->image, view };
   struct ib_symbol_rules rules = {
     .python_path = d->python_path,
     .packages = d->n_check_packages ? d->check_packages : defaults,

@@ -14,6 +14,7 @@
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
 #include "../smoke/bundle.h"
+#include "pyroot.h"
 
 /* Reads "LEN\nPATH\n" + LEN bytes records; answers one line each: "ok", or
  * "LINE MESSAGE".  Null bytes are a ValueError before 3.12, a SyntaxError
@@ -76,7 +77,7 @@ read_answers (const char *path, struct ib_py_source *files, size_t n, ib_error_t
 
 /* In the child: the image's layers as / of a private mount namespace. */
 static void
-child_in_image (const char *lower, const char *mnt, const char *interpreter, int in, int out)
+child_in_image (const char *lower, const char *mnt, const char *interpreter, int in, int out, int errfd)
 {
   if (unshare (CLONE_NEWNS) < 0 || mount (NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
     _exit (120);
@@ -87,6 +88,8 @@ child_in_image (const char *lower, const char *mnt, const char *interpreter, int
     _exit (121);
   dup2 (in, 0);
   dup2 (out, 1);
+  if (errfd >= 0)
+    dup2 (errfd, 2);
   char *const argv[] = { (char *) interpreter, "-I", "-S", "-B", "-W", "ignore", "-c", (char *) driver, NULL };
   char *const envp[] = { "PYTHONHASHSEED=0", "LC_ALL=C.UTF-8", "PATH=/usr/bin:/bin", NULL };
   execve (interpreter, argv, envp);
@@ -103,8 +106,9 @@ child_on_host (const char *interpreter, int in, int out)
   _exit (127);
 }
 
+/* ERRFD: where the interpreter's stderr goes, -1 for ours. */
 static int
-run (const char *work, const char *lower, const char *interpreter, struct ib_py_source *files, size_t n,
+run (const char *work, const char *lower, const char *interpreter, struct ib_py_source *files, size_t n, int errfd,
      ib_error_t *err)
 {
   cleanup_free char *in_path = ib_path_join (work, "in"), *out_path = ib_path_join (work, "out");
@@ -123,7 +127,7 @@ run (const char *work, const char *lower, const char *interpreter, struct ib_py_
   if (pid == 0)
     {
       if (lower)
-        child_in_image (lower, mnt, interpreter, in, out);
+        child_in_image (lower, mnt, interpreter, in, out, errfd);
       child_on_host (interpreter, in, out);
     }
   int status;
@@ -181,6 +185,63 @@ system_program (const char *name)
   return NULL;
 }
 
+/* Are the image's layers all extracted in the store already (a smoke test
+ * made them, or an earlier build)?  Then they cost nothing to use. */
+static bool
+layers_extracted (struct ib_pycompile *pc)
+{
+  cleanup_free char *cache = NULL;
+  if (ib_store_cache_dir (pc->s, "rootfs", &cache, NULL) < 0)
+    return false;
+  for (size_t i = 0; i < pc->img->n_layers; i++)
+    {
+      cleanup_free char *dir = ib_path_join (cache, ib_digest_hex (pc->img->diff_ids[i].s));
+      struct stat st;
+      if (!ib_store_blob_trusted (pc->s, &pc->img->layers[i].digest) || stat (dir, &st) < 0)
+        return false;
+    }
+  return true;
+}
+
+static void
+forget_answers (struct ib_py_source *files, size_t n)
+{
+  for (size_t i = 0; i < n; i++)
+    {
+      free (files[i].msg);
+      files[i].msg = NULL;
+      files[i].refused = false;
+      files[i].line = 0;
+    }
+}
+
+/* In a chroot of the interpreter's own files (pyroot.h) rather than of the
+ * whole image: 1 when that cannot answer (a record not cached, or the
+ * interpreter failed there: the caller then runs it over the extracted
+ * layers, which give the same answers or the same error as always). */
+static int
+run_in_pyroot (struct ib_pycompile *pc, const char *work, const char *interpreter, const char *version,
+               struct ib_py_source *files, size_t n, ib_error_t *err)
+{
+  if (pc->view == NULL || layers_extracted (pc))
+    return 1;
+  cleanup_free char *sub = ib_path_join (work, "pyroot");
+  cleanup_free char *root = ib_path_join (sub, "files");
+  if (mkdir (sub, 0700) < 0)
+    return ib_error_errno (err, errno, IB_EENV, "mkdir `%s`", sub);
+  int r = ib_pyroot_write (pc->s, pc->img, pc->view, interpreter, version, root, err);
+  if (r != 0)
+    return r;
+  /* Its complaints, if it cannot start there, are not the build's. */
+  cleanup_close int quiet = open ("/dev/null", O_WRONLY | O_CLOEXEC);
+  ib_error_t e = NULL;
+  if (run (sub, root, interpreter, files, n, quiet, &e) == 0)
+    return 0;
+  ib_error_release (&e);
+  forget_answers (files, n);
+  return 1;
+}
+
 int
 ib_py_compile (void *data, const char *interpreter, const char *version, struct ib_py_source *files, size_t n,
                char **who, bool *exact, ib_error_t *err)
@@ -195,10 +256,14 @@ ib_py_compile (void *data, const char *interpreter, const char *version, struct 
   int r;
   if (interpreter && geteuid () == 0 && same_architecture (pc->img))
     {
-      cleanup_free char *lower = NULL;
-      r = lower_dirs (pc, &lower, err);
-      if (r == 0)
-        r = run (work, lower, interpreter, files, n, err);
+      r = run_in_pyroot (pc, work, interpreter, version, files, n, err);
+      if (r == 1)
+        {
+          cleanup_free char *lower = NULL;
+          r = lower_dirs (pc, &lower, err);
+          if (r == 0)
+            r = run (work, lower, interpreter, files, n, -1, err);
+        }
       *who = ib_xasprintf ("the image's %s (in a chroot)", interpreter);
       *exact = true;
     }
@@ -213,7 +278,7 @@ ib_py_compile (void *data, const char *interpreter, const char *version, struct 
         r = ib_error (err, IB_EENV, "no Python to check the syntax with: the image's cannot run here and the build machine has no python3");
       else
         {
-          r = run (work, NULL, host, files, n, err);
+          r = run (work, NULL, host, files, n, -1, err);
           *who = ib_xasprintf ("the build machine's %s", host);
         }
       free (host);

@@ -917,3 +917,61 @@ ib_native_check (struct ib_store *s, const struct ib_image *img, struct ib_fsvie
     }
   return r;
 }
+
+/* ---- what a program maps ------------------------------------------------- */
+
+static void
+push_path (char ***out, size_t *n, char *path)
+{
+  *out = ib_xrealloc (*out, (*n + 1) * sizeof (**out));
+  (*out)[(*n)++] = path;
+}
+
+/* A loaded object's file, and the path the loader opens it by (through
+ * the SONAME's symbolic link, ld.so.cache's folder): both must be there. */
+static void
+closure_add (const struct ib_link_loaded *l, char ***out, size_t *n)
+{
+  push_path (out, n, ib_xstrdup (l->path));
+  push_path (out, n, ib_xstrdup (l->name));
+}
+
+int
+ib_link_program_closure (struct ib_store *s, const struct ib_image *img, const struct ib_fsview *view,
+                         const char *program, char ***out, size_t *n_out, ib_error_t *err)
+{
+  struct ib_native_stats st = { 0 };
+  struct ib_native_rules none = { 0 };
+  struct gate g = { .s = s, .img = img, .view = view, .r = &none, .st = &st };
+  g.by_digest = ib_strmap_new ();
+  g.wanted_set = ib_strmap_new ();
+  g.said = ib_strmap_new ();
+  /* The program runs with no LD_LIBRARY_PATH (pycompile.c's environment). */
+  ib_link_paths_init (&g.paths, view, image_machine (img), NULL);
+  int r = ib_store_cache_dir (s, "elflink", &g.elf_cache, err);
+  if (r == 0)
+    r = ib_store_cache_dir (s, "ldconf", &g.conf_cache, err);
+  /* Only what is cached: the caller's other way needs no record, so a
+   * pass over the layers here would be a pass for nothing. */
+  if (r == 0 && !conf_file (&g, "/etc/ld.so.conf", 0))
+    r = 1;
+  struct ib_link_report *rep = NULL;
+  if (r == 0)
+    {
+      struct ib_linker_config cfg = { .view = view, .paths = &g.paths, .record = record_fn, .data = &g };
+      struct ib_linker *k = ib_linker_new (&cfg);
+      struct ib_link_context ctx = { 0 };
+      r = ib_linker_load (k, program, &ctx, true, &rep);
+      ib_linker_free (k);
+    }
+  for (size_t i = 0; r == 0 && i < rep->n_loaded; i++)
+    if (rep->loaded[i].path == NULL)
+      r = 1; /* a library the loader would not find: the program would not start */
+  *out = NULL;
+  *n_out = 0;
+  for (size_t i = 0; r == 0 && i < rep->n_loaded; i++)
+    closure_add (&rep->loaded[i], out, n_out);
+  ib_link_report_free (rep);
+  gate_clear (&g);
+  return r;
+}

@@ -71,6 +71,15 @@ int ib_native_check (struct ib_store *s, const struct ib_image *img, struct ib_f
                      const struct ib_native_rules *rules, ib_problem_fn fn, void *data, struct ib_native_stats *st,
                      cJSON *json, ib_error_t *err);
 
+/* The files the loader maps to start PROGRAM (a view path of a regular
+ * file) in the image, as view paths, PROGRAM first: its DT_NEEDED closure
+ * as glibc's ld.so finds it with no LD_LIBRARY_PATH.  From the records
+ * already cached only (the native indexer's): 1 when one is not cached, or
+ * a library would not be found, and then *OUT is NULL; 0 and *OUT (each
+ * path and the array malloc'd); -1 on error. */
+int ib_link_program_closure (struct ib_store *s, const struct ib_image *img, const struct ib_fsview *view,
+                             const char *program, char ***out, size_t *n_out, ib_error_t *err);
+
 struct ib_elf_link;
 
 /* The record of the file at FD (its content digest DIGEST; WHAT names it

@@ -32,8 +32,8 @@
  * one, whatever the entries say: the link may point anywhere on this
  * machine (libarchive's SECURE_SYMLINKS covers what it writes itself; the
  * whiteouts and hard links written here are checked here). */
-static bool
-through_symlink (const char *root, const char *rel, bool with_last)
+bool
+ib_through_symlink (const char *root, const char *rel, bool with_last)
 {
   cleanup_free char *path = ib_path_join (root, rel);
   size_t skip = strlen (root);
@@ -59,7 +59,7 @@ write_whiteout (const char *root, const char *path, ib_error_t *err)
   const char *gone = name + 4;
   if (strcmp (name, ".wh..wh..opq") != 0 && ib_whiteout_names_nothing (gone))
     return ib_error (err, IB_EINTEGRITY, "whiteout `%s` names no file", path);
-  if (through_symlink (root, path, false))
+  if (ib_through_symlink (root, path, false))
     return ib_error (err, IB_EINTEGRITY, "whiteout `%s` is under a symbolic link", path);
   cleanup_free char *full = ib_path_join (root, path);
   char *slash = strrchr (full, '/');
@@ -96,7 +96,7 @@ extract_entry (struct archive *disk, struct ib_layer_reader *r, struct archive_e
   if (archive_entry_hardlink (ae) == NULL
       && (type == AE_IFCHR || type == AE_IFBLK || type == AE_IFIFO || type == AE_IFSOCK))
     return 0;
-  if (through_symlink (root, clean, false))
+  if (ib_through_symlink (root, clean, false))
     return ib_error (err, IB_EINTEGRITY, "entry `%s` is under a symbolic link", clean);
   cleanup_free char *full = ib_path_join (root, clean);
   archive_entry_set_pathname (ae, full);
@@ -106,7 +106,7 @@ extract_entry (struct archive *disk, struct ib_layer_reader *r, struct archive_e
       cleanup_free char *hc = ib_clean_tar_path (hard);
       if (hc == NULL || hard[0] == '/')
         return ib_error (err, IB_EINTEGRITY, "hard link `%s` leaves the layer", hard);
-      if (through_symlink (root, hc, true))
+      if (ib_through_symlink (root, hc, true))
         return ib_error (err, IB_EINTEGRITY, "hard link `%s` to `%s` goes through a symbolic link", clean, hard);
       cleanup_free char *hfull = ib_path_join (root, hc);
       archive_entry_set_hardlink (ae, hfull);

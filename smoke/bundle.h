@@ -54,6 +54,11 @@ struct ib_run_result
   int n_gpus;
 };
 
+/* Does REL (clean, relative) pass through a symbolic link below ROOT, its
+ * last component included when WITH_LAST?  Nothing extracted is written
+ * through one: an image's link may name any place on this machine. */
+bool ib_through_symlink (const char *root, const char *rel, bool with_last);
+
 /* Layer I of IMG as a folder of the store, extracted once (whiteouts as
  * overlayfs whiteouts): the folder appears (rename) only complete, with its
  * digests checked. */

@@ -217,3 +217,82 @@ t_one_pass_cold_build_equals_the_gates_own_reads() {
   gates=$(grep -c "blobs/sha256/$base" gates.opens)
   [ "$one" -lt "$gates" ]
 }
+
+# DIR/base: a base with the build machine's CPython 3.11 in it, laid out as
+# Debian's merged /usr (/lib and /lib64 are links, the libraries reached by
+# their SONAME links, the build machine's ld.so.conf and ld.so.cache), and
+# 8 MB that no interpreter needs; DIR/over: an
+# overlay over LAYOUT's `base` with one Python file, FILE's text.
+python_base() { # DIR LAYOUT FILE
+  local d=$1 py=/usr/bin/python3.11 lib=/usr/lib/x86_64-linux-gnu f real
+  mkdir -p "$d/base" "$d/over/files"
+  head -c 8000000 /dev/urandom >"$d/base/junk.bin"
+  {
+    printf '[image]\nname = pybase:1\nfrom = scratch\n[copy]\n'
+    echo "file $py $py mode=0755"
+    echo "symlink /usr/bin/python3 python3.11"
+    echo "symlink /lib usr/lib"
+    echo "symlink /lib64 usr/lib64"
+    echo "symlink /usr/lib64/ld-linux-x86-64.so.2 ../lib/x86_64-linux-gnu/ld-linux-x86-64.so.2"
+    for f in ld-linux-x86-64.so.2 libc.so.6 libm.so.6 libz.so.1 libexpat.so.1; do
+      real=$(readlink -f "$lib/$f")
+      echo "file $real $lib/$(basename "$real") mode=0755"
+      [ "$(basename "$real")" = "$f" ] || echo "symlink $lib/$f $(basename "$real")"
+    done
+    echo "tree /usr/lib/python3.11/encodings /usr/lib/python3.11/encodings"
+    echo "file /usr/lib/python3.11/os.py /usr/lib/python3.11/os.py"
+    echo "file /usr/lib/python3.11/warnings.py /usr/lib/python3.11/warnings.py"
+    echo "file junk.bin /usr/share/junk.bin"
+    # As Debian's: the loader finds the libraries by ld.so.cache's paths.
+    echo "file /etc/ld.so.cache /etc/ld.so.cache"
+    echo "file /etc/ld.so.conf /etc/ld.so.conf"
+    echo "tree /etc/ld.so.conf.d /etc/ld.so.conf.d"
+    printf '[new]\n/\n'
+  } >"$d/base/image.conf"
+  "$IB" -q --smoke=off "$d/base" --output "oci:$2:base" >/dev/null
+  cp "$3" "$d/over/files/m.py"
+  printf '[image]\nname = pyover:1\nfrom = oci:%s:base\n[copy]\n' "$2" >"$d/over/image.conf"
+  printf 'file files/m.py /usr/lib/python3/dist-packages/pkg/m.py\n[new]\n/usr/lib/python3/\n' >>"$d/over/image.conf"
+  printf '[symbols]\npython-path /usr/lib/python3/dist-packages\ncheck-package pkg\n[native]\npackage pkg\n' \
+    >>"$d/over/image.conf"
+}
+
+# The syntax check of a cold build runs the image's CPython in a chroot of
+# only the files it needs (builder/pyroot.c): no layer of the base is
+# extracted into the store, and the answers are those of the interpreter
+# over the whole extracted image (the way taken when the link records are
+# not cached: IMGBUILD_NO_INDEXERS).
+t_cold_syntax_check_extracts_only_the_interpreters_files() {
+  [ "$(id -u)" = 0 ] || skip_test "the chroot needs root"
+  [ -x /usr/bin/python3.11 ] || skip_test "no /usr/bin/python3.11 on this machine"
+  # The aarch64 tools under qemu: an amd64 image's CPython is not run there.
+  [ -z "${IB_TEST_PLATFORM:-}" ] || skip_test "the image's CPython runs only on its own architecture"
+  printf 'def f(:\n    pass\n' >bad.py
+  printf 'X = 1\n' >good.py
+  python_base p "$PWD/layout" good.py
+  for mode in closure whole; do
+    off=
+    [ "$mode" = whole ] && off=1
+    (export IMGBUILD_NO_INDEXERS=$off IMGBUILD_STORE="$PWD/s-$mode"
+     "$IB" --smoke=off p/over >"$mode.out" 2>"$mode.err")
+    grep -q 'gate symbols *pass' "$mode.err"
+    grep -q "by the image's /usr/bin/python3.11 (in a chroot)" "$mode.err"
+  done
+  cmp closure.out whole.out
+  # The whole layers on disk only the other way.
+  [ -z "$(ls -A s-closure/imgbuild/rootfs 2>/dev/null)" ]
+  [ -n "$(ls -A s-whole/imgbuild/rootfs)" ]
+  # A file CPython refuses: the same verdict, the same words.
+  cp bad.py p/over/files/m.py
+  for mode in closure whole; do
+    off=
+    [ "$mode" = whole ] && off=1
+    rm -rf "s-$mode"
+    (export IMGBUILD_NO_INDEXERS=$off IMGBUILD_STORE="$PWD/s-$mode"
+     expect_fail 5 'symbols' "$IB" --smoke=off p/over)
+    grep -E '^imgbuild: (symbols|error)' stderr.txt >"$mode.lines"
+  done
+  grep -q 'never closed\|invalid syntax' closure.lines
+  cmp closure.lines whole.lines
+  [ -z "$(ls -A s-closure/imgbuild/rootfs 2>/dev/null)" ]
+}
