@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../layers/digest.h"
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
 
@@ -58,6 +59,20 @@ free_lines (char **lines, size_t n)
   free (lines);
 }
 
+/* The name of a record that depends on its package (it has relative
+ * imports): DIGEST-HASH, HASH of the package.  Copies of one content in
+ * several packages (torch's `from .modules import *` __init__.py files)
+ * each keep their own; under one name per digest only the last one written
+ * was kept, and a cold build read the others out of the base again. */
+static char *
+package_key (const char *digest, const char *package)
+{
+  const char *p = package && *package ? package : "-";
+  ib_digest h;
+  ib_sha256_buf (p, strlen (p), &h);
+  return ib_xasprintf ("%s-%.16s", digest, ib_digest_hex (h.s));
+}
+
 /* Header: magic, the flags, the package; then "d NAME" per definition and
  * "i LINE FROM GUARDED LEVEL MODULE NAME,NAME|-" per import. */
 void
@@ -95,7 +110,8 @@ ib_symcache_save_py (const char *dir, const char *digest, const char *package, c
                                            *im->module ? im->module : "-", names);
       free (names);
     }
-  ib_symcache_save (dir, digest, header, lines, n);
+  cleanup_free char *key = relative ? package_key (digest, package) : ib_xstrdup (digest);
+  ib_symcache_save (dir, key, header, lines, n);
   free_lines (lines, n);
 }
 
@@ -125,8 +141,25 @@ add_cached_import (struct ib_py_module *m, const char *l)
     }
 }
 
+static struct ib_py_module *load_py_at (const char *dir, const char *key, const char *package);
+
+/* The content's one record, else the package's own. */
 struct ib_py_module *
 ib_symcache_load_py (const char *dir, const char *digest, const char *package)
+{
+  if (!digest[0])
+    return NULL;
+  struct ib_py_module *m = load_py_at (dir, digest, package);
+  if (m == NULL)
+    {
+      cleanup_free char *key = package_key (digest, package);
+      m = load_py_at (dir, key, package);
+    }
+  return m;
+}
+
+static struct ib_py_module *
+load_py_at (const char *dir, const char *digest, const char *package)
 {
   cleanup_free char *text = NULL;
   char *header, **lines;

@@ -9,6 +9,7 @@
 
 #include "../../symbol-check/elfsyms.h"
 #include "../../symbol-check/pysyms.h"
+#include "../../symbol-check/symcache.h"
 #include "../../util/cleanup.h"
 #include "../../util/fsutil.h"
 #include "test.h"
@@ -159,4 +160,42 @@ elf_dynsyms_malformed_dynsym (struct test_ctx *t)
   CHECK (t, s == NULL);
   close (fd);
   ib_error_release (&err);
+}
+
+/* One content with relative imports in two packages (torch's several
+ * `from .modules import *` __init__.py): each package's record stays in
+ * the cache, neither replaces the other. */
+void
+symcache_py_same_content_two_packages (struct test_ctx *t)
+{
+  cleanup_free char *dir = ib_path_join (test_tmpdir (), "pysyms-two");
+  ib_error_t err = NULL;
+  CHECK (t, ib_mkdir_p (dir, 0755, &err) == 0);
+  ib_error_release (&err);
+  const char *digest = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+  const char *src = "from .modules import Linear\n";
+  const char *pkgs[] = { "torch.ao.nn.qat", "torch.nn.intrinsic.qat" };
+  for (int i = 0; i < 2; i++)
+    {
+      struct ib_py_module *m = scan (t, src, pkgs[i]);
+      if (m == NULL)
+        return;
+      ib_symcache_save_py (dir, digest, pkgs[i], m);
+      ib_py_module_free (m);
+    }
+  for (int i = 0; i < 2; i++)
+    {
+      struct ib_py_module *m = ib_symcache_load_py (dir, digest, pkgs[i]);
+      CHECK (t, m != NULL);
+      ib_py_module_free (m);
+    }
+  /* A content without relative imports: one record for every package. */
+  struct ib_py_module *m = scan (t, "import os\n", "a");
+  if (m == NULL)
+    return;
+  ib_symcache_save_py (dir, "fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210", "a", m);
+  ib_py_module_free (m);
+  m = ib_symcache_load_py (dir, "fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210", "b");
+  CHECK (t, m != NULL);
+  ib_py_module_free (m);
 }
