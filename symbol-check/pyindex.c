@@ -7,6 +7,7 @@
 #include "../layers/layer_reader.h"
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
+#include "elfsyms.h"
 #include "symcache.h"
 #include "symgate.h"
 
@@ -52,20 +53,66 @@ rel_of (const struct ib_python_indexer *x, const char *path)
   return in_packages (x, mod) ? rel : NULL;
 }
 
+/* An extension module of the packages ("torch/_C.cpython-311-x86_64-linux-gnu.so"
+ * is torch._C): its dynamic symbols are what the gate checks an overlay's
+ * `from torch._C import X` against. */
+static bool
+is_extension (const struct ib_python_indexer *x, const char *path)
+{
+  size_t pl = strlen (path), rl = strlen (x->root);
+  if (pl <= 3 || strcmp (path + pl - 3, ".so") != 0)
+    return false;
+  if (rl && (strncmp (path, x->root, rl) != 0 || path[rl] != '/'))
+    return false;
+  cleanup_free char *mod = ib_xstrdup (rl ? path + rl + 1 : path);
+  char *slash = strrchr (mod, '/');
+  char *dot = strchr (slash ? slash : mod, '.');
+  *dot = '\0';
+  for (char *p = mod; *p; p++)
+    if (*p == '/')
+      *p = '.';
+  return in_packages (x, mod);
+}
+
 static enum ib_index_need
 wants (void *data, const char *path, uint64_t size, const unsigned char *head, size_t n_head)
 {
   (void) size;
   (void) head;
   (void) n_head;
+  if (is_extension (data, path))
+    return IB_INDEX_FD;
   return rel_of (data, path) ? IB_INDEX_TEXT : IB_INDEX_SKIP;
+}
+
+/* The record the gate makes of an extension module (symgate.c's
+ * native_extracted); one it cannot read it reads itself, and says why. */
+static void
+index_extension (struct ib_python_indexer *x, const char *path, const char *digest, int fd)
+{
+  cleanup_free char *cpath = ib_path_join (x->elf_cache, digest);
+  if (access (cpath, F_OK) == 0)
+    return;
+  struct ib_elf_symbols *syms;
+  ib_error_t e = NULL;
+  if (ib_elf_dynsyms (fd, path, &syms, &e) < 0)
+    {
+      ib_error_release (&e);
+      return;
+    }
+  ib_symcache_save_elf (x->elf_cache, digest, syms);
+  ib_elf_symbols_free (syms);
 }
 
 static void
 index_file (void *data, const char *path, const char *digest, const char *text, size_t len, int fd)
 {
-  (void) fd;
   struct ib_python_indexer *x = data;
+  if (fd >= 0)
+    {
+      index_extension (x, path, digest, fd);
+      return;
+    }
   const char *rel = rel_of (x, path);
   if (rel == NULL)
     return;
@@ -100,8 +147,12 @@ ib_python_indexer_init (struct ib_store *s, const char *python_path, char *const
                         struct ib_python_indexer *out, ib_error_t *err)
 {
   memset (out, 0, sizeof (*out));
-  if (ib_store_cache_dir (s, "pysyms", &out->py_cache, err) < 0)
-    return -1;
+  if (ib_store_cache_dir (s, "pysyms", &out->py_cache, err) < 0
+      || ib_store_cache_dir (s, "elfsyms", &out->elf_cache, err) < 0)
+    {
+      free (out->py_cache);
+      return -1;
+    }
   out->root = ib_clean_tar_path (python_path ? python_path : "/");
   if (out->root == NULL)
     out->root = ib_xstrdup ("");
@@ -115,6 +166,7 @@ void
 ib_python_indexer_clear (struct ib_python_indexer *x)
 {
   free (x->py_cache);
+  free (x->elf_cache);
   free (x->root);
-  x->py_cache = x->root = NULL;
+  x->py_cache = x->elf_cache = x->root = NULL;
 }

@@ -100,13 +100,15 @@ int ib_symbols_check (struct ib_store *s, const struct ib_image *img, const stru
 /* The gate's indexer (layers/indexer.h): in the pass that makes a layer's
  * file list, each Python file of PACKAGES under PYTHON_PATH scanned (what
  * it defines and imports) into the cache the gate reads, with the package
- * the gate gives it, so that the gate's reads of the base (the reverse
- * import index, the definitions the overlay imports) read no layer again.
+ * the gate gives it, and the dynamic symbols of each extension module of
+ * PACKAGES, so that the gate's reads of the base (the reverse import
+ * index, the definitions and extension modules the overlay imports) read
+ * no layer again.
  * PACKAGES is kept by pointer. */
 struct ib_python_indexer
 {
   struct ib_indexer ix;
-  char *py_cache, *root;
+  char *py_cache, *elf_cache, *root;
   char *const *packages;
   size_t n_packages;
 };
