@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "../link-check/linkgate.h"
+#include "../util/cleanup.h"
 #include "../util/fsutil.h"
 #include "gates.h"
 
@@ -14,10 +15,12 @@ ib_gate_native (struct ib_build *b, ib_error_t *err)
   const struct ib_native_conf *c = &d->native;
   if (!c->enabled)
     return IB_GATE_SKIPPED; /* no [native] section: nothing was checked, and the report says so */
-  const struct ib_fsview *view;
-  if (ib_build_image_view (b, &view, err) < 0)
+  /* Made if need be.  The gate observes the view while it reads it
+   * (link-check/memo.h), so it gets the build's own, not this read-only
+   * handle. */
+  const struct ib_fsview *built;
+  if (ib_build_image_view (b, &built, err) < 0)
     return -1;
-  (void) view; /* the gate observes the build's view while it reads it */
   /* Whose extension modules: [native] package lines, else the symbol
    * gate's packages. */
   size_t n_default = 0;
@@ -50,16 +53,12 @@ ib_gate_native (struct ib_build *b, ib_error_t *err)
       ib_gate_sink_finish (&k, IB_ESYMBOLS, NULL);
       return -1;
     }
-  if (st.reused)
-    ib_report_note (b->report,
-                    "native: %zu objects, %zu loaded, %zu symbol references; %zu warnings, %zu unchecked, %zu allowed; "
-                    "the verdict over the base, reused: the overlay changes nothing the check read",
-                    st.objects, st.loaded, st.refs, st.warnings, st.unchecked, st.allowed);
-  else
-    ib_report_note (b->report,
-                  "native: %zu objects, %zu loaded, %zu symbol references; %zu warnings, %zu unchecked, %zu allowed; "
-                  "%zu files read in %zu layer passes, %zu cached",
-                  st.objects, st.loaded, st.refs, st.warnings, st.unchecked, st.allowed, st.read, st.layers_read,
-                  st.cached);
+  cleanup_free char *how = st.reused ? ib_xstrdup ("the verdict over the base, reused: the overlay changes nothing "
+                                                   "the check read")
+                                      : ib_xasprintf ("%zu files read in %zu layer passes, %zu cached", st.read,
+                                                      st.layers_read, st.cached);
+  ib_report_note (b->report,
+                  "native: %zu objects, %zu loaded, %zu symbol references; %zu warnings, %zu unchecked, %zu allowed; %s",
+                  st.objects, st.loaded, st.refs, st.warnings, st.unchecked, st.allowed, how);
   return ib_gate_sink_finish (&k, IB_ESYMBOLS, err);
 }

@@ -470,9 +470,6 @@ names_nothing (const char *path)
   return ib_whiteout_names_nothing (slash ? slash + 1 : path);
 }
 
-/* Stack LIST as layer LAYER.  With STEAL the entries' strings move from
- * LIST into the view instead of being copied (LIST is freed next): a base
- * of 60,000 entries is otherwise 120,000 strdup and free per view. */
 /* The first list of a view, stolen: its own array becomes the view's,
  * markers dropped in place.  The copy into a merged array was 6 MB of
  * fresh pages for a base of 60,000 entries, a fifth of a warm build's page
@@ -499,6 +496,9 @@ take_list (struct ib_fsview *v, struct ib_fs_list *list, int layer)
   list->n = 0;
 }
 
+/* Stack LIST as layer LAYER.  With STEAL the entries' strings move from
+ * LIST into the view instead of being copied (LIST is freed next): a base
+ * of 60,000 entries is otherwise 120,000 strdup and free per view. */
 static void
 push_list (struct ib_fsview *v, struct ib_fs_list *list, int layer, bool steal)
 {

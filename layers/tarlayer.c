@@ -3,8 +3,8 @@
 #include <archive.h>
 #include <archive_entry.h>
 #include <errno.h>
-#include <stdbool.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>

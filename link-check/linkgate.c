@@ -855,13 +855,25 @@ replay (const struct ib_memo *m, ib_problem_fn fn, void *data, struct ib_native_
                                   .unchecked = c[5], .allowed = c[6], .reused = true };
 }
 
+/* G's tables, the loader's search paths (with LD_LIBRARY_PATH LLP) and
+ * the caches' folders; gate_clear undoes it, whatever it returns. */
 static int
-check_view (struct gate *g, cJSON *json, ib_error_t *err)
+gate_open (struct gate *g, const char *llp, ib_error_t *err)
 {
-  ib_link_paths_init (&g->paths, g->view, image_machine (g->img), config_env (g->img, "LD_LIBRARY_PATH"));
+  g->by_digest = ib_strmap_new ();
+  g->wanted_set = ib_strmap_new ();
+  g->said = ib_strmap_new ();
+  ib_link_paths_init (&g->paths, g->view, image_machine (g->img), llp);
   int r = ib_store_cache_dir (g->s, "elflink", &g->elf_cache, err);
   if (r == 0)
     r = ib_store_cache_dir (g->s, "ldconf", &g->conf_cache, err);
+  return r;
+}
+
+static int
+check_view (struct gate *g, cJSON *json, ib_error_t *err)
+{
+  int r = gate_open (g, config_env (g->img, "LD_LIBRARY_PATH"), err);
   if (r == 0)
     r = read_driver (g, err);
   if (r == 0)
@@ -898,9 +910,6 @@ ib_native_check (struct ib_store *s, const struct ib_image *img, struct ib_fsvie
   struct gate g = { .s = s, .img = img, .view = view, .r = rules, .st = st };
   g.fn = m ? said_tap : fn;
   g.data = m ? (void *) &tap : data;
-  g.by_digest = ib_strmap_new ();
-  g.wanted_set = ib_strmap_new ();
-  g.said = ib_strmap_new ();
   int r = check_view (&g, json, err);
   gate_clear (&g);
   if (m)
@@ -943,14 +952,8 @@ ib_link_program_closure (struct ib_store *s, const struct ib_image *img, const s
   struct ib_native_stats st = { 0 };
   struct ib_native_rules none = { 0 };
   struct gate g = { .s = s, .img = img, .view = view, .r = &none, .st = &st };
-  g.by_digest = ib_strmap_new ();
-  g.wanted_set = ib_strmap_new ();
-  g.said = ib_strmap_new ();
   /* The program runs with no LD_LIBRARY_PATH (pycompile.c's environment). */
-  ib_link_paths_init (&g.paths, view, image_machine (img), NULL);
-  int r = ib_store_cache_dir (s, "elflink", &g.elf_cache, err);
-  if (r == 0)
-    r = ib_store_cache_dir (s, "ldconf", &g.conf_cache, err);
+  int r = gate_open (&g, NULL, err);
   /* Only what is cached: the caller's other way needs no record, so a
    * pass over the layers here would be a pass for nothing. */
   if (r == 0 && !conf_file (&g, "/etc/ld.so.conf", 0))

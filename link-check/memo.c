@@ -1,9 +1,11 @@
 #include "memo.h"
 
 #include <elf.h>
+#include <errno.h>
 #include <fnmatch.h>
 #include <link.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -209,6 +211,16 @@ split (char *line, char **fields, size_t max)
     }
 }
 
+/* S as a whole number in BASE; false for anything else. */
+static bool
+number (const char *s, int base, unsigned long long *out)
+{
+  char *end;
+  errno = 0;
+  *out = strtoull (s, &end, base);
+  return end != s && *end == '\0' && errno == 0 && s[0] != '-';
+}
+
 static bool
 parse_line (struct ib_memo *m, char *line)
 {
@@ -218,14 +230,14 @@ parse_line (struct ib_memo *m, char *line)
     {
       for (size_t i = 0; i < IB_MEMO_COUNTS; i++)
         {
-          char *end;
-          m->counts[i] = strtoull (f[i + 1], &end, 10);
-          if (end == f[i + 1] || *end)
+          unsigned long long v;
+          if (!number (f[i + 1], 10, &v))
             return false;
+          m->counts[i] = (size_t) v;
         }
       return true;
     }
-  if (strcmp (f[0], "p") == 0 && n == 3)
+  if (strcmp (f[0], "p") == 0 && n == 3 && (strcmp (f[1], "0") == 0 || strcmp (f[1], "1") == 0))
     {
       m->said = ib_xrealloc (m->said, (m->n_said + 1) * sizeof (*m->said));
       m->said[m->n_said++] = (struct ib_memo_said){ f[1][0] == '1', ib_fs_unescape (f[2]) };
@@ -245,10 +257,10 @@ parse_line (struct ib_memo *m, char *line)
     }
   if (strcmp (f[0], "s") == 0 && n == 8 && f[1][0] && !f[1][1] && strlen (f[5]) <= 64)
     {
-      struct seen s = { .type = f[1][0] };
-      s.mode = (unsigned) strtoul (f[2], NULL, 8);
-      s.size = strtoull (f[3], NULL, 10);
-      s.layer = atoi (f[4]);
+      unsigned long long mode, size, layer;
+      if (!number (f[2], 8, &mode) || !number (f[3], 10, &size) || !number (f[4], 10, &layer) || layer > INT_MAX)
+        return false;
+      struct seen s = { .type = f[1][0], .mode = (unsigned) mode, .size = size, .layer = (int) layer };
       if (strcmp (f[5], "-") != 0)
         memcpy (s.digest, f[5], strlen (f[5]) + 1);
       s.link = f[6][0] ? ib_fs_unescape (f[6]) : NULL;
@@ -265,7 +277,8 @@ parse_line (struct ib_memo *m, char *line)
   return false;
 }
 
-/* The memo in TEXT; false (and M as it was not) when it is not whole. */
+/* The memo in TEXT into M; false when it is not whole or a line does not
+ * parse (the caller then empties M: a damaged memo is a miss). */
 static bool
 parse (struct ib_memo *m, char *text, const char *kind)
 {

@@ -39,16 +39,26 @@ in_packages (const struct ib_python_indexer *x, const char *module)
   return false;
 }
 
+/* PATH relative to the root when it is under it and ends with SUFFIX
+ * (".py", ".so"), else NULL. */
+static const char *
+under_root (const struct ib_python_indexer *x, const char *path, const char *suffix)
+{
+  size_t pl = strlen (path), rl = strlen (x->root), sl = strlen (suffix);
+  if (pl <= sl || strcmp (path + pl - sl, suffix) != 0)
+    return NULL;
+  if (rl && (strncmp (path, x->root, rl) != 0 || path[rl] != '/'))
+    return NULL;
+  return rl ? path + rl + 1 : path;
+}
+
 /* PATH relative to the root, or NULL when it is not a module of the packages. */
 static const char *
 rel_of (const struct ib_python_indexer *x, const char *path)
 {
-  size_t pl = strlen (path), rl = strlen (x->root);
-  if (pl <= 3 || strcmp (path + pl - 3, ".py") != 0)
+  const char *rel = under_root (x, path, ".py");
+  if (rel == NULL)
     return NULL;
-  if (rl && (strncmp (path, x->root, rl) != 0 || path[rl] != '/'))
-    return NULL;
-  const char *rel = rl ? path + rl + 1 : path;
   cleanup_free char *mod = module_of (rel);
   return in_packages (x, mod) ? rel : NULL;
 }
@@ -59,12 +69,10 @@ rel_of (const struct ib_python_indexer *x, const char *path)
 static bool
 is_extension (const struct ib_python_indexer *x, const char *path)
 {
-  size_t pl = strlen (path), rl = strlen (x->root);
-  if (pl <= 3 || strcmp (path + pl - 3, ".so") != 0)
+  const char *rel = under_root (x, path, ".so");
+  if (rel == NULL)
     return false;
-  if (rl && (strncmp (path, x->root, rl) != 0 || path[rl] != '/'))
-    return false;
-  cleanup_free char *mod = ib_xstrdup (rl ? path + rl + 1 : path);
+  cleanup_free char *mod = ib_xstrdup (rel);
   char *slash = strrchr (mod, '/');
   char *dot = strchr (slash ? slash : mod, '.');
   *dot = '\0';
