@@ -38,7 +38,8 @@ CXXFLAGS += -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize=vptr,funct
 LDFLAGS += -fsanitize=address,undefined
 endif
 
-LIB_SRC := $(wildcard util/*.c layers/*.c registry/*.c transports/*.c symbol-check/*.c link-check/*.c kernels/*.c kernels/dcp2/dcp2_math.c recipe/*.c smoke/*.c definition/*.c) $(filter-out builder/imgbuild.c builder/imgverify.c,$(wildcard builder/*.c))
+LIB_SRC := $(wildcard util/*.c layers/*.c registry/*.c transports/*.c symbol-check/*.c link-check/*.c kernels/*.c kernels/dcp2/dcp2_math.c recipe/*.c smoke/*.c definition/*.c \
+  pycompile/*.c core/*.c diff/*.c cluster/*.c gates/*.c attest/*.c builder/*.c verify/*.c)
 LIB_CXX := $(wildcard recipe/*.cc)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(LIB_CXX:%.cc=$(BUILD)/obj/%.o)
 UNIT_SRC := $(wildcard tests/unit/*.c)
@@ -67,7 +68,7 @@ DCP2_SMOKE_SRC := kernels/dcp2/dcp2_smoke.c kernels/dcp2/dcp2_math.c kernels/dcp
 $(BUILD)/dcp2_smoke: $(DCP2_SMOKE_SRC) kernels/dcp2/dcp2_math.h kernels/dcp2/kprobe.h
 	$(CC) -O2 -g -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror $(DCP2_SMOKE_SRC) -ldl -lm -o $@
 
-$(BUILD)/%: $(BUILD)/obj/builder/%.o $(BUILD)/libimgbuild.a
+$(BUILD)/%: $(BUILD)/obj/cli/%.o $(BUILD)/libimgbuild.a
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
 $(BUILD)/unit-tests: $(UNIT_SRC) $(BUILD)/libimgbuild.a $(wildcard tests/unit/*.h tests/unit/*.def)

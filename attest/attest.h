@@ -17,7 +17,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "build.h"
+#include "../core/build.h"
 
 #define IB_INTOTO_STATEMENT_V1 "https://in-toto.io/Statement/v1"
 #define IB_PREDICATE_SLSA "https://slsa.dev/provenance/v1"

@@ -25,7 +25,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "build.h"
+#include "../core/build.h"
 
 /* The document for a build whose gates have run. */
 cJSON *ib_provenance_of_build (struct ib_build *b);

@@ -18,7 +18,7 @@
 #include <cjson/cJSON.h>
 
 #include "../layers/indexer.h"
-#include "build.h"
+#include "../core/build.h"
 
 /* NAME is the image's name; CREATED a Unix time. */
 int ib_sbom_of_image (struct ib_store *s, const struct ib_image *img, const struct ib_fsview *view, const char *name,

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gates.h"
+#include "../gates/gates.h"
 
 void
 ib_build_indexers_add (struct ib_build_indexers *x, const struct ib_definition *d, struct ib_store *s)

@@ -14,7 +14,7 @@
 #include "../link-check/linkgate.h"
 #include "../symbol-check/symgate.h"
 #include "../definition/definition.h"
-#include "sbom.h"
+#include "../attest/sbom.h"
 
 struct ib_build_indexers
 {

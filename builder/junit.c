@@ -8,7 +8,7 @@
 
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
-#include "gates.h"
+#include "../gates/gates.h"
 
 int
 ib_report_spec_check (const char *spec, ib_error_t *err)

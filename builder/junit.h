@@ -15,7 +15,7 @@
 
 #include "../util/error.h"
 #include "../definition/definition.h"
-#include "report.h"
+#include "../core/report.h"
 
 /* SPEC is junit:FILE or json:FILE: 0, else an IB_EUSAGE error. */
 int ib_report_spec_check (const char *spec, ib_error_t *err);

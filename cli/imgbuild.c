@@ -11,12 +11,12 @@
 #include "../util/fsutil.h"
 #include "../util/pgzip.h"
 #include "../transports/docker_client.h"
-#include "build.h"
-#include "drift.h"
+#include "../builder/pipeline.h"
+#include "../diff/drift.h"
 #include "../smoke/launch.h"
-#include "load_nodes.h"
-#include "smoke_cluster.h"
-#include "junit.h"
+#include "../cluster/load_nodes.h"
+#include "../cluster/smoke_cluster.h"
+#include "../builder/junit.h"
 
 #ifndef IB_IMAGES_DIR
 #define IB_IMAGES_DIR "/usr/local/share/imgbuild/images"

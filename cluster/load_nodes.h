@@ -12,7 +12,7 @@
 
 #include "../layers/image.h"
 #include "../layers/store.h"
-#include "report.h"
+#include "../core/report.h"
 
 /* HOSTS[i] "" is this machine's daemon ($DOCKER_HOST, else the socket).
  * Fails (with the class of the first node's error) unless every node has

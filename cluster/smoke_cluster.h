@@ -3,6 +3,8 @@
  * allocation), each rank in a container on its node with the same runtime
  * and launch contract as the single-machine smoke test (bundle.c).
  *
+ * The steps on the nodes are verify/node.h.
+ *
  *   1. pull: one process per node, `imgverify --node-pull REF`: the node
  *      pulls the image by digest into its own store (what it has is not
  *      fetched again) and says how many GPUs it has;
@@ -25,7 +27,7 @@
 
 #include <stdbool.h>
 
-#include "build.h"
+#include "../core/build.h"
 
 struct ib_cluster_options
 {
@@ -42,32 +44,7 @@ struct ib_cluster_options
  * on the hosts of B->opt->cluster. */
 int ib_smoke_cluster (struct ib_build *b, const char *ref, ib_error_t *err);
 
-/* What the launcher starts on each node (imgverify --node-pull and
- * --node-rank); their exit codes are imgverify's. */
-struct ib_node_options
-{
-  const char *ref;
-  const char *store;
-  struct ib_remote_options remote;
-  const char *slots;      /* --node-slots "1,2": the GPUs each node (by its rank in the pull) needs */
-  const char *definition; /* --node-definition HEX: the definition's gate text */
-  const char *program;    /* --node-program: the smoke program on the node */
-  const char *run_id;     /* --node-run-id: names the run's containers */
-  int dcp;
-};
-/* The GPUs of this node that the smoke test may use: IMGBUILD_NODE_GPUS
- * ("1" or "0,2": device indices, for nodes that share a machine or GPUs
- * kept for other work), else all of /dev/nvidia*.  *DEVICE: the index of
- * the LOCAL-th of them (-1 when there is none). */
-int ib_node_gpus (int local, int *device);
-int ib_node_pull_main (const struct ib_node_options *o);
-int ib_node_rank_main (const struct ib_node_options *o);
-/* imgverify --node-sweep RUN-ID: after a failed run, every container of
- * that run still on the node is killed and deleted (what a reaper that
- * was itself stopped left). */
-int ib_node_sweep_main (const struct ib_node_options *o);
-
-/* One rank's container on this node (gate_smoke.c): RANK of WORLD, its
+/* One rank's container on this node (ib_smoke_rank_run, gates/gate_smoke.c): RANK of WORLD, its
  * node's GPU LOCAL_RANK, DCP groups of DCP; the program's output on stdout.
  * *EXIT_CODE: the program's. */
 struct ib_smoke_rank
@@ -78,7 +55,5 @@ struct ib_smoke_rank
   const char *run_id; /* the container is imgbuild-smoke-RUN_ID-rankR */
 };
 #define IB_SMOKE_CONTAINER_PREFIX "imgbuild-smoke-"
-
-int ib_smoke_rank_run (struct ib_build *b, const struct ib_smoke_rank *rk, int *exit_code, ib_error_t *err);
 
 #endif

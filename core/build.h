@@ -87,14 +87,4 @@ int ib_build_base_view (struct ib_build *b, const struct ib_fsview **out, ib_err
 /* The candidate image's merged file system (base + overlay). */
 int ib_build_image_view (struct ib_build *b, const struct ib_fsview **out, ib_error_t *err);
 
-/* Run the gates of PHASE over B (imgverify runs the IMAGE ones over an
- * existing image with the same code). */
-int ib_build_run_gates (struct ib_build *b, int phase, ib_error_t *err);
-
-/* Build DEF.  On success the image is tagged (and written to the outputs);
- * *MANIFEST receives its digest.  DEF gains the items of its [copy OS/ARCH]
- * sections for the base's platform (ib_definition_select_platform). */
-int ib_build_run (struct ib_definition *def, const struct ib_build_options *opt, ib_digest *manifest,
-                  ib_error_t *err);
-
 #endif

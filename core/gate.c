@@ -1,31 +1,11 @@
-#include "gates.h"
+/* A gate's row in the report, its skip reason, and the sink its problems
+ * go to.  See gate.h. */
+#include "gate.h"
 
 #include <stdarg.h>
 #include <stdlib.h>
 
 #include "../util/fsutil.h"
-#include "recipes.h"
-
-/* In pipeline order within each phase. */
-static const struct ib_gate gates[] = {
-  { "definition", IB_PHASE_INPUTS, ib_gate_definition },
-  { "symbols", IB_PHASE_IMAGE, ib_gate_symbols },
-  { "native", IB_PHASE_IMAGE, ib_gate_native },
-  { "kernels", IB_PHASE_IMAGE, ib_gate_kernels },
-  { "toolchains", IB_PHASE_IMAGE, ib_gate_toolchains },
-  { "driver", IB_PHASE_IMAGE, ib_gate_driver },
-  { "ptx", IB_PHASE_IMAGE, ib_gate_ptx },
-  { "jit-budget", IB_PHASE_IMAGE, ib_gate_jit_budget },
-  { "recipe", IB_PHASE_IMAGE, ib_gate_recipe },
-  { "smoke", IB_PHASE_IMAGE, ib_gate_smoke },
-};
-
-const struct ib_gate *
-ib_gates (size_t *n)
-{
-  *n = sizeof (gates) / sizeof (gates[0]);
-  return gates;
-}
 
 void
 ib_gate_sink_problem (void *sink, bool is_error, const char *msg)

@@ -910,3 +910,16 @@ ib_definition_find (const char *target)
   return ib_xstrdup (target);
 }
 
+bool
+ib_definition_declares_new (const struct ib_definition *d, const char *target)
+{
+  for (size_t i = 0; i < d->n_new; i++)
+    {
+      const char *n = d->new_paths[i];
+      size_t len = strlen (n);
+      if (strcmp (n, target) == 0 || (len && n[len - 1] == '/' && strncmp (n, target, len) == 0)
+          || strcmp (n, "/") == 0)
+        return true;
+    }
+  return false;
+}

@@ -143,4 +143,7 @@ int ib_definition_select_platform (struct ib_definition *d, const cJSON *config,
  * cleaned (absolute manifest target, ".."). */
 char *ib_copy_item_target (const struct ib_copy_item *it);
 
+/* TARGET ("/usr/…") is covered by D's [new] section. */
+bool ib_definition_declares_new (const struct ib_definition *d, const char *target);
+
 #endif

@@ -10,7 +10,7 @@
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
 #include "filesum.h"
-#include "gates.h"
+#include "../core/build.h"
 
 #define MAX_LOCK_SIZE (16u << 20)
 

@@ -20,7 +20,7 @@
 
 #include <stddef.h>
 
-#include "build.h"
+#include "../core/build.h"
 #include "../definition/definition.h"
 #include "../util/requirement.h"
 

@@ -8,9 +8,9 @@
 #include "../layers/digest.h"
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
-#include "gates.h"
+#include "../core/gate.h"
 #include "imgdiff.h"
-#include "report.h"
+#include "../core/report.h"
 
 #define MAX_DEFINITION_SIZE (1u << 20)
 

@@ -13,7 +13,7 @@
 
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
-#include "drift.h"
+#include "../diff/drift.h"
 #include "gates.h"
 
 /* Every problem of this gate is an error. */
@@ -37,20 +37,6 @@ has_dotdot (const char *p)
   for (const char *s = p; (s = strstr (s, "..")); s += 2)
     if ((s == p || s[-1] == '/') && (s[2] == '\0' || s[2] == '/'))
       return true;
-  return false;
-}
-
-bool
-ib_definition_declares_new (const struct ib_definition *d, const char *target)
-{
-  for (size_t i = 0; i < d->n_new; i++)
-    {
-      const char *n = d->new_paths[i];
-      size_t len = strlen (n);
-      if (strcmp (n, target) == 0 || (len && n[len - 1] == '/' && strncmp (n, target, len) == 0)
-          || strcmp (n, "/") == 0)
-        return true;
-    }
   return false;
 }
 

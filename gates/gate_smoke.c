@@ -20,7 +20,7 @@
 #include "../smoke/gpuinfo.h"
 #include "../smoke/kprobe_result.h"
 #include "../smoke/nccl_log.h"
-#include "smoke_cluster.h"
+#include "../cluster/smoke_cluster.h"
 
 /* Where the probe's cubins and manifest appear in the container. */
 #define KPROBE_TARGET "/opt/imgbuild/kprobe"

@@ -6,7 +6,7 @@
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
 #include "gates.h"
-#include "pycompile.h"
+#include "../pycompile/pycompile.h"
 
 char **
 ib_default_packages (const struct ib_definition *d, size_t *n)

@@ -10,7 +10,7 @@
 
 #include "../layers/transport.h"
 #include "../recipe/rcheck.h"
-#include "build.h"
+#include "../core/build.h"
 
 struct ib_recipe_verify_options
 {

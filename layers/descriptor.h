@@ -40,7 +40,7 @@
 /* A signature, laid out as cosign lays out its own in OCI 1.1 mode: an
  * artifact of this type whose one layer is the signed payload (cosign's
  * "simple signing" JSON) with the signature, base64, in the annotation
- * IB_ANNOTATION_COSIGN_SIGNATURE (builder/sign.h). */
+ * IB_ANNOTATION_COSIGN_SIGNATURE (attest/sign.h). */
 #define IB_MT_COSIGN_SIGNATURE "application/vnd.dev.cosign.artifact.sig.v1+json"
 #define IB_MT_COSIGN_SIMPLESIGNING "application/vnd.dev.cosign.simplesigning.v1+json"
 #define IB_ANNOTATION_COSIGN_SIGNATURE "dev.cosignproject.cosign/signature"

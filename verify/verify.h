@@ -11,7 +11,7 @@
 #include "../layers/image.h"
 #include "../layers/store.h"
 #include "../util/requirement.h"
-#include "report.h"
+#include "../core/report.h"
 
 struct ib_verify_stats
 {

@@ -8,11 +8,11 @@
 #include "../transports/refs.h"
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
-#include "build.h"
-#include "gates.h"
-#include "junit.h"
-#include "provenance.h"
-#include "sign.h"
+#include "../builder/pipeline.h"
+#include "../gates/gates.h"
+#include "../builder/junit.h"
+#include "../attest/provenance.h"
+#include "../attest/sign.h"
 #include "verify.h"
 
 /* What --require-gates may name, with the class of the failure when one of

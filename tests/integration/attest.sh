@@ -277,7 +277,7 @@ t_attest_sbom_lists_dpkg_python_and_gpu_code() {
 }
 
 # Issue 18: a cold build (a store that never saw the base) fills the SBOM's
-# cache in the file-list pass (builder/sbom.c's indexer), so its SBOM reads
+# cache in the file-list pass (attest/sbom.c's indexer), so its SBOM reads
 # no layer; with the indexers off (IMGBUILD_NO_INDEXERS=1) the SBOM reads
 # the base's layer itself.  Both list the same packages, and every cache
 # entry is byte for byte the same.

@@ -258,7 +258,7 @@ python_base() { # DIR LAYOUT FILE
 }
 
 # The syntax check of a cold build runs the image's CPython in a chroot of
-# only the files it needs (builder/pyroot.c): no layer of the base is
+# only the files it needs (pycompile/pyroot.c): no layer of the base is
 # extracted into the store, and the answers are those of the interpreter
 # over the whole extracted image (the way taken when the link records are
 # not cached: IMGBUILD_NO_INDEXERS).

@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "../../definition/definition.h"
-#include "../../builder/sbom.h"
+#include "../../attest/sbom.h"
 #include "../../util/cleanup.h"
 #include "../../util/fsutil.h"
 #include "test.h"

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "../../builder/filesum.h"
+#include "../../diff/filesum.h"
 #include "test.h"
 
 static struct ib_file_summary *
