@@ -66,7 +66,8 @@ struct ib_native_stats
  * verdict is kept in the store and given again to the next image over the
  * same base layers whose overlay leaves what the check read as it was
  * (memo.h; VIEW is observed meanwhile, its entries unchanged); with JSON
- * or a DRIVER the check runs in full. */
+ * or a DRIVER the check runs in full.  (native_memo.c; the check is
+ * linkgate.c.) */
 int ib_native_check (struct ib_store *s, const struct ib_image *img, struct ib_fsview *view,
                      const struct ib_native_rules *rules, ib_problem_fn fn, void *data, struct ib_native_stats *st,
                      cJSON *json, ib_error_t *err);
