@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "../layers/extract.h"
+#include "../util/cpus.h"
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
 
@@ -466,13 +467,6 @@ job_exited (struct prebake *p, struct job *j, int status, ib_error_t *err)
 }
 
 static int
-cpu_count (void)
-{
-  long n = sysconf (_SC_NPROCESSORS_ONLN);
-  return n > 0 ? (int) n : 1;
-}
-
-static int
 run_jobs (struct prebake *p, int cap, ib_error_t *err)
 {
   size_t next = 0, done = 0;
@@ -608,7 +602,7 @@ ib_prebake_run (struct ib_store *s, const struct ib_image *base, const struct ib
   struct prebake p = { .store = s, .spec = spec, .res = res };
   cleanup_free char *image_root = NULL;
   const char *max_jobs = getenv ("MAX_JOBS");
-  int cap = spec->jobs > 0 ? spec->jobs : max_jobs && atoi (max_jobs) > 0 ? atoi (max_jobs) : cpu_count ();
+  int cap = spec->jobs > 0 ? spec->jobs : max_jobs && atoi (max_jobs) > 0 ? atoi (max_jobs) : ib_online_cpus ();
   res->jobs = cap;
   int r = ib_find_nvcc (&res->nvcc, err);
   p.nvcc = res->nvcc;

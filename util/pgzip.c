@@ -8,6 +8,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "cpus.h"
 #include "fsutil.h"
 
 /* deflate's window: a block's matches reach this far into the one before. */
@@ -365,8 +366,6 @@ ib_pgzip_free (struct ib_pgzip *z)
 int
 ib_pgzip_default_threads (void)
 {
-  long n = sysconf (_SC_NPROCESSORS_ONLN);
-  if (n < 1)
-    return 1;
-  return n > IB_PGZIP_MAX_THREADS ? IB_PGZIP_MAX_THREADS : (int) n;
+  int n = ib_online_cpus ();
+  return n > IB_PGZIP_MAX_THREADS ? IB_PGZIP_MAX_THREADS : n;
 }

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "../layers/layer_reader.h"
+#include "../util/cpus.h"
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
 
@@ -140,13 +141,6 @@ worker (void *data)
     }
 }
 
-static int
-cpu_count (void)
-{
-  long n = sysconf (_SC_NPROCESSORS_ONLN);
-  return n > 0 ? (int) n : 1;
-}
-
 static void
 run_pool (struct ib_store *s, struct item *items, size_t n, int jobs, struct ib_report *report, const char *what)
 {
@@ -155,7 +149,7 @@ run_pool (struct ib_store *s, struct item *items, size_t n, int jobs, struct ib_
     total += items[i].desc.size == UINT64_MAX ? 0 : items[i].desc.size;
   struct pool p = { .store = s, .items = items, .n = n, .progress = ib_progress_start (report, what, total) };
   pthread_mutex_init (&p.lock, NULL);
-  int t = jobs > 0 ? jobs : cpu_count ();
+  int t = jobs > 0 ? jobs : ib_online_cpus ();
   if ((size_t) t > n)
     t = (int) (n ? n : 1);
   pthread_t *th = ib_xcalloc ((size_t) t, sizeof (*th));
