@@ -15,37 +15,9 @@
 # Exit 0 when every step did as it must, 1 otherwise, 2 when it cannot run.
 set -euo pipefail
 [ $# = 2 ] || { echo "usage: tests/gpu/probe-one.sh CARRY OUT" >&2; exit 2; }
-CARRY=$(readlink -f "$1"); OUT=$2
-if [ -f "$CARRY" ]; then
-  rm -rf /tmp/ib-carry && mkdir -p /tmp/ib-carry && tar xzf "$CARRY" -C /tmp/ib-carry && CARRY=/tmp/ib-carry
-fi
-mkdir -p "$OUT"
-: >"$OUT/summary.txt"
-export LD_LIBRARY_PATH=$CARRY/lib PATH=$CARRY/bin:/usr/local/cuda/bin:$PATH
-export IMGBUILD_STORE=/tmp/ib-store NCCL_NVLS_ENABLE=0
-IB=$CARRY/build/imgbuild IV=$CARRY/build/imgverify
-if [ ! -e /dev/nvidia0 ] || ! nvidia-smi -L >"$OUT/gpus.txt"; then
-  echo "probe-one.sh: this machine has no usable GPU: nothing was tested" >&2
-  exit 2
-fi
-rm -rf "$IMGBUILD_STORE" /tmp/ib-gdefs && cp -a "$CARRY/store" "$IMGBUILD_STORE"
-FAILED=()
-step() { echo "== $*" | tee -a "$OUT/summary.txt"; }
-fail() { FAILED+=("$*"); echo "   FAIL: $*" | tee -a "$OUT/summary.txt"; }
-expect() { # CODE NAME LOG CMD... (CODE "any": recorded, not judged)
-  local want=$1 name=$2 log=$3 rc=0
-  shift 3
-  "$@" >"$log" 2>&1 || rc=$?
-  echo "   exit $rc, must be $want" | tee -a "$OUT/summary.txt"
-  [ "$want" = any ] || [ "$rc" = "$want" ] || { fail "$name: exit $rc, must be $want (log: $log)"; tail -20 "$log" >&2; }
-}
-expect_in() { grep -Eq -- "$2" "$1" || fail "$3: \`$2\` not in $1"; }
+source "$(dirname "$0")/lib.sh"
+gpu_setup "$1" "$2" /tmp/ib-gdefs
 show() { grep -E "$1" "$2" | tail -"${3:-20}" | tee -a "$OUT/summary.txt" || true; }
-not_tagged() {
-  local rc=0
-  "$IV" --kernels "$1" >/dev/null 2>&1 || rc=$?
-  if [ "$rc" = 9 ]; then echo "   $1 not tagged" | tee -a "$OUT/summary.txt"; else fail "$1: imgverify exit $rc, must be 9"; fi
-}
 
 step "base: stand-in + this machine's NCCL; dsv41-flash-dcp2 built with --smoke=off (one GPU: no DCP group)"
 expect 0 base "$OUT/base.txt" "$IB" tests/gpu/nccl-layer
@@ -95,8 +67,4 @@ expect_in "$OUT/planted-corrupt.txt" 'error: .*kernel (probe failed|dcp2_a2a_com
 show 'error' "$OUT/planted-corrupt.txt" 3
 not_tagged dcp2-planted-smem:1
 
-if [ ${#FAILED[@]} -gt 0 ]; then
-  printf 'FAILED: %s\n' "${FAILED[@]}" | tee -a "$OUT/summary.txt"
-  exit 1
-fi
-echo "PASSED: every step as it must be" | tee -a "$OUT/summary.txt"
+gpu_finish

@@ -26,61 +26,13 @@
 # all (usage, no GPU: never a silent pass).
 set -euo pipefail
 [ $# = 2 ] || { echo "usage: tests/gpu/smoke.sh CARRY OUT" >&2; exit 2; }
-CARRY=$(readlink -f "$1"); OUT=$2
-# A packed carry (prepare-carry.sh DIR --pack: DIR/carry.tgz) is unpacked first.
-if [ -f "$CARRY" ]; then
-  rm -rf /tmp/ib-carry && mkdir -p /tmp/ib-carry && tar xzf "$CARRY" -C /tmp/ib-carry && CARRY=/tmp/ib-carry
-fi
-mkdir -p "$OUT"
-: >"$OUT/summary.txt"
-export LD_LIBRARY_PATH=$CARRY/lib PATH=$CARRY/bin:/usr/local/cuda/bin:$PATH
-export IMGBUILD_STORE=/tmp/ib-store NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-IB=$CARRY/build/imgbuild IV=$CARRY/build/imgverify
-if [ ! -e /dev/nvidia0 ] || ! nvidia-smi -L >"$OUT/gpus.txt"; then
-  echo "smoke.sh: this machine has no usable GPU: nothing was tested" >&2
-  exit 2
-fi
+source "$(dirname "$0")/lib.sh"
+gpu_setup "$1" "$2" /tmp/ib-defs
+export TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 cat "$OUT/gpus.txt"
 ngpu=$(wc -l <"$OUT/gpus.txt")
-rm -rf "$IMGBUILD_STORE" /tmp/ib-defs && cp -a "$CARRY/store" "$IMGBUILD_STORE"
-FAILED=()
-STEPS=0
-step() { echo "== $*" | tee -a "$OUT/summary.txt"; }
-now() { date +%s.%N; }
-since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
-fail() { FAILED+=("$*"); echo "   FAIL: $*" | tee -a "$OUT/summary.txt"; }
 # Lines of a log worth seeing; never an assertion (no match is fine).
 show() { grep -E "$1" "$2" | tail -"${3:-40}" || true; }
-
-# expect CODE NAME LOG CMD...: CMD must exit with CODE.
-expect() {
-  local want=$1 name=$2 log=$3 t0 rc=0
-  shift 3
-  STEPS=$((STEPS + 1))
-  t0=$(now)
-  "$@" >"$log" 2>&1 || rc=$?
-  echo "   exit $rc, must be $want ($(since "$t0") s)" | tee -a "$OUT/summary.txt"
-  if [ "$rc" != "$want" ]; then
-    fail "$name: exit $rc, must be $want (log: $log)"
-    tail -20 "$log" >&2
-  fi
-}
-
-# expect_in LOG REGEX NAME: the log of a step must say REGEX.
-expect_in() {
-  grep -Eq -- "$2" "$1" || fail "$3: \`$2\` not in $1"
-}
-
-# not_tagged TAG: a failed build left no tag (imgverify: 9, does not resolve).
-not_tagged() {
-  local rc=0
-  "$IV" --kernels "$1" >/dev/null 2>&1 || rc=$?
-  if [ "$rc" = 9 ]; then
-    echo "   $1 not tagged" | tee -a "$OUT/summary.txt"
-  else
-    fail "$1: imgverify --kernels exit $rc, must be 9 (the tag must not exist)"
-  fi
-}
 
 [ "$ngpu" -ge 2 ] || fail "$ngpu GPU(s): the smoke test needs a DCP group of 2"
 
@@ -238,8 +190,4 @@ expect 0 cuobjdump "$OUT/compare.txt" python3 kernels/tools/compare_cuobjdump.py
 cat "$OUT/compare.txt" | tee -a "$OUT/cuobjdump.txt"
 [ "$(grep -c '^SAME ' "$OUT/compare.txt")" = 3 ] || fail "cuobjdump: not all 3 files SAME"
 
-if [ ${#FAILED[@]} -gt 0 ]; then
-  { echo "FAILED: ${#FAILED[@]} check(s) of $STEPS steps:"; printf '  %s\n' "${FAILED[@]}"; } | tee -a "$OUT/summary.txt"
-  exit 1
-fi
-echo "PASSED: all $STEPS steps as they must be" | tee -a "$OUT/summary.txt"
+gpu_finish
