@@ -6,6 +6,7 @@
 #include "../kernels/cudabin.h"
 #include "../kernels/kgate.h"
 #include "../layers/extract.h"
+#include "../link-check/memo.h"
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
 #include "attest.h"
@@ -393,17 +394,11 @@ runs_code (const struct ib_cuda_file *f)
   return false;
 }
 
-static cJSON *
-gpu_package (size_t *ids, const struct ib_fs_entry *e, const struct ib_cuda_file *f)
+/* "GPU code: ARCH ...": the architectures with kernels, each once, in the
+ * order the file has them. */
+static char *
+gpu_comment (const struct ib_cuda_file *f)
 {
-  cleanup_free char *path = ib_xasprintf ("/%s", e->path);
-  cJSON *pkg = package (ids, "gpu", path, NULL);
-  cJSON *sum = cJSON_CreateObject ();
-  cJSON_AddStringToObject (sum, "algorithm", "SHA256");
-  cJSON_AddStringToObject (sum, "checksumValue", e->digest);
-  cJSON_AddItemToArray (cJSON_AddArrayToObject (pkg, "checksums"), sum);
-  cJSON_AddStringToObject (pkg, "primaryPackagePurpose", "LIBRARY");
-  /* The architectures, each once, in the order the file has them. */
   char *text = ib_xstrdup ("GPU code:");
   for (size_t i = 0; i < f->n; i++)
     {
@@ -422,20 +417,81 @@ gpu_package (size_t *ids, const struct ib_fs_entry *e, const struct ib_cuda_file
       text = ib_xrealloc (text, len + wl + 1);
       memcpy (text + len, word, wl + 1);
     }
-  cJSON_AddStringToObject (pkg, "comment", text);
-  free (text);
+  return text;
+}
+
+/* One object with GPU code: PATH (in the image, no leading slash), its
+ * content's DIGEST (hex) and gpu_comment's COMMENT. */
+static cJSON *
+gpu_package (size_t *ids, const char *path, const char *digest, const char *comment)
+{
+  cleanup_free char *abs = ib_xasprintf ("/%s", path);
+  cJSON *pkg = package (ids, "gpu", abs, NULL);
+  cJSON *sum = cJSON_CreateObject ();
+  cJSON_AddStringToObject (sum, "algorithm", "SHA256");
+  cJSON_AddStringToObject (sum, "checksumValue", digest);
+  cJSON_AddItemToArray (cJSON_AddArrayToObject (pkg, "checksums"), sum);
+  cJSON_AddStringToObject (pkg, "primaryPackagePurpose", "LIBRARY");
+  cJSON_AddStringToObject (pkg, "comment", comment);
   return pkg;
+}
+
+/* ---- the GPU-code list kept per base (link-check/memo.h) ---------------- */
+
+/* The list is a function of what the glob read of the view (the entries
+ * it matched, the links it followed, its patterns) and of the files'
+ * content (the kernel gate's per-content cache; the program's build-id is
+ * in the memo's key): kept per base, so that a warm build whose overlay
+ * changes none of it does not glob the base's every path again.  One
+ * memo line per object, "DIGEST\tCOMMENT\tPATH" (neither of the first two
+ * holds a tab); nothing kept when the list could not be made. */
+#define GPU_MEMO "sbom-gpu"
+#define GPU_MEMO_SETTINGS "globs *.so *.so.* *.cubin *.fatbin\n"
+
+/* The glob picks nothing by walking the view: its patterns say all. */
+static bool
+gpu_selects (void *data, const struct ib_fs_entry *e)
+{
+  (void) data;
+  (void) e;
+  return false;
+}
+
+/* The kept list of hit M into LIST; false (LIST untouched) when a line
+ * is not one of ours, and then the list is made again. */
+static bool
+gpu_replay (const struct ib_memo *m, cJSON *list, size_t *ids)
+{
+  size_t n;
+  const struct ib_memo_said *p = ib_memo_problems (m, &n);
+  for (size_t i = 0; i < n; i++)
+    {
+      const char *tab = strchr (p[i].msg, '\t');
+      if (p[i].is_error || tab == NULL || tab - p[i].msg != 64 || strchr (tab + 1, '\t') == NULL)
+        return false;
+    }
+  for (size_t i = 0; i < n; i++)
+    {
+      const char *digest = p[i].msg, *comment = digest + 65, *path = strchr (comment, '\t') + 1;
+      cleanup_free char *d = strndup (digest, 64), *c = strndup (comment, (size_t) (path - 1 - comment));
+      cJSON_AddItemToArray (list, gpu_package (ids, path, d, c));
+    }
+  return true;
 }
 
 /* Shared objects, cubins and fatbins that carry GPU code.  A file whose
  * GPU code cannot be read is no build error here (the kernel gate judges
  * the files it is asked about): the SBOM says so in its comment. */
 static void
-add_gpu_objects (struct ib_store *s, const struct ib_image *img, const struct ib_fsview *view, cJSON *doc,
-                 cJSON *list, size_t *ids)
+gpu_list (struct ib_store *s, const struct ib_image *img, struct ib_fsview *view, struct ib_memo *m, cJSON *doc,
+          cJSON *list, size_t *ids)
 {
   const struct ib_fs_entry **files = NULL;
+  if (m)
+    ib_memo_record (m, view);
   size_t n = ib_kernels_glob_files (view, NULL, 0, &files);
+  if (m)
+    ib_fsview_observe (view, NULL);
   struct ib_cuda_file **code = ib_xcalloc (n ? n : 1, sizeof (*code));
   ib_error_t e = NULL;
   if (ib_kernels_inspect_entries (s, img, files, n, code, NULL, &e) < 0)
@@ -445,13 +501,44 @@ add_gpu_objects (struct ib_store *s, const struct ib_image *img, const struct ib
       ib_error_release (&e);
     }
   else
-    for (size_t i = 0; i < n; i++)
-      if (code[i] && runs_code (code[i]))
-        cJSON_AddItemToArray (list, gpu_package (ids, files[i], code[i]));
+    {
+      for (size_t i = 0; i < n; i++)
+        if (code[i] && runs_code (code[i]))
+          {
+            cleanup_free char *comment = gpu_comment (code[i]);
+            cJSON_AddItemToArray (list, gpu_package (ids, files[i]->path, files[i]->digest, comment));
+            cleanup_free char *line = ib_xasprintf ("%s\t%s\t%s", files[i]->digest, comment, files[i]->path);
+            if (m)
+              ib_memo_said (m, false, line);
+          }
+      if (m)
+        ib_memo_save (m);
+    }
   for (size_t i = 0; i < n; i++)
     ib_cuda_file_free (code[i]);
   free (code);
   free (files);
+}
+
+/* The GPU-code list of IMG (its layers from FIRST on its overlay), from
+ * the memo over its base when that holds; whether it did. */
+static bool
+add_gpu_objects (struct ib_store *s, const struct ib_image *img, struct ib_fsview *view, int first, cJSON *doc,
+                 cJSON *list, size_t *ids)
+{
+  struct ib_memo *m = NULL;
+  ib_memo_open (s, GPU_MEMO, GPU_MEMO_SETTINGS, img, first, view, gpu_selects, NULL, &m);
+  bool reused = m && ib_memo_hit (m) && gpu_replay (m, list, ids);
+  if (!reused && m && ib_memo_hit (m))
+    {
+      /* Not ours, so not to be kept either: made again, without a memo. */
+      ib_memo_free (m);
+      m = NULL;
+    }
+  if (!reused)
+    gpu_list (s, img, view, m, doc, list, ids);
+  ib_memo_free (m);
+  return reused;
 }
 
 static void
@@ -465,8 +552,8 @@ relate (cJSON *rels, const char *a, const char *type, const char *b)
 }
 
 int
-ib_sbom_of_image (struct ib_store *s, const struct ib_image *img, const struct ib_fsview *view, const char *name,
-                  long long created, cJSON **out, ib_error_t *err)
+ib_sbom_of_image (struct ib_store *s, const struct ib_image *img, struct ib_fsview *view, int first, const char *name,
+                  long long created, bool *gpu_reused, cJSON **out, ib_error_t *err)
 {
   cJSON *doc = cJSON_CreateObject ();
   cJSON_AddStringToObject (doc, "spdxVersion", "SPDX-2.3");
@@ -498,7 +585,7 @@ ib_sbom_of_image (struct ib_store *s, const struct ib_image *img, const struct i
       cJSON_Delete (doc);
       return -1;
     }
-  add_gpu_objects (s, img, view, doc, list, &ids);
+  *gpu_reused = add_gpu_objects (s, img, view, first, doc, list, &ids);
   cJSON *rels = cJSON_AddArrayToObject (doc, "relationships");
   relate (rels, "SPDXRef-DOCUMENT", "DESCRIBES", "SPDXRef-Image");
   const cJSON *p;
@@ -518,5 +605,14 @@ ib_sbom_of_build (struct ib_build *b, cJSON **out, ib_error_t *err)
   const struct ib_fsview *view;
   if (ib_build_image_view (b, &view, err) < 0)
     return -1;
-  return ib_sbom_of_image (b->store, b->image, view, b->name, b->started, out, err);
+  /* The build's own view, not the read-only handle: the GPU-code list
+   * observes it while it globs (add_gpu_objects). */
+  bool reused = false;
+  if (ib_sbom_of_image (b->store, b->image, b->image_view, (int) b->first_overlay_layer, b->name, b->started,
+                        &reused, out, err)
+      < 0)
+    return -1;
+  if (reused)
+    ib_report_note (b->report, "sbom: the GPU-code list over the base, reused: the overlay changes nothing it read");
+  return 0;
 }

@@ -312,6 +312,118 @@ t_attest_sbom_cold_build_fills_its_cache_in_the_one_pass() {
   [ "$one" -lt "$own" ]
 }
 
+# ---- the SBOM's GPU-code list, kept per base (builder/sbom.c) --------------
+
+# sbom_pred STORE DIGEST: the SBOM statement's predicate about DIGEST, as
+# compact JSON without its creation time (the one field that differs
+# between two builds of the same image): read with Python, not imgbuild.
+sbom_pred() {
+  /usr/bin/python3 - "$1" "$2" <<'PY'
+import json, os, sys
+lay, digest = sys.argv[1:3]
+def blob(d): return json.load(open(os.path.join(lay, "blobs", *d.split(":"))))
+found = []
+for e in json.load(open(os.path.join(lay, "index.json")))["manifests"]:
+    m = blob(e["digest"])
+    if m.get("subject", {}).get("digest") != digest:
+        continue
+    for l in m.get("layers", []):
+        if l.get("annotations", {}).get("in-toto.io/predicate-type") == "https://spdx.dev/Document":
+            p = blob(l["digest"])["predicate"]
+            del p["creationInfo"]["created"]
+            found.append(json.dumps(p, sort_keys=True, separators=(",", ":")))
+assert len(set(found)) == 1, found
+print(found[0])
+PY
+}
+
+# gpu_base: the base sbase:1 of sbom_base, plus the same GPU code under a
+# name no glob matches, reached through a link that one matches.
+gpu_base() {
+  sbom_base
+  cp base/files/libflashinfer_dcp.so base/files/code.bin
+  sed -i -e '/^\[new\]$/i file files/code.bin /opt/gpu/code.bin' -e '/^\[new\]$/i symlink /usr/lib/libgpu.so /opt/gpu/code.bin' \
+    base/image.conf
+  "$IB" -q base >/dev/null
+  echo data >plain.bin
+}
+
+# gpu_def NAME COPY-LINE...: an image over sbase:1 with those [copy] lines.
+gpu_def() {
+  local dir=$1
+  shift
+  mkdir -p "$dir"
+  { printf '[image]\nname = %s:1\nfrom = sbase:1\n[copy]\n' "$dir"
+    for l in "$@"; do echo "$l"; done
+    printf '[new]\n/opt/new/\n'; } >"$dir/image.conf"
+}
+
+# gpu_build NAME: build it; its SBOM predicate in NAME.sbom, the GPU list
+# in NAME.gpu; then the same image again with no kept list, whose SBOM
+# must be the same byte for byte (but for the time).
+gpu_build() {
+  "$IB" "$1" 2>"$1.err" >"$1.out"
+  sbom_pred "$IMGBUILD_STORE" "$(cut -d' ' -f2 "$1.out")" >"$1.sbom"
+  jq -c '[.packages[] | select(.comment // "" | startswith("GPU code:")) | [.name, .comment]] | sort' "$1.sbom" >"$1.gpu"
+  mv "$IMGBUILD_STORE/imgbuild/sbom-gpu" "$1.kept"
+  "$IB" -q "$1" >"$1.again"
+  cmp "$1.out" "$1.again"
+  sbom_pred "$IMGBUILD_STORE" "$(cut -d' ' -f2 "$1.again")" | cmp - "$1.sbom"
+  rm -rf "$IMGBUILD_STORE/imgbuild/sbom-gpu" && mv "$1.kept" "$IMGBUILD_STORE/imgbuild/sbom-gpu"
+}
+
+GPU_BOTH='[["/opt/gpu/code.bin","GPU code: sm_121a compute_120"],["/usr/lib/libflashinfer_dcp.so","GPU code: sm_121a compute_120"]]'
+
+# Issue 18: the SBOM's GPU-code list over the base is kept, and a build
+# whose overlay changes nothing the glob read gets it again, the same
+# SBOM, without globbing the base's paths.
+t_attest_sbom_gpu_list_reused_when_the_overlay_changes_nothing_it_read() {
+  gpu_base
+  # The base's own build (the whole image its key) kept it already.
+  gpu_def a "file $PWD/plain.bin /opt/new/a.txt"
+  gpu_build a
+  grep -q 'sbom: the GPU-code list over the base, reused' a.err
+  [ "$(cat a.gpu)" = "$GPU_BOTH" ]
+  gpu_def b "file $PWD/plain.bin /opt/new/b.txt"
+  gpu_build b
+  grep -q 'sbom: the GPU-code list over the base, reused' b.err
+  [ "$(cat b.gpu)" = "$GPU_BOTH" ]
+  # A kept list cut short is no list: made again, the same.
+  local m
+  m=$(ls "$IMGBUILD_STORE"/imgbuild/sbom-gpu/*)
+  head -n 3 "$m" >cut && cat cut >"$m"
+  gpu_def c "file $PWD/plain.bin /opt/new/c.txt"
+  gpu_build c
+  refute grep -q 'reused' c.err
+  [ "$(cat c.gpu)" = "$GPU_BOTH" ]
+}
+
+# An overlay that changes what the glob read, or adds what it would match,
+# gets the list made again (a kept one would be wrong): a GPU object added;
+# the base's GPU object replaced by data under its own name; and the file
+# behind a matched link replaced by data under a name no glob matches.
+# Each SBOM is the one made with nothing kept (gpu_build).
+t_attest_sbom_gpu_list_not_reused_when_the_overlay_changes_a_read() {
+  gpu_base
+  gpu_def a "file $PWD/plain.bin /opt/new/a.txt"
+  gpu_build a
+  [ "$(cat a.gpu)" = "$GPU_BOTH" ]
+  gpu_def added "file $PWD/base/files/code.bin /opt/new/libnew.so"
+  gpu_build added
+  refute grep -q 'reused' added.err
+  jq -e 'length == 3 and any(.[0] == "/opt/new/libnew.so")' added.gpu
+  gpu_build a # the kept list is A's again
+  gpu_def replaced "file $PWD/plain.bin /usr/lib/libflashinfer_dcp.so"
+  gpu_build replaced
+  refute grep -q 'reused' replaced.err
+  [ "$(cat replaced.gpu)" = '[["/opt/gpu/code.bin","GPU code: sm_121a compute_120"]]' ]
+  gpu_build a
+  gpu_def behind "file $PWD/plain.bin /opt/gpu/code.bin"
+  gpu_build behind
+  refute grep -q 'reused' behind.err
+  [ "$(cat behind.gpu)" = '[["/usr/lib/libflashinfer_dcp.so","GPU code: sm_121a compute_120"]]' ]
+}
+
 XSD=$ROOT/tests/attest/junit-10.xsd
 
 # ---- signatures: --sign-with / --verify-signature-with ----------------------
