@@ -129,6 +129,18 @@ ib_registry_auth_clear (struct ib_registry_auth *a)
   memset (a, 0, sizeof (*a));
 }
 
+void
+ib_registry_auth_copy (struct ib_registry_auth *to, const struct ib_registry_auth *from)
+{
+  to->basic = from->basic ? ib_xstrdup (from->basic) : NULL;
+  to->auth_file = from->auth_file ? ib_xstrdup (from->auth_file) : NULL;
+  to->bearer = from->bearer ? ib_xstrdup (from->bearer) : NULL;
+  for (size_t i = 0; i < from->n_scopes; i++)
+    to->scopes[i] = ib_xstrdup (from->scopes[i]);
+  to->n_scopes = from->n_scopes;
+  to->use_basic = from->use_basic;
+}
+
 /* true when SCOPE was new.  A token does not grow: a new scope drops the
  * current one, and the registry's next 401 fetches one for them all. */
 static bool

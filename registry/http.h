@@ -103,6 +103,8 @@ void ib_registry_backoff (struct ib_registry *r, unsigned attempt, double retry_
 
 int ib_registry_auth_init (struct ib_registry *r, const struct ib_remote_options *opt, ib_error_t *err);
 void ib_registry_auth_clear (struct ib_registry_auth *a);
+/* TO (empty) made a copy of FROM: credentials, token and its scopes. */
+void ib_registry_auth_copy (struct ib_registry_auth *to, const struct ib_registry_auth *from);
 /* Add SCOPE ("repository:NAME:ACTIONS") to what the next token asks for. */
 void ib_registry_auth_want (struct ib_registry *r, const char *scope);
 /* Answer a 401's challenge: *RETRY is true when a new Authorization header

@@ -98,10 +98,14 @@ speaks_tls (const struct ib_registry *r)
   return rc != CURLE_SSL_CONNECT_ERROR;
 }
 
-/* A client whose first request goes over SCHEME. */
+/* A client of REPO on HOST whose first request goes over SCHEME.  LIKE
+ * (NULL: none) is a client of the same registry whose ping settled the
+ * scheme and answered the first challenge: its credentials and token are
+ * copied, and no ping is sent (a token that no longer serves is a 401,
+ * answered as any other). */
 static int
 open_client (const char *host, const char *repo, bool push, const struct ib_remote_options *opt,
-             const char *scheme, struct ib_registry **out, ib_error_t *err)
+             const char *scheme, const struct ib_registry *like, struct ib_registry **out, ib_error_t *err)
 {
   struct ib_registry *r = ib_xcalloc (1, sizeof (*r));
   r->host = ib_xstrdup (host);
@@ -111,7 +115,7 @@ open_client (const char *host, const char *repo, bool push, const struct ib_remo
   r->tls_verify = !(opt && opt->tls_verify_off);
   /* As Docker does: a registry on loopback may speak plain HTTP. */
   r->allow_http = !r->tls_verify || is_loopback (host);
-  if (r->allow_http && strcmp (r->scheme, "https") == 0 && !speaks_tls (r))
+  if (like == NULL && r->allow_http && strcmp (r->scheme, "https") == 0 && !speaks_tls (r))
     {
       free (r->scheme);
       r->scheme = ib_xstrdup ("http");
@@ -127,9 +131,11 @@ open_client (const char *host, const char *repo, bool push, const struct ib_remo
   r->jobs = ib_registry_jobs (opt);
   cleanup_free char *scope = ib_xasprintf ("repository:%s:%s", repo, push ? "pull,push" : "pull");
   int rc = r->curl ? 0 : ib_error (err, IB_EENV, "curl_easy_init failed");
-  if (rc == 0)
+  if (rc == 0 && like)
+    ib_registry_auth_copy (&r->auth, &like->auth);
+  else if (rc == 0)
     rc = ib_registry_auth_init (r, opt, err);
-  if (rc == 0)
+  if (rc == 0 && like == NULL)
     {
       ib_registry_auth_want (r, scope);
       rc = ping (r, err);
@@ -147,16 +153,17 @@ int
 ib_registry_open (const char *host, const char *repo, bool push, const struct ib_remote_options *opt,
                   struct ib_registry **out, ib_error_t *err)
 {
-  return open_client (host, repo, push, opt, "https", out, err);
+  return open_client (host, repo, push, opt, "https", NULL, out, err);
 }
 
-/* A worker's client starts on the scheme its caller's ping settled: a
- * plain-HTTP registry is not asked for TLS again on every thread, each
- * attempt loading the system's whole CA bundle (tens of milliseconds). */
+/* A worker's client starts where its caller's ping left it: the scheme
+ * settled (a plain-HTTP registry is not asked for TLS again on every
+ * thread, each attempt loading the system's whole CA bundle) and the
+ * token fetched, so it sends its first blob request at once. */
 int
 ib_registry_open_like (const struct ib_registry *m, struct ib_registry **out, ib_error_t *err)
 {
-  return open_client (m->host, m->repo, m->push, m->opt, m->scheme, out, err);
+  return open_client (m->host, m->repo, m->push, m->opt, m->scheme, m, out, err);
 }
 
 void
