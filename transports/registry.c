@@ -417,28 +417,84 @@ put_referrers_index (struct ib_registry *reg, struct ib_store *s, const struct i
   return ib_registry_put_manifest (reg, tag, IB_MT_OCI_INDEX, text, strlen (text), err);
 }
 
-/* The provenance artifacts, and the referrers tag that lists them. */
-static int
-push_referrer (struct ib_registry *reg, struct ib_store *s, const struct ib_image *img, const char *host,
-               const char *location, ib_error_t *err)
+/* The artifacts about IMG in the store (the provenance), and their blobs
+ * (each artifact's manifest first, as ib_store_artifact_blobs lists them). */
+struct artifacts
 {
-  struct ib_descriptor *arts = NULL;
-  size_t n_arts = 0;
-  int rc = ib_store_find_referrers (s, &img->manifest.digest, &arts, &n_arts, err);
-  for (size_t k = 0; rc == 0 && k < n_arts; k++)
+  struct ib_descriptor *arts;
+  size_t n_arts;
+  struct ib_descriptor **blobs;
+  size_t *n_blobs;
+};
+
+static void
+artifacts_clear (struct artifacts *a)
+{
+  for (size_t k = 0; k < a->n_arts; k++)
+    ib_descriptors_free (a->blobs[k], a->n_blobs[k]);
+  free (a->blobs);
+  free (a->n_blobs);
+  ib_descriptors_free (a->arts, a->n_arts);
+}
+
+static int
+artifacts_of (struct ib_store *s, const struct ib_image *img, struct artifacts *a, ib_error_t *err)
+{
+  *a = (struct artifacts){ 0 };
+  if (ib_store_find_referrers (s, &img->manifest.digest, &a->arts, &a->n_arts, err) < 0)
+    return -1;
+  a->blobs = ib_xcalloc (a->n_arts + 1, sizeof (*a->blobs));
+  a->n_blobs = ib_xcalloc (a->n_arts + 1, sizeof (*a->n_blobs));
+  for (size_t k = 0; k < a->n_arts; k++)
+    if (ib_store_artifact_blobs (s, &a->arts[k], &a->blobs[k], &a->n_blobs[k], err) < 0)
+      return -1;
+  return 0;
+}
+
+/* Every blob of the push, the image's (config, layers) and its
+ * artifacts', on the client's workers at once: the artifacts' blobs are
+ * new with every build, and one by one they were most of a thin push's
+ * round trips.  The runner joins every thread before it returns, so no
+ * manifest is put before all the blobs it names are there. */
+static int
+push_blobs (struct ib_registry *reg, const struct ib_image *img, const struct artifacts *a, struct blob_job *job,
+            const char *what, ib_error_t *err)
+{
+  size_t n = img->n_layers + 1;
+  for (size_t k = 0; k < a->n_arts; k++)
+    n += a->n_blobs[k] ? a->n_blobs[k] - 1 : 0;
+  cleanup_free const struct ib_descriptor **blobs = ib_xcalloc (n, sizeof (*blobs));
+  size_t at = 0;
+  blobs[at++] = &img->config;
+  for (size_t i = 0; i < img->n_layers; i++)
+    blobs[at++] = &img->layers[i];
+  for (size_t k = 0; k < a->n_arts; k++)
+    for (size_t i = 1; i < a->n_blobs[k]; i++)
+      blobs[at++] = &a->blobs[k][i];
+  uint64_t total = 0;
+  for (size_t i = 0; i < n; i++)
+    total += blobs[i]->size;
+  ib_registry_progress_begin (reg, what, total);
+  int rc = ib_registry_each_blob (reg, blobs, n, push_job, job, err);
+  ib_registry_progress_end (reg);
+  return rc;
+}
+
+/* The artifacts' manifests, whose blobs are there, and the referrers tag
+ * that lists them. */
+static int
+push_referrers (struct ib_registry *reg, struct ib_store *s, const struct ib_image *img, const struct artifacts *a,
+                ib_error_t *err)
+{
+  int rc = 0;
+  for (size_t k = 0; rc == 0 && k < a->n_arts; k++)
     {
-      struct ib_descriptor *blobs = NULL;
-      size_t n = 0;
-      rc = ib_store_artifact_blobs (s, &arts[k], &blobs, &n, err);
-      for (size_t i = 1; rc == 0 && i < n; i++)
-        rc = push_one (reg, s, &blobs[i], host, location, err);
+      if (a->n_blobs[k] == 0)
+        continue;
+      rc = put_manifest_blob (reg, s, &a->blobs[k][0], NULL, err);
       if (rc == 0)
-        rc = put_manifest_blob (reg, s, &blobs[0], NULL, err);
-      if (rc == 0)
-        rc = put_referrers_index (reg, s, img, &blobs[0], err);
-      ib_descriptors_free (blobs, n);
+        rc = put_referrers_index (reg, s, img, &a->blobs[k][0], err);
     }
-  ib_descriptors_free (arts, n_arts);
   return rc < 0 ? ib_error_wrap (err, "provenance") : 0;
 }
 
@@ -451,27 +507,29 @@ registry_push (struct ib_store *s, const struct ib_image *img, const struct ib_r
   if (by_digest && strcmp (ref->name, img->manifest.digest.s) != 0)
     return ib_error (err, IB_EUSAGE, "the image is %s; it cannot be pushed as @%s", img->manifest.digest.s,
                      ref->name);
+  struct artifacts a;
+  if (artifacts_of (s, img, &a, err) < 0)
+    {
+      artifacts_clear (&a);
+      return ib_error_wrap (err, "provenance");
+    }
   struct ib_registry *reg;
   if (open_registry (ref, true, &reg, err) < 0)
-    return -1;
+    {
+      artifacts_clear (&a);
+      return -1;
+    }
   cleanup_free char *host = NULL, *repo = NULL;
   split (ref->location, &host, &repo);
-  uint64_t total = img->config.size;
-  for (size_t i = 0; i < img->n_layers; i++)
-    total += img->layers[i].size;
   cleanup_free char *what = ib_xasprintf ("push docker://%s:%s", ref->location, ref->name);
-  ib_registry_progress_begin (reg, what, total);
-  /* Every blob is there before a manifest names it: the runner joins all
-   * its threads before it returns. */
-  int rc = each_image_blob (reg, img, push_job, &(struct blob_job){ s, host, ref->location }, err);
-  ib_registry_progress_end (reg);
+  int rc = push_blobs (reg, img, &a, &(struct blob_job){ s, host, ref->location }, what, err);
   if (rc == 0)
-    rc = push_referrer (reg, s, img, host, ref->location, err);
+    rc = push_referrers (reg, s, img, &a, err);
+  /* The manifest last: by digest, or under its tag (one PUT: a registry
+   * keeps a manifest put under a tag by its digest as well, as skopeo
+   * relies on), so no tag names a manifest with a missing blob. */
   if (rc == 0)
-    rc = put_manifest_blob (reg, s, &img->manifest, NULL, err);
-  /* The tag last. */
-  if (rc == 0 && !by_digest)
-    rc = put_manifest_blob (reg, s, &img->manifest, ref->name, err);
+    rc = put_manifest_blob (reg, s, &img->manifest, by_digest ? NULL : ref->name, err);
   if (rc == 0)
     {
       const struct ib_registry_stats *st = ib_registry_stats (reg);
@@ -482,6 +540,7 @@ registry_push (struct ib_store *s, const struct ib_image *img, const struct ib_r
                (unsigned long long) st->bytes_up, st->blobs_mounted, st->blobs_present, st->retries,
                st->retries == 1 ? "y" : "ies");
     }
+  artifacts_clear (&a);
   ib_registry_free (reg);
   return rc;
 }

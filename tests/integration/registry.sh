@@ -121,6 +121,15 @@ t_registry_bearer_tokens_and_scoped_mount() {
     registry-token/token.jsonl
   [ "$(skopeo inspect --tls-verify=false --creds "ci:$REG_PASSWORD" "docker://$REG/team/dcp2:tok" | jq -r .Digest)" = \
     "$(cut -d' ' -f2 out.txt)" ]
+  # The workers' clients start with their caller's token: only the
+  # caller's ping asks for one with just the push scope (a worker that
+  # mounts asks for a token with the source's scope added, as the caller
+  # would).
+  : >registry-token/token.jsonl
+  "$IB" -q --authfile auth.json --transfer-jobs 4 --from "docker://$REG/dsv41-flash-b12x:local" \
+    dsv41-flash-dcp2 -t j4:1 --push "docker://$REG/team/j4:1" >/dev/null
+  cat registry-token/token.jsonl
+  jq -se '[.[] | select(.scopes == ["repository:team/j4:pull,push"])] | length == 1' registry-token/token.jsonl
   # The token service refuses a wrong password; nothing leaks.
   auth_file bad.json "$REG" ci wrong-Secret-42
   expect_fail 8 "registry $REG refused the credentials for $REG from .*bad.json.* at its token service" \
@@ -516,6 +525,73 @@ t_registry_parallel_failure_tags_nothing_and_resumes() {
   [ "$there" -ge 6 ]
   grep -q ": $((13 - there)) blobs uploaded" err.txt
   [ "$(skopeo inspect --tls-verify=false "docker://$REG/par:1" | jq -r .Digest)" = "$(cut -d' ' -f2 out.txt)" ]
+  all_tags_whole
+}
+
+# Issue 18, the thin push, request by request: the workers' clients start
+# on the caller's session (its scheme and token: no GET /v2/ of their
+# own); the attestation's blobs, new with every build, go up with the
+# image's, in parallel, not one by one after them; and the image manifest
+# goes up once, under its tag (the registry has it by digest as well).
+# Each blob HEAD waits 0.3 s in the proxy, so requests sent at once are
+# seen at once.
+t_registry_push_sends_no_request_it_does_not_need() {
+  registry_start open
+  proxy_start
+  eight_layers
+  printf 'HEAD /blobs/sha256: delay:0.3 1000\n' >faults
+  IMGBUILD_STORE=$PWD/s4 "$IB" -q --smoke=off --transfer-jobs 4 -f D8 -t par:8 --push "docker://$PROXY/par4:1" . \
+    >out.txt
+  digest=$(cut -d' ' -f2 out.txt)
+  [ "$(proxied '[.[] | select(.method == "GET" and .path == "/v2/")] | length')" = 1 ]
+  # The workers did work: blob requests were in flight together.
+  [ "$(most_in_flight '.path | contains("/blobs/")')" -ge 3 ]
+  prov=$(jq -r --arg d "$digest" '.manifests[] | select(.annotations["vnd.imgbuild.subject"] == $d) | .digest' \
+    s4/index.json)
+  blobs=$(jq -c '[.config.digest, .layers[].digest]' "s4/blobs/sha256/${prov#sha256:}")
+  [ "$(echo "$blobs" | jq length)" = 4 ]
+  att=$(jq -s --argjson b "$blobs" \
+    '[.[] | select(.method == "HEAD" and ((.path | split("/") | last) as $d | $b | index($d)) != null) | .inflight]' \
+    proxy.jsonl)
+  echo "the attestation's blob HEADs, requests in flight at each: $att"
+  [ "$(echo "$att" | jq length)" = 4 ]
+  [ "$(echo "$att" | jq max)" -ge 2 ]
+  [ "$(proxied "[.[] | select(.method == \"PUT\" and (.path | endswith(\"/manifests/$digest\")))] | length")" = 0 ]
+  [ "$(proxied '[.[] | select(.method == "PUT" and .path == "/v2/par4/manifests/1")] | length')" = 1 ]
+  [ "sha256:$(skopeo inspect --raw --tls-verify=false "docker://$REG/par4@$digest" | sha256sum | cut -d' ' -f1)" = \
+    "$digest" ]
+  [ "$(skopeo inspect --tls-verify=false "docker://$REG/par4:1" | jq -r .Digest)" = "$digest" ]
+  all_tags_whole
+}
+
+# An attestation blob that cannot go up fails the push before any manifest
+# (nothing tagged); the rerun sends what is missing and tags.  The image's
+# 9 blobs are asked for first (one job: in order), then the attestation's:
+# from the 10th upload on, the registry fails.
+t_registry_attestation_blob_failure_tags_nothing() {
+  registry_start open
+  proxy_start
+  eight_layers
+  printf 'POST /blobs/uploads/ status:500 9+1000\n' >faults
+  for jobs in 1 4; do
+    : >proxy.jsonl
+    IMGBUILD_STORE=$PWD/s4 IMGBUILD_REGISTRY_ATTEMPTS=2 expect_fail 8 "upload blob sha256:" \
+      "$IB" --smoke=off --transfer-jobs "$jobs" -f D8 -t par:8 --push "docker://$PROXY/par:1" .
+    [ "$(proxied '[.[] | select(.path | contains("/manifests/"))] | length')" = 0 ]
+    refute skopeo inspect --tls-verify=false "docker://$REG/par:1"
+    echo 'POST /blobs/uploads/ status:500 1000' >faults # the image's blobs are there now
+  done
+  digest=$(sed -n 's/.*tagged par:8 \(sha256:[0-9a-f]*\).*/\1/p' stderr.txt)
+  prov=$(jq -r --arg d "$digest" '.manifests[] | select(.annotations["vnd.imgbuild.subject"] == $d) | .digest' \
+    s4/index.json)
+  # The blob that failed is one of the attestation's.
+  failed=$(grep -o 'upload blob sha256:[0-9a-f]*' stderr.txt | head -1 | cut -d' ' -f3)
+  jq -e --arg f "$failed" '[.config.digest, .layers[].digest] | index($f) != null' "s4/blobs/sha256/${prov#sha256:}"
+  rm faults
+  IMGBUILD_STORE=$PWD/s4 "$IB" --smoke=off --transfer-jobs 4 -f D8 -t par:8 --push "docker://$PROXY/par:1" . \
+    >out2.txt 2>err.txt
+  grep pushed err.txt
+  [ "$(skopeo inspect --tls-verify=false "docker://$REG/par:1" | jq -r .Digest)" = "$(cut -d' ' -f2 out2.txt)" ]
   all_tags_whole
 }
 
