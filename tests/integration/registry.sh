@@ -121,20 +121,28 @@ t_registry_bearer_tokens_and_scoped_mount() {
     registry-token/token.jsonl
   [ "$(skopeo inspect --tls-verify=false --creds "ci:$REG_PASSWORD" "docker://$REG/team/dcp2:tok" | jq -r .Digest)" = \
     "$(cut -d' ' -f2 out.txt)" ]
-  # The workers' clients start with their caller's token: only the
-  # caller's ping asks for one with just the push scope (a worker that
-  # mounts asks for a token with the source's scope added, as the caller
-  # would).
-  : >registry-token/token.jsonl
-  "$IB" -q --authfile auth.json --transfer-jobs 4 --from "docker://$REG/dsv41-flash-b12x:local" \
-    dsv41-flash-dcp2 -t j4:1 --push "docker://$REG/team/j4:1" >/dev/null
-  cat registry-token/token.jsonl
-  jq -se '[.[] | select(.scopes == ["repository:team/j4:pull,push"])] | length == 1' registry-token/token.jsonl
   # The token service refuses a wrong password; nothing leaks.
   auth_file bad.json "$REG" ci wrong-Secret-42
   expect_fail 8 "registry $REG refused the credentials for $REG from .*bad.json.* at its token service" \
     "$IB" --authfile bad.json --from "docker://$REG/dsv41-flash-b12x:local" dsv41-flash-dcp2 -t x:1
   refute grep -q -e wrong-Secret-42 -e "$(printf ci:wrong-Secret-42 | base64 -w0)" stderr.txt stdout.txt
+}
+
+# The workers' clients start with their caller's token: a push on four
+# threads with nothing to mount asks the token service once (the caller's
+# ping), not once more per worker.
+t_registry_workers_ask_for_no_token_of_their_own() {
+  registry_start token
+  auth_file auth.json "$REG" ci "$REG_PASSWORD"
+  eight_layers
+  : >registry-token/token.jsonl
+  IMGBUILD_STORE=$PWD/s4 "$IB" --authfile auth.json --smoke=off --transfer-jobs 4 -f D8 -t par:8 \
+    --push "docker://$REG/team/par:1" . >out.txt 2>err.txt
+  grep -q "pushed docker://$REG/team/par:1: 13 blobs uploaded" err.txt
+  cat registry-token/token.jsonl
+  [ "$(wc -l <registry-token/token.jsonl)" = 1 ]
+  [ "$(skopeo inspect --tls-verify=false --creds "ci:$REG_PASSWORD" "docker://$REG/team/par:1" | jq -r .Digest)" = \
+    "$(cut -d' ' -f2 out.txt)" ]
 }
 
 t_registry_tls_verified_by_default() {
