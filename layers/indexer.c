@@ -24,6 +24,15 @@ ib_store_indexers (const struct ib_store *s, size_t *n)
   return s->indexers;
 }
 
+const struct ib_indexer *
+ib_store_indexer (const struct ib_store *s, const char *name)
+{
+  for (size_t i = 0; i < s->n_indexers; i++)
+    if (strcmp (s->indexers[i]->name, name) == 0)
+      return s->indexers[i];
+  return NULL;
+}
+
 static bool
 wants (const struct ib_index_file *f, enum ib_index_need kind)
 {
@@ -63,18 +72,20 @@ ib_index_file_begin (struct ib_index_file *f, const struct ib_store *s, const ch
       else
         unlink (tmp);
     }
-  else
+  else if (wants (f, IB_INDEX_TEXT))
     {
       f->cap = size + 1;
       f->text = ib_xmalloc (f->cap);
     }
+  else
+    f->digest_only = 1; /* nothing to keep of the bytes */
   return true;
 }
 
 void
 ib_index_file_feed (struct ib_index_file *f, const void *buf, size_t n)
 {
-  if (f->failed || n == 0)
+  if (f->failed || f->digest_only || n == 0)
     return;
   if (f->fd >= 0)
     {
@@ -114,7 +125,7 @@ ib_index_file_end (struct ib_index_file *f, const char *digest)
   if (f->text)
     f->text[f->len] = '\0';
   for (size_t i = 0; !f->failed && i < f->n_ix; i++)
-    if (f->need[i] == IB_INDEX_FD || (f->need[i] == IB_INDEX_TEXT && f->text))
+    if (f->need[i] == IB_INDEX_FD || f->need[i] == IB_INDEX_DIGEST || (f->need[i] == IB_INDEX_TEXT && f->text))
       f->ix[i]->index (f->ix[i]->data, f->path, digest, f->need[i] == IB_INDEX_TEXT ? f->text : NULL,
                        f->need[i] == IB_INDEX_TEXT ? f->len : 0, f->need[i] == IB_INDEX_FD ? f->fd : -1);
   ib_index_file_abort (f);

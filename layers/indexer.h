@@ -29,6 +29,7 @@ enum ib_index_need
   IB_INDEX_SKIP = 0,
   IB_INDEX_TEXT, /* the file's bytes in memory (at most IB_INDEX_TEXT_MAX; a larger file is skipped) */
   IB_INDEX_FD,   /* a file descriptor to read with pread (an unlinked spool in the store) */
+  IB_INDEX_DIGEST, /* only the file's digest: what its head told WANTS is the whole record */
 };
 
 #define IB_INDEX_TEXT_MAX (16u << 20)
@@ -42,8 +43,9 @@ struct ib_indexer
    * than the file's when it is larger than the first read). */
   enum ib_index_need (*wants) (void *data, const char *path, uint64_t size, const unsigned char *head, size_t n_head);
   /* The whole file: TEXT and LEN for IB_INDEX_TEXT (NUL-terminated), FD
-   * for IB_INDEX_FD (its offset is undefined: use pread).  DIGEST is its
-   * sha256, lowercase hex.  Failures are the indexer's to swallow. */
+   * for IB_INDEX_FD (its offset is undefined: use pread); neither (NULL,
+   * -1) for IB_INDEX_DIGEST.  DIGEST is its sha256, lowercase hex.
+   * Failures are the indexer's to swallow. */
   void (*index) (void *data, const char *path, const char *digest, const char *text, size_t len, int fd);
   void *data;
 };
@@ -52,6 +54,9 @@ struct ib_indexer
  * file-list passes feed; at most IB_MAX_INDEXERS. */
 void ib_store_add_indexer (struct ib_store *s, const struct ib_indexer *ix);
 const struct ib_indexer *const *ib_store_indexers (const struct ib_store *s, size_t *n);
+/* The indexer of S named NAME, NULL when none is registered: how a gate
+ * asks its own indexer what the pass learned beyond its cache. */
+const struct ib_indexer *ib_store_indexer (const struct ib_store *s, const char *name);
 
 /* ---- the file-list pass's side (fsview.c) -------------------------------- */
 
@@ -67,6 +72,7 @@ struct ib_index_file
   int fd;
   const char *spool_dir;
   int failed; /* a spool that could not be written: no index for this file */
+  int digest_only; /* every indexer wants IB_INDEX_DIGEST or nothing: no bytes kept */
 };
 
 /* Ask S's indexers about the file; false when none wants it (then nothing
