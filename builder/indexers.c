@@ -17,6 +17,11 @@ ib_build_indexers_add (struct ib_build_indexers *x, const struct ib_definition *
   if (x->sbom_on)
     ib_store_add_indexer (s, &x->sbom.ix);
   ib_error_release (&e);
+  /* The SBOM lists the GPU code of every shared object. */
+  x->kernels_on = ib_kernels_indexer_init (s, &x->kernels, &e) == 0;
+  if (x->kernels_on)
+    ib_store_add_indexer (s, &x->kernels.ix);
+  ib_error_release (&e);
   if (d->native.enabled)
     {
       x->native_on = ib_native_indexer_init (s, &x->native, &e) == 0;
@@ -50,6 +55,8 @@ ib_build_indexers_clear (struct ib_build_indexers *x)
     ib_python_indexer_clear (&x->python);
   if (x->sbom_on)
     ib_sbom_indexer_clear (&x->sbom);
+  if (x->kernels_on)
+    ib_kernels_indexer_clear (&x->kernels);
   for (size_t i = 0; i < x->n_defaults; i++)
     free (x->defaults[i]);
   free (x->defaults);

@@ -1,7 +1,8 @@
 /* The indexers (layers/indexer.h) a definition's gates profit from,
  * registered on the build's store before the first file list is made:
  * the native gate's when it has [native], the symbol gate's when it has
- * [symbols] (its checked packages), the SBOM's always.  With them a cold
+ * [symbols] (its checked packages), the SBOM's and its GPU-code list's
+ * always.  With them a cold
  * build reads each base layer once, for its file list and every record
  * the gates and the SBOM then take from their caches, instead of once
  * more per gate and round. */
@@ -11,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "../kernels/kgate.h"
 #include "../link-check/linkgate.h"
 #include "../symbol-check/symgate.h"
 #include "../definition/definition.h"
@@ -18,8 +20,9 @@
 
 struct ib_build_indexers
 {
-  bool native_on, python_on, sbom_on;
+  bool native_on, python_on, sbom_on, kernels_on;
   struct ib_native_indexer native;
+  struct ib_kernels_indexer kernels;
   struct ib_sbom_indexer sbom;
   struct ib_python_indexer python;
   char **defaults; /* the symbol gate's default packages, when it has no check-package */

@@ -66,15 +66,15 @@ cache_load (const char *dir, const struct ib_fs_entry *e)
   return f;
 }
 
-static void
-cache_save (const char *dir, const struct ib_fs_entry *e, const struct ib_cuda_file *f)
+void
+ib_kernels_cache_save (const char *dir, const char *digest, const struct ib_cuda_file *f)
 {
   cJSON *j = ib_cuda_file_json (f);
   /* Last, so that a file cut short does not parse. */
   cJSON_AddStringToObject (j, "cache", CACHE_MAGIC);
   char *text = cJSON_PrintUnformatted (j);
   cJSON_Delete (j);
-  cleanup_free char *path = ib_path_join (dir, e->digest);
+  cleanup_free char *path = ib_path_join (dir, digest);
   ib_write_cache_file (path, text, strlen (text), NULL);
   free (text);
 }
@@ -90,7 +90,7 @@ inspect_extracted (void *data, const struct ib_fs_entry *e, struct ib_layer_read
   struct ib_cuda_file *f;
   if (ib_cuda_inspect (fd, what, &f, err) < 0)
     return -1;
-  cache_save (job->cache, e, f);
+  ib_kernels_cache_save (job->cache, e->digest, f);
   job->inspected++;
   for (size_t i = 0; i < job->n; i++)
     if (job->files[i] == e && job->out[i] == NULL)
@@ -100,6 +100,43 @@ inspect_extracted (void *data, const struct ib_fs_entry *e, struct ib_layer_read
       }
   ib_cuda_file_free (f);
   return 0;
+}
+
+/* The files of WANTED (not cached) that the file-list pass saw to be
+ * neither ELF nor fatbin (a man page behind a link named like a library):
+ * no GPU code, the record ib_cuda_inspect would make, without a read;
+ * taken out of WANTED, their record set in OUT (parallel to FILES). */
+static void
+no_code_from_the_pass (struct ib_store *s, const char *cache, const struct ib_fs_entry **wanted, size_t *n_wanted,
+                       const struct ib_fs_entry *const *files, size_t n, struct ib_cuda_file **out)
+{
+  const struct ib_indexer *ix = ib_store_indexer (s, IB_KERNELS_INDEXER);
+  if (ix == NULL || *n_wanted == 0)
+    return;
+  cleanup_free const char **digests = ib_xcalloc (*n_wanted, sizeof (*digests));
+  cleanup_free bool *none = ib_xcalloc (*n_wanted, sizeof (*none));
+  for (size_t i = 0; i < *n_wanted; i++)
+    digests[i] = wanted[i]->digest;
+  ib_kernels_indexer_no_code (ix->data, digests, *n_wanted, none);
+  size_t k = 0;
+  for (size_t i = 0; i < *n_wanted; i++)
+    {
+      if (!none[i] || !wanted[i]->digest[0])
+        {
+          wanted[k++] = wanted[i];
+          continue;
+        }
+      struct ib_cuda_file *f = ib_xcalloc (1, sizeof (*f));
+      ib_kernels_cache_save (cache, wanted[i]->digest, f);
+      for (size_t j = 0; j < n; j++)
+        if (files[j] == wanted[i] && out[j] == NULL)
+          {
+            out[j] = f;
+            f = NULL;
+          }
+      ib_cuda_file_free (f);
+    }
+  *n_wanted = k;
 }
 
 int
@@ -114,6 +151,7 @@ ib_kernels_inspect_entries (struct ib_store *s, const struct ib_image *img, cons
   for (size_t i = 0; i < n; i++)
     if ((out[i] = cache_load (cache, files[i])) == NULL)
       wanted[n_wanted++] = files[i];
+  no_code_from_the_pass (s, cache, wanted, &n_wanted, files, n, out);
   struct inspect_job job = { cache, files, n, out, 0 };
   int r = ib_extract_entries (s, img, wanted, n_wanted, inspect_extracted, &job, err);
   free (wanted);

@@ -281,15 +281,9 @@ t_attest_sbom_lists_dpkg_python_and_gpu_code() {
 # no layer; with the indexers off (IMGBUILD_NO_INDEXERS=1) the SBOM reads
 # the base's layer itself.  Both list the same packages, and every cache
 # entry is byte for byte the same.
-t_attest_sbom_cold_build_fills_its_cache_in_the_one_pass() {
-  sbom_base
-  "$IB" -q base --output "oci:$PWD/layout:base" >/dev/null
-  cp base/files/status sbom/status.copy
-  printf '[image]\nname = sbom:1\nfrom = oci:%s/layout:base\n[copy]\nfile status.copy /etc/status.copy\n[new]\n/etc/status.copy\n' \
-    "$PWD" >sbom/image.conf
-  local layer
-  layer=$(jq -r '.layers[0].digest' "layout/blobs/sha256/$(jq -r '.manifests[0].digest' layout/index.json | cut -d: -f2)" \
-    | cut -d: -f2)
+# sbom over layout:base built cold twice, with the indexers (store s-one)
+# and without (s-own): MODE.opens (strace), MODE.out, MODE.spdx.
+sbom_one_and_own() {
   for mode in one own; do
     off=
     [ "$mode" = own ] && off=1
@@ -297,6 +291,18 @@ t_attest_sbom_cold_build_fills_its_cache_in_the_one_pass() {
      traced -f -qq -e trace=openat -o "$mode.opens" "$IB" -q sbom >"$mode.out")
     attest_of "$PWD/s-$mode" "$(cut -d' ' -f2 "$mode.out")" | jq -c '.artifacts[0].spdx' >"$mode.spdx"
   done
+}
+
+t_attest_sbom_cold_build_fills_its_cache_in_the_one_pass() {
+  sbom_base
+  "$IB" -q base --output "oci:$PWD/layout:base" >/dev/null
+  cp base/files/status sbom/status.copy
+  printf '[image]\nname = sbom:1\nfrom = oci:%s/layout:base\n[copy]\nfile status.copy /etc/status.copy\n[new]\n/etc/status.copy\n' \
+    "$PWD" >sbom/image.conf
+  sbom_one_and_own
+  local layer
+  layer=$(jq -r '.layers[0].digest' "layout/blobs/sha256/$(jq -r '.manifests[0].digest' layout/index.json | cut -d: -f2)" \
+    | cut -d: -f2)
   cmp one.spdx own.spdx
   jq -e '.deb | length == 3' one.spdx # not vacuous: the packages are there
   jq -e '.pypi | length == 3' one.spdx
@@ -422,6 +428,38 @@ t_attest_sbom_gpu_list_not_reused_when_the_overlay_changes_a_read() {
   gpu_build behind
   refute grep -q 'reused' behind.err
   [ "$(cat behind.gpu)" = '[["/usr/lib/libflashinfer_dcp.so","GPU code: sm_121a compute_120"]]' ]
+}
+
+# The SBOM's list of GPU code comes from the same pass (kernels/kindex.c):
+# the base with a shared object with GPU code and a man page reached by a
+# link named like a library (libOpenCL.so.7.gz, as Debian ships it: the
+# default glob *.so.* takes it), built cold with and without indexers: the
+# same SBOM, the same GPU-code records, and the indexed build reads the
+# layer for neither the package files nor the GPU code, the man page
+# included (known from the pass to be no ELF object, so read by nobody).
+t_attest_sbom_gpu_code_list_from_the_one_pass() {
+  sbom_base
+  printf '.TH libOpenCL 7\nnot an ELF object\n' >base/files/libOpenCL.7
+  sed -i 's|^\[new\]$|file files/libOpenCL.7 /usr/share/man/man7/libOpenCL.7.gz\nsymlink /usr/share/man/man7/libOpenCL.so.7.gz libOpenCL.7.gz\n[new]|' \
+    base/image.conf
+  "$IB" -q base --output "oci:$PWD/layout:base" >/dev/null
+  printf '[image]\nname = sbom:1\nfrom = oci:%s/layout:base\n' "$PWD" >sbom/image.conf
+  sbom_one_and_own
+  local layer
+  layer=$(jq -r '.layers[0].digest' "layout/blobs/sha256/$(jq -r '.manifests[0].digest' layout/index.json | cut -d: -f2)" \
+    | cut -d: -f2)
+  cmp one.spdx own.spdx
+  jq -e '.gpu == [["/usr/lib/libflashinfer_dcp.so", ["sm_121a", "compute_120"]]]' one.spdx # not vacuous
+  # Every record the SBOM's own reads made, the pass made the same.
+  n=0
+  for f in s-own/imgbuild/kernels/*; do
+    cmp "$f" "s-one/imgbuild/kernels/$(basename "$f")"
+    n=$((n + 1))
+  done
+  [ "$n" = 2 ] # the shared object and the man page
+  one=$(grep -c "$layer" one.opens)
+  own=$(grep -c "$layer" own.opens)
+  [ "$one" = $((own - 2)) ]
 }
 
 XSD=$ROOT/tests/attest/junit-10.xsd

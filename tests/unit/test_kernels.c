@@ -3,12 +3,15 @@
 #include <fcntl.h>
 #include <lz4.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <zstd.h>
 
+#include "../../kernels/kgate.h"
 #include "../../kernels/payload.h"
+#include "../../util/cleanup.h"
 #include "../../util/fsutil.h"
 #include "test.h"
 
@@ -212,4 +215,47 @@ jit_budget_counts (struct test_ctx *t)
   jb = ib_jit_budget_compute (paths, one, 1, &tg);
   CHECK (t, jb->n == 1 && jb->f[0].runs == 0 && jb->f[0].jit + jb->f[0].none == 2);
   ib_jit_budget_free (jb);
+}
+
+/* The kernels indexer (kindex.c) keeps a file as "no GPU code" only when
+ * the head it was shown proves it neither an ELF object nor a fatbin, by
+ * any name; a head too short to tell is inspected (a descriptor asked). */
+void
+kernels_indexer_judges_by_content_not_name (struct test_ctx *t)
+{
+  ib_error_t err = NULL;
+  struct ib_store *s;
+  cleanup_free char *root = ib_path_join (test_tmpdir (), "kstore");
+  CHECK (t, ib_store_open (root, &s, &err) == 0);
+  struct ib_kernels_indexer x;
+  CHECK (t, ib_kernels_indexer_init (s, &x, &err) == 0);
+  unsigned char elf[64] = { 0x7f, 'E', 'L', 'F', 2, 1, 1 };
+  unsigned char fatbin[64] = { 0x50, 0xed, 0x55, 0xba, 1, 0 };
+  unsigned char man[64] = ".TH libOpenCL 7 \"2023\" man page, gzip-free for the test ....";
+  const struct ib_indexer *ix = &x.ix;
+  CHECK (t, ix->wants (ix->data, "usr/bin/ls", 64, elf, 64) == IB_INDEX_FD);
+  CHECK (t, ix->wants (ix->data, "usr/lib/k.bin", 64, fatbin, 64) == IB_INDEX_FD);
+  CHECK (t, ix->wants (ix->data, "usr/lib/libOpenCL.so.7", 64, man, 64) == IB_INDEX_DIGEST);
+  /* A first read of 3 bytes of a larger file tells nothing yet. */
+  CHECK (t, ix->wants (ix->data, "usr/share/man/x.7", 64, man, 3) == IB_INDEX_FD);
+  /* A file of 3 bytes is whole in its head: no magic fits in it. */
+  CHECK (t, ix->wants (ix->data, "usr/share/x", 3, man, 3) == IB_INDEX_DIGEST);
+  /* The digests it keeps, past its buffer (kept in a file): 3000 of them,
+   * each answered, any other not, a question asked twice answered twice. */
+  char d[3000][65];
+  for (size_t i = 0; i < 3000; i++)
+    {
+      snprintf (d[i], sizeof (d[i]), "%064zx", i * 7919);
+      ix->index (ix->data, "usr/share/man/x.7", d[i], NULL, 0, -1);
+    }
+  const char *ask[] = { d[0], d[2999], "f123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", d[2047],
+                        d[2999], "not hex" };
+  bool none[6];
+  ib_kernels_indexer_no_code (&x, ask, 6, none);
+  CHECK (t, none[0] && none[1] && !none[2] && none[3] && none[4] && !none[5]);
+  /* Registered, a gate finds it by its name. */
+  ib_store_add_indexer (s, ix);
+  CHECK (t, ib_store_indexer (s, IB_KERNELS_INDEXER) == ix);
+  ib_kernels_indexer_clear (&x);
+  ib_store_free (s);
 }
