@@ -22,7 +22,11 @@ ib_build_indexers_add (struct ib_build_indexers *x, const struct ib_definition *
   if (x->kernels_on)
     ib_store_add_indexer (s, &x->kernels.ix);
   ib_error_release (&e);
-  if (d->native.enabled)
+  /* The native gate's records, and the symbol gate's too: its syntax
+   * check runs the image's interpreter in a chroot of the files the loader
+   * maps for it (builder/pyroot.c), found from these records; without
+   * them it extracts every layer of the image whole. */
+  if (d->native.enabled || d->python_path)
     {
       x->native_on = ib_native_indexer_init (s, &x->native, &e) == 0;
       if (x->native_on)

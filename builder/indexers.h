@@ -1,6 +1,7 @@
 /* The indexers (layers/indexer.h) a definition's gates profit from,
  * registered on the build's store before the first file list is made:
- * the native gate's when it has [native], the symbol gate's when it has
+ * the native gate's when it has [native] or a python-path (the syntax
+ * check's chroot is found from its records), the symbol gate's when it has
  * [symbols] (its checked packages), the SBOM's and its GPU-code list's
  * always.  With them a cold
  * build reads each base layer once, for its file list and every record

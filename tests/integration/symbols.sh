@@ -257,6 +257,21 @@ python_base() { # DIR LAYOUT FILE
     >>"$d/over/image.conf"
 }
 
+# p/over built cold with the indexers (store s-closure) and without
+# (s-whole): both pass, the syntax checked by the image's CPython in a
+# chroot, the same image.
+closure_and_whole() {
+  for mode in closure whole; do
+    off=
+    [ "$mode" = whole ] && off=1
+    (export IMGBUILD_NO_INDEXERS=$off IMGBUILD_STORE="$PWD/s-$mode"
+     "$IB" --smoke=off p/over >"$mode.out" 2>"$mode.err")
+    grep -q 'gate symbols *pass' "$mode.err"
+    grep -q "by the image's /usr/bin/python3.11 (in a chroot)" "$mode.err"
+  done
+  cmp closure.out whole.out
+}
+
 # The syntax check of a cold build runs the image's CPython in a chroot of
 # only the files it needs (pycompile/pyroot.c): no layer of the base is
 # extracted into the store, and the answers are those of the interpreter
@@ -270,15 +285,7 @@ t_cold_syntax_check_extracts_only_the_interpreters_files() {
   printf 'def f(:\n    pass\n' >bad.py
   printf 'X = 1\n' >good.py
   python_base p "$PWD/layout" good.py
-  for mode in closure whole; do
-    off=
-    [ "$mode" = whole ] && off=1
-    (export IMGBUILD_NO_INDEXERS=$off IMGBUILD_STORE="$PWD/s-$mode"
-     "$IB" --smoke=off p/over >"$mode.out" 2>"$mode.err")
-    grep -q 'gate symbols *pass' "$mode.err"
-    grep -q "by the image's /usr/bin/python3.11 (in a chroot)" "$mode.err"
-  done
-  cmp closure.out whole.out
+  closure_and_whole
   # The whole layers on disk only the other way.
   [ -z "$(ls -A s-closure/imgbuild/rootfs 2>/dev/null)" ]
   [ -n "$(ls -A s-whole/imgbuild/rootfs)" ]
@@ -295,4 +302,21 @@ t_cold_syntax_check_extracts_only_the_interpreters_files() {
   grep -q 'never closed\|invalid syntax' closure.lines
   cmp closure.lines whole.lines
   [ -z "$(ls -A s-closure/imgbuild/rootfs 2>/dev/null)" ]
+}
+
+# The same without [native]: the native indexer is registered for the
+# symbol gate's syntax check too (builder/indexers.c), so the interpreter's
+# program closure is found from cached records and no layer is extracted
+# whole; the verdict is the full extraction's.
+t_cold_syntax_check_without_native_extracts_only_the_interpreters_files() {
+  [ "$(id -u)" = 0 ] || skip_test "the chroot needs root"
+  [ -x /usr/bin/python3.11 ] || skip_test "no /usr/bin/python3.11 on this machine"
+  [ -z "${IB_TEST_PLATFORM:-}" ] || skip_test "the image's CPython runs only on its own architecture"
+  printf 'X = 1\n' >good.py
+  python_base p "$PWD/layout" good.py
+  sed -i '/^\[native\]$/,$d' p/over/image.conf
+  ! grep -q native p/over/image.conf # not vacuous: no [native] left
+  closure_and_whole
+  [ -z "$(ls -A s-closure/imgbuild/rootfs 2>/dev/null)" ]
+  [ -n "$(ls -A s-whole/imgbuild/rootfs)" ]
 }
