@@ -10,32 +10,22 @@
 
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
+#include "fscache.h"
 #include "indexer.h"
 #include "layer_reader.h"
 
-#define CACHE_MAGIC "imgbuild-files 2"
-#define MAX_CACHE_SIZE (1u << 30)
-
 /* ---- one layer's list ---------------------------------------------------- */
-
-static void
-entry_clear (struct ib_fs_entry *e)
-{
-  free (e->path);
-  free (e->link);
-}
 
 void
 ib_fs_list_free (struct ib_fs_list *l)
 {
   if (l == NULL)
     return;
-  for (size_t i = 0; i < l->n; i++)
-    entry_clear (&l->e[i]);
   for (size_t i = 0; i < l->n_hazards; i++)
     free (l->hazards[i]);
   free (l->hazards);
   free (l->e);
+  ib_fs_strings_free (l->strings);
   free (l);
 }
 
@@ -163,17 +153,17 @@ compute_list (struct ib_store *s, const struct ib_descriptor *blob, const ib_dig
   int x;
   while ((x = ib_layer_reader_next (r, &ae, err)) == 1)
     {
-      char *path = ib_clean_tar_path (archive_entry_pathname (ae) ? archive_entry_pathname (ae) : "");
+      cleanup_free char *path = ib_clean_tar_path (archive_entry_pathname (ae) ? archive_entry_pathname (ae) : "");
       if (path == NULL)
         continue; /* the root folder itself, or a hostile ".." entry that no extractor may follow */
       struct ib_fs_entry *e = list_append (l, &cap);
-      e->path = path;
+      e->path = ib_fs_strings_add (&l->strings, path, strlen (path));
       e->type = type_of (ae);
       e->mode = archive_entry_perm (ae);
       e->size = (uint64_t) archive_entry_size (ae);
       const char *link = e->type == IB_FS_HARDLINK ? archive_entry_hardlink (ae) : archive_entry_symlink (ae);
       if (link)
-        e->link = ib_xstrdup (link);
+        e->link = ib_fs_strings_add (&l->strings, link, strlen (link));
       if (e->type == IB_FS_FILE && hash_entry_data (r, e, buf, 1 << 20, s, spool_dir, err) < 0)
         {
           ib_layer_reader_free (r);
@@ -194,9 +184,8 @@ compute_list (struct ib_store *s, const struct ib_descriptor *blob, const ib_dig
   return 0;
 }
 
-/* Cache text: a header line, then one line per entry:
- * TYPE MODE SIZE DIGEST|- PATH[\tLINK], with '\\', '\t' and '\n' escaped;
- * then one line "! TEXT" per hostile entry. */
+/* A path as one field of a line of text (link-check/memo.c's): '\\', '\t'
+ * and '\n' escaped. */
 void
 ib_fs_put_escaped (FILE *f, const char *s)
 {
@@ -217,8 +206,7 @@ ib_fs_put_escaped (FILE *f, const char *s)
 char *
 ib_fs_unescape (char *s)
 {
-  /* Most paths have nothing escaped: 60,000 of them per base, each read
-   * by every build, copied whole instead of byte by byte. */
+  /* Most paths have nothing escaped: copied whole, not byte by byte. */
   char *o = strchr (s, '\\');
   if (o == NULL)
     return ib_xstrdup (s);
@@ -236,108 +224,6 @@ ib_fs_unescape (char *s)
   return ib_xstrdup (s);
 }
 
-static int
-save_list (const char *path, const ib_digest *diff_id, const struct ib_fs_list *l, ib_error_t *err)
-{
-  char *text = NULL;
-  size_t len = 0;
-  FILE *f = open_memstream (&text, &len);
-  fprintf (f, "%s %s\n", CACHE_MAGIC, diff_id->s);
-  for (size_t i = 0; i < l->n; i++)
-    {
-      const struct ib_fs_entry *e = &l->e[i];
-      fprintf (f, "%c %o %llu %s ", e->type, e->mode, (unsigned long long) e->size, e->digest[0] ? e->digest : "-");
-      ib_fs_put_escaped (f, e->path);
-      if (e->link)
-        {
-          fputc ('\t', f);
-          ib_fs_put_escaped (f, e->link);
-        }
-      fputc ('\n', f);
-    }
-  for (size_t i = 0; i < l->n_hazards; i++)
-    {
-      fputs ("! ", f);
-      ib_fs_put_escaped (f, l->hazards[i]);
-      fputc ('\n', f);
-    }
-  fclose (f);
-  int r = ib_write_file_atomic (path, text, len, 0644, err);
-  free (text);
-  return r;
-}
-
-/* "TYPE MODE SIZE DIGEST|- " of a cache line into E: where the path
- * starts, NULL when the line is not as save_list writes it.  By hand, not
- * sscanf: a warm build reads some 60,000 of these lines per base, and
- * sscanf was a tenth of its time. */
-static char *
-parse_head (char *c, struct ib_fs_entry *e)
-{
-  if (c[0] == '\0' || c[1] != ' ')
-    return NULL;
-  e->type = c[0];
-  char *end;
-  errno = 0;
-  unsigned long mode = strtoul (c + 2, &end, 8);
-  if (end == c + 2 || *end != ' ' || mode > 07777777)
-    return NULL;
-  e->mode = (unsigned) mode;
-  c = end + 1;
-  unsigned long long size = strtoull (c, &end, 10);
-  if (end == c || *end != ' ' || errno)
-    return NULL;
-  e->size = size;
-  c = end + 1;
-  if (c[0] == '-' && c[1] == ' ')
-    return c + 2;
-  if (strspn (c, "0123456789abcdef") != 64 || c[64] != ' ')
-    return NULL;
-  memcpy (e->digest, c, 64);
-  e->digest[64] = '\0';
-  return c + 65;
-}
-
-/* A cache file that does not parse is ignored (and recomputed), never
- * trusted halfway. */
-static bool
-load_list (const char *path, const ib_digest *diff_id, struct ib_fs_list *l)
-{
-  cleanup_free char *text = NULL;
-  if (ib_read_file (path, MAX_CACHE_SIZE, &text, NULL, NULL) < 0)
-    return false;
-  cleanup_free char *header = ib_xasprintf ("%s %s\n", CACHE_MAGIC, diff_id->s);
-  if (strncmp (text, header, strlen (header)) != 0)
-    return false;
-  char *c = text + strlen (header);
-  size_t cap = 0;
-  while (*c)
-    {
-      char *eol = strchr (c, '\n');
-      if (eol == NULL)
-        return false;
-      *eol = '\0';
-      if (c[0] == '!' && c[1] == ' ')
-        {
-          cleanup_free char *h = ib_fs_unescape (c + 2);
-          add_hazard (l, h);
-          c = eol + 1;
-          continue;
-        }
-      struct ib_fs_entry *e = list_append (l, &cap);
-      char *path = parse_head (c, e);
-      if (path == NULL)
-        return false;
-      char *tab = strchr (path, '\t');
-      if (tab)
-        *tab = '\0';
-      e->path = ib_fs_unescape (path);
-      e->link = tab ? ib_fs_unescape (tab + 1) : NULL;
-      c = eol + 1;
-    }
-  return true;
-}
-
 int
 ib_fs_list_layer (struct ib_store *s, const struct ib_descriptor *blob, const ib_digest *diff_id,
                   struct ib_fs_list **out, ib_error_t *err)
@@ -347,14 +233,14 @@ ib_fs_list_layer (struct ib_store *s, const struct ib_descriptor *blob, const ib
     return -1;
   cleanup_free char *cache = ib_path_join (dir, ib_digest_hex (diff_id->s));
   struct ib_fs_list *l = ib_xcalloc (1, sizeof (*l));
-  if (ib_store_blob_trusted (s, &blob->digest) && load_list (cache, diff_id, l))
+  if (ib_store_blob_trusted (s, &blob->digest) && ib_fs_cache_load (cache, diff_id, l))
     {
       *out = l;
       return 0;
     }
   ib_fs_list_free (l);
   l = ib_xcalloc (1, sizeof (*l));
-  if (compute_list (s, blob, diff_id, l, err) < 0 || save_list (cache, diff_id, l, err) < 0)
+  if (compute_list (s, blob, diff_id, l, err) < 0 || ib_fs_cache_save (cache, diff_id, l, err) < 0)
     {
       ib_fs_list_free (l);
       return -1;
@@ -368,7 +254,8 @@ ib_fs_list_layer (struct ib_store *s, const struct ib_descriptor *blob, const ib
 struct ib_fsview
 {
   size_t n, cap;
-  struct ib_fs_entry *e; /* sorted by path; entries own their strings */
+  struct ib_fs_entry *e; /* sorted by path */
+  struct ib_fs_strings *strings; /* the entries' paths and link targets */
   char **hazards;
   size_t n_hazards;
   const struct ib_fsview_observer *obs; /* told of every read; NULL: none */
@@ -385,12 +272,11 @@ ib_fsview_free (struct ib_fsview *v)
 {
   if (v == NULL)
     return;
-  for (size_t i = 0; i < v->n; i++)
-    entry_clear (&v->e[i]);
   for (size_t i = 0; i < v->n_hazards; i++)
     free (v->hazards[i]);
   free (v->hazards);
   free (v->e);
+  ib_fs_strings_free (v->strings);
   free (v);
 }
 
@@ -401,19 +287,26 @@ ib_fsview_hazards (const struct ib_fsview *v, size_t *n)
   return (const char *const *) v->hazards;
 }
 
+/* The first entry at or after FROM whose path is not below PATH. */
 static size_t
-lower_bound (const struct ib_fsview *v, const char *path)
+lower_bound_from (const struct ib_fsview *v, size_t from, const char *path)
 {
-  size_t lo = 0, hi = v->n;
+  size_t lo = from, hi = v->n;
   while (lo < hi)
     {
-      size_t mid = (lo + hi) / 2;
+      size_t mid = lo + (hi - lo) / 2;
       if (strcmp (v->e[mid].path, path) < 0)
         lo = mid + 1;
       else
         hi = mid;
     }
   return lo;
+}
+
+static size_t
+lower_bound (const struct ib_fsview *v, const char *path)
+{
+  return lower_bound_from (v, 0, path);
 }
 
 /* Remove the entries under DIR (and DIR itself when WITH_SELF); "" is the
@@ -427,7 +320,6 @@ remove_tree (struct ib_fsview *v, const char *dir, bool with_self)
       size_t at = lower_bound (v, dir);
       if (at < v->n && strcmp (v->e[at].path, dir) == 0)
         {
-          entry_clear (&v->e[at]);
           memmove (&v->e[at], &v->e[at + 1], (v->n - at - 1) * sizeof (*v->e));
           v->n--;
         }
@@ -436,7 +328,7 @@ remove_tree (struct ib_fsview *v, const char *dir, bool with_self)
   size_t pl = strlen (prefix);
   size_t from = lower_bound (v, prefix), to = from;
   while (to < v->n && strncmp (v->e[to].path, prefix, pl) == 0)
-    entry_clear (&v->e[to++]);
+    to++;
   /* Nothing under it (an empty view has no array at all: memmove of a
    * null pointer is undefined even for no bytes, UBSan says). */
   if (to == from)
@@ -446,11 +338,11 @@ remove_tree (struct ib_fsview *v, const char *dir, bool with_self)
 }
 
 static void
-copy_entry (struct ib_fs_entry *dst, const struct ib_fs_entry *src, int layer)
+copy_entry (struct ib_fsview *v, struct ib_fs_entry *dst, const struct ib_fs_entry *src, int layer)
 {
   *dst = *src;
-  dst->path = ib_xstrdup (src->path);
-  dst->link = src->link ? ib_xstrdup (src->link) : NULL;
+  dst->path = ib_fs_strings_add (&v->strings, src->path, strlen (src->path));
+  dst->link = src->link ? ib_fs_strings_add (&v->strings, src->link, strlen (src->link)) : NULL;
   dst->layer = layer;
 }
 
@@ -481,10 +373,7 @@ take_list (struct ib_fsview *v, struct ib_fs_list *list, int layer)
   for (size_t i = 0; i < list->n; i++)
     {
       if (is_marker (&list->e[i]))
-        {
-          entry_clear (&list->e[i]); /* an empty view: it removes nothing */
-          continue;
-        }
+        continue; /* an empty view: it removes nothing */
       list->e[n] = list->e[i];
       list->e[n++].layer = layer;
     }
@@ -496,14 +385,18 @@ take_list (struct ib_fsview *v, struct ib_fs_list *list, int layer)
   list->n = 0;
 }
 
-/* Stack LIST as layer LAYER.  With STEAL the entries' strings move from
- * LIST into the view instead of being copied (LIST is freed next): a base
- * of 60,000 entries is otherwise 120,000 strdup and free per view. */
+/* Stack LIST as layer LAYER.  With STEAL its strings move into the view
+ * instead of being copied (LIST is freed next).  Both sides are sorted:
+ * one merge, the upper layer winning, where the view's entries between
+ * two of LIST's move as one block: an overlay of 23 files over a base of
+ * 60,000 entries is 23 binary searches and a few copies, not 60,000
+ * comparisons. */
 static void
 push_list (struct ib_fsview *v, struct ib_fs_list *list, int layer, bool steal)
 {
   if (v->n == 0 && steal)
     {
+      ib_fs_strings_adopt (&v->strings, &list->strings);
       take_list (v, list, layer);
       return;
     }
@@ -513,50 +406,46 @@ push_list (struct ib_fsview *v, struct ib_fs_list *list, int layer, bool steal)
   for (size_t i = 0; i < list->n; i++)
     if (list->e[i].type == IB_FS_WHITEOUT && !names_nothing (list->e[i].path))
       remove_tree (v, list->e[i].path, true);
-  /* Both sides are sorted: one merge pass, the upper layer winning. */
   size_t cap = v->n + list->n;
-  struct ib_fs_entry *m = ib_xcalloc (cap ? cap : 1, sizeof (*m));
-  size_t a = 0, b = 0, n = 0, n_hidden = 0;
+  struct ib_fs_entry *m = ib_xmalloc ((cap ? cap : 1) * sizeof (*m));
+  size_t a = 0, n = 0, n_hidden = 0;
   char **hidden = ib_xcalloc (list->n + 1, sizeof (*hidden));
-  while (a < v->n || b < list->n)
+  for (size_t b = 0; b < list->n; b++)
     {
-      if (b < list->n && is_marker (&list->e[b]))
+      const struct ib_fs_entry *up = &list->e[b];
+      if (is_marker (up))
+        continue;
+      size_t at = lower_bound_from (v, a, up->path);
+      if (at > a) /* (an empty view has no array: no pointer to copy from) */
+        memcpy (&m[n], &v->e[a], (at - a) * sizeof (*m));
+      n += at - a;
+      a = at;
+      if (a < v->n && strcmp (v->e[a].path, up->path) == 0)
         {
-          b++;
-          continue;
+          /* A file over a folder hides what was under the folder. */
+          if (v->e[a].type == IB_FS_DIR && up->type != IB_FS_DIR)
+            hidden[n_hidden++] = up->path;
+          a++;
         }
-      int c = a == v->n ? 1 : b == list->n ? -1 : strcmp (v->e[a].path, list->e[b].path);
-      if (c < 0)
-        m[n++] = v->e[a++];
+      if (steal)
+        {
+          m[n] = *up;
+          m[n++].layer = layer;
+        }
       else
-        {
-          if (c == 0)
-            {
-              /* A file over a folder hides what was under the folder. */
-              if (v->e[a].type == IB_FS_DIR && list->e[b].type != IB_FS_DIR)
-                hidden[n_hidden++] = ib_xstrdup (list->e[b].path);
-              entry_clear (&v->e[a++]);
-            }
-          if (steal)
-            {
-              m[n] = list->e[b];
-              m[n++].layer = layer;
-              list->e[b].path = list->e[b].link = NULL;
-              b++;
-            }
-          else
-            copy_entry (&m[n++], &list->e[b++], layer);
-        }
+        copy_entry (v, &m[n++], up, layer);
     }
+  if (v->n > a)
+    memcpy (&m[n], &v->e[a], (v->n - a) * sizeof (*m));
+  n += v->n - a;
+  if (steal)
+    ib_fs_strings_adopt (&v->strings, &list->strings);
   free (v->e);
   v->e = m;
   v->n = n;
   v->cap = cap;
   for (size_t i = 0; i < n_hidden; i++)
-    {
-      remove_tree (v, hidden[i], false);
-      free (hidden[i]);
-    }
+    remove_tree (v, hidden[i], false);
   free (hidden);
 }
 

@@ -29,14 +29,18 @@ enum ib_fs_type
 
 struct ib_fs_entry
 {
-  char *path;   /* clean, relative: "usr/lib/x.so" */
-  char type;    /* enum ib_fs_type */
-  unsigned mode;
-  uint64_t size;
-  char digest[65]; /* sha256 hex of a regular file's content, else "" */
+  char *path;      /* clean, relative: "usr/lib/x.so" */
   char *link;      /* symlink or hardlink target, else NULL */
+  uint64_t size;
+  unsigned mode;
   int layer;       /* in a view: the index of the layer that provides it */
+  char type;       /* enum ib_fs_type */
+  char digest[65]; /* sha256 hex of a regular file's content, else "" */
 };
+
+/* Where the paths and link targets of a list or a view live: blocks freed
+ * with their owner, never a string at a time. */
+struct ib_fs_strings;
 
 struct ib_fs_list
 {
@@ -44,6 +48,9 @@ struct ib_fs_list
   struct ib_fs_entry *e; /* sorted by path */
   size_t n_hazards;      /* hostile entries (tarcheck.h), "entry `NAME`: WHY" */
   char **hazards;
+  /* The entries' strings, for a list of ib_fs_list_layer; NULL for a list
+   * its caller made, whose strings stay the caller's. */
+  struct ib_fs_strings *strings;
 };
 
 /* The file list of one layer of S, computed (and the layer's digests
@@ -57,7 +64,8 @@ void ib_fs_list_free (struct ib_fs_list *l);
 struct ib_fsview;
 
 struct ib_fsview *ib_fsview_new (void);
-/* Stack LIST on top of the view as layer number LAYER. */
+/* Stack LIST on top of the view as layer number LAYER; its entries and
+ * strings are copied, LIST stays the caller's. */
 void ib_fsview_push (struct ib_fsview *v, const struct ib_fs_list *list, int layer);
 /* The view of a whole image, every layer's list from the store. */
 int ib_fsview_of_image (struct ib_store *s, const struct ib_image *img, struct ib_fsview **out, ib_error_t *err);

@@ -1,0 +1,291 @@
+#include "fscache.h"
+
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../util/cleanup.h"
+#include "../util/fsutil.h"
+
+/* ---- strings ------------------------------------------------------------- */
+
+#define BLOCK_SIZE (64u << 10)
+
+struct ib_fs_strings
+{
+  struct ib_fs_strings *next;
+  void *map; /* a cache file mapped: its strings, unmapped when freed */
+  size_t map_len;
+  size_t used, cap;
+  char data[];
+};
+
+char *
+ib_fs_strings_add (struct ib_fs_strings **pool, const char *s, size_t len)
+{
+  struct ib_fs_strings *b = *pool;
+  if (b == NULL || b->map || b->cap - b->used < len + 1)
+    {
+      size_t cap = len + 1 > BLOCK_SIZE ? len + 1 : BLOCK_SIZE;
+      b = ib_xmalloc (sizeof (*b) + cap);
+      *b = (struct ib_fs_strings){ .next = *pool, .cap = cap };
+      *pool = b;
+    }
+  char *o = b->data + b->used;
+  memcpy (o, s, len);
+  o[len] = '\0';
+  b->used += len + 1;
+  return o;
+}
+
+void
+ib_fs_strings_adopt (struct ib_fs_strings **to, struct ib_fs_strings **from)
+{
+  struct ib_fs_strings *tail = *from;
+  if (tail == NULL)
+    return;
+  while (tail->next)
+    tail = tail->next;
+  tail->next = *to;
+  *to = *from;
+  *from = NULL;
+}
+
+void
+ib_fs_strings_free (struct ib_fs_strings *pool)
+{
+  while (pool)
+    {
+      struct ib_fs_strings *next = pool->next;
+      if (pool->map)
+        munmap (pool->map, pool->map_len);
+      free (pool);
+      pool = next;
+    }
+}
+
+/* ---- the cache file ------------------------------------------------------- */
+
+/* The file: a header, one record per entry in path order, the offsets of
+ * the hazards' texts, then the strings, each ending in a NUL (the first
+ * is the empty one, so that offset 0 means "no link").  Numbers are in the
+ * writer's byte order and records in its layout: the header says which,
+ * and a reader of another kind takes the file for a miss. */
+#define CACHE_MAGIC "imgbuild-files 3"
+#define BYTE_ORDER_MARK 0x01020304u
+
+struct cache_head
+{
+  char magic[16];
+  char diff_id[80]; /* "sha256:HEX", then NULs */
+  uint32_t record_size;
+  uint32_t byte_order;
+  uint64_t n, n_hazards, strings_size;
+};
+
+struct cache_rec
+{
+  uint64_t size;
+  uint32_t path, link; /* offsets into the strings */
+  uint32_t mode;
+  char type;
+  char digest[64]; /* hex; a NUL first when the entry has none */
+  char pad[3];
+};
+
+_Static_assert (sizeof (struct cache_head) == 128, "the header's layout is the file's");
+_Static_assert (sizeof (struct cache_rec) == 88, "the record's layout is the file's");
+
+static void
+init_head (struct cache_head *h, const ib_digest *diff_id)
+{
+  memset (h, 0, sizeof (*h));
+  memcpy (h->magic, CACHE_MAGIC, sizeof (h->magic));
+  snprintf (h->diff_id, sizeof (h->diff_id), "%s", diff_id->s);
+  h->record_size = sizeof (struct cache_rec);
+  h->byte_order = BYTE_ORDER_MARK;
+}
+
+static uint32_t
+put_string (char *strings, size_t *used, const char *s)
+{
+  size_t len = strlen (s) + 1, at = *used;
+  memcpy (strings + at, s, len);
+  *used += len;
+  return (uint32_t) at;
+}
+
+int
+ib_fs_cache_save (const char *path, const ib_digest *diff_id, const struct ib_fs_list *l, ib_error_t *err)
+{
+  size_t strings_size = 1;
+  for (size_t i = 0; i < l->n; i++)
+    strings_size += strlen (l->e[i].path) + 1 + (l->e[i].link ? strlen (l->e[i].link) + 1 : 0);
+  for (size_t i = 0; i < l->n_hazards; i++)
+    strings_size += strlen (l->hazards[i]) + 1;
+  /* Offsets are 32 bits: a layer with more than 4 GB of names (some
+   * 40 million paths) is listed again on every build, not cached. */
+  if (strings_size > UINT32_MAX)
+    return 0;
+  struct cache_head h;
+  init_head (&h, diff_id);
+  h.n = l->n;
+  h.n_hazards = l->n_hazards;
+  h.strings_size = strings_size;
+  size_t recs_at = sizeof (h), hz_at = recs_at + l->n * sizeof (struct cache_rec);
+  size_t strings_at = hz_at + l->n_hazards * sizeof (uint32_t), len = strings_at + strings_size;
+  cleanup_free char *buf = ib_xcalloc (1, len);
+  memcpy (buf, &h, sizeof (h));
+  char *strings = buf + strings_at;
+  size_t used = 1;
+  for (size_t i = 0; i < l->n; i++)
+    {
+      const struct ib_fs_entry *e = &l->e[i];
+      struct cache_rec r = { .size = e->size, .mode = e->mode, .type = e->type };
+      r.path = put_string (strings, &used, e->path);
+      r.link = e->link ? put_string (strings, &used, e->link) : 0;
+      memcpy (r.digest, e->digest, e->digest[0] ? 64 : 1);
+      memcpy (buf + recs_at + i * sizeof (r), &r, sizeof (r));
+    }
+  for (size_t i = 0; i < l->n_hazards; i++)
+    {
+      uint32_t at = put_string (strings, &used, l->hazards[i]);
+      memcpy (buf + hz_at + i * sizeof (at), &at, sizeof (at));
+    }
+  return ib_write_file_atomic (path, buf, len, 0644, err);
+}
+
+static bool
+known_type (char t)
+{
+  switch (t)
+    {
+    case IB_FS_FILE:
+    case IB_FS_DIR:
+    case IB_FS_SYMLINK:
+    case IB_FS_HARDLINK:
+    case IB_FS_OTHER:
+    case IB_FS_WHITEOUT:
+    case IB_FS_OPAQUE:
+      return true;
+    default:
+      return false;
+    }
+}
+
+/* Record I of RECS as entry E, its strings in STRINGS (SIZE bytes, the
+ * last a NUL, so that any offset below SIZE starts a terminated string). */
+static bool
+take_record (const struct cache_rec *r, char *strings, uint64_t size, struct ib_fs_entry *e)
+{
+  if (r->path >= size || r->link >= size || !known_type (r->type))
+    return false;
+  e->path = strings + r->path;
+  e->link = r->link ? strings + r->link : NULL;
+  e->size = r->size;
+  e->mode = r->mode;
+  e->layer = 0;
+  e->type = r->type;
+  memcpy (e->digest, r->digest, 64);
+  e->digest[64] = '\0';
+  return true;
+}
+
+/* The records, read where they are mapped; the pages they were on are
+ * given back as the loop goes (a base of 500,000 entries has 44 MB of
+ * them), so the list costs its entries and the strings it reads. */
+static bool
+take_records (const char *map, size_t recs_at, struct ib_fs_list *l, char *strings, uint64_t strings_size)
+{
+  const size_t page = (size_t) sysconf (_SC_PAGESIZE), chunk = 16 * page;
+  size_t done = recs_at - recs_at % page;
+  for (size_t i = 0; i < l->n; i++)
+    {
+      const struct cache_rec *r = (const struct cache_rec *) (map + recs_at) + i;
+      if (!take_record (r, strings, strings_size, &l->e[i])
+          || (i > 0 && strcmp (l->e[i - 1].path, l->e[i].path) > 0))
+        return false;
+      size_t end = recs_at + (i + 1) * sizeof (*r);
+      if (end - done >= chunk + page)
+        {
+          madvise ((char *) map + done, chunk, MADV_DONTNEED);
+          done += chunk;
+        }
+    }
+  return true;
+}
+
+static bool
+take_hazards (const char *map, size_t hz_at, uint64_t n, const char *strings, uint64_t strings_size,
+              struct ib_fs_list *l)
+{
+  for (uint64_t i = 0; i < n; i++)
+    {
+      uint32_t at;
+      memcpy (&at, map + hz_at + i * sizeof (at), sizeof (at));
+      if (at >= strings_size)
+        return false;
+      l->hazards = ib_xrealloc (l->hazards, (l->n_hazards + 1) * sizeof (*l->hazards));
+      l->hazards[l->n_hazards++] = ib_xstrdup (strings + at);
+    }
+  return true;
+}
+
+static void
+clear_list (struct ib_fs_list *l)
+{
+  for (size_t i = 0; i < l->n_hazards; i++)
+    free (l->hazards[i]);
+  free (l->hazards);
+  free (l->e);
+  ib_fs_strings_free (l->strings);
+  memset (l, 0, sizeof (*l));
+}
+
+bool
+ib_fs_cache_load (const char *path, const ib_digest *diff_id, struct ib_fs_list *l)
+{
+  cleanup_close int fd = open (path, O_RDONLY | O_CLOEXEC);
+  struct stat st;
+  if (fd < 0 || fstat (fd, &st) < 0 || !S_ISREG (st.st_mode) || (uint64_t) st.st_size < sizeof (struct cache_head))
+    return false;
+  size_t len = (size_t) st.st_size;
+  /* Private and writable: the strings are the entries' `char *`, and a
+   * write to one (nobody does) must not reach the file. */
+  char *map = mmap (NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+  if (map == MAP_FAILED)
+    return false;
+  struct cache_head h, want;
+  memcpy (&h, map, sizeof (h));
+  init_head (&want, diff_id);
+  size_t recs_at = sizeof (h);
+  bool ok = memcmp (h.magic, want.magic, sizeof (h.magic)) == 0 && memcmp (h.diff_id, want.diff_id, sizeof (h.diff_id)) == 0
+            && h.record_size == want.record_size && h.byte_order == want.byte_order && h.strings_size >= 1
+            && h.n <= (len - recs_at) / sizeof (struct cache_rec)
+            && h.n_hazards <= (len - recs_at - h.n * sizeof (struct cache_rec)) / sizeof (uint32_t);
+  size_t hz_at = recs_at + (size_t) h.n * sizeof (struct cache_rec);
+  size_t strings_at = hz_at + (size_t) h.n_hazards * sizeof (uint32_t);
+  ok = ok && strings_at + h.strings_size == len && map[len - 1] == '\0' && map[strings_at] == '\0';
+  if (!ok)
+    {
+      munmap (map, len);
+      return false;
+    }
+  struct ib_fs_strings *b = ib_xmalloc (sizeof (*b));
+  *b = (struct ib_fs_strings){ .next = l->strings, .map = map, .map_len = len };
+  l->strings = b;
+  l->n = (size_t) h.n;
+  l->e = ib_xmalloc ((l->n ? l->n : 1) * sizeof (*l->e));
+  char *strings = map + strings_at;
+  if (!take_records (map, recs_at, l, strings, h.strings_size)
+      || !take_hazards (map, hz_at, h.n_hazards, strings, h.strings_size, l))
+    {
+      clear_list (l);
+      return false;
+    }
+  return true;
+}

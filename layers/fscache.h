@@ -1,0 +1,32 @@
+/* The storage of file lists (fsview.h), private to layers/: the blocks that
+ * hold a list's strings, and the cache file of one layer's list.
+ *
+ * A warm build reads the lists of its whole base, some 60,000 entries per
+ * 2 GB, on every build; as text that was a sixth of its time (parsing,
+ * unescaping, a malloc and a free per path).  The cache is binary instead:
+ * fixed records in path order and one block of strings that is mapped, not
+ * read, so loading a list is a loop that points each entry at its strings. */
+#ifndef IB_FSCACHE_H
+#define IB_FSCACHE_H
+
+#include <stdbool.h>
+
+#include "digest.h"
+#include "fsview.h"
+
+/* A copy of S (LEN bytes, then a NUL) in the blocks of *POOL, which grow
+ * as needed; it lives until ib_fs_strings_free of *POOL. */
+char *ib_fs_strings_add (struct ib_fs_strings **pool, const char *s, size_t len);
+/* Move every block of *FROM into *TO (*FROM becomes empty). */
+void ib_fs_strings_adopt (struct ib_fs_strings **to, struct ib_fs_strings **from);
+void ib_fs_strings_free (struct ib_fs_strings *pool);
+
+/* Write L, the list of the layer DIFF_ID, to PATH, atomically. */
+int ib_fs_cache_save (const char *path, const ib_digest *diff_id, const struct ib_fs_list *l, ib_error_t *err);
+/* Read PATH into L (empty): false, and L left empty, when the file is
+ * missing, of another layer or another format, or not whole and
+ * consistent (an offset out of bounds, a type unknown, paths out of
+ * order); such a file is computed again, never trusted halfway. */
+bool ib_fs_cache_load (const char *path, const ib_digest *diff_id, struct ib_fs_list *l);
+
+#endif
