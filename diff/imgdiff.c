@@ -62,7 +62,7 @@ stack_overlay (struct ib_side *side, ib_error_t *err)
           e->type = IB_FS_FILE;
           r = ib_sha256_file (it->source, &dg, &e->size, err);
           if (r == 0)
-            snprintf (e->digest, sizeof (e->digest), "%s", ib_digest_hex (dg.s));
+            e->digest = ib_xstrdup (ib_digest_hex (dg.s));
           side->source_paths[side->n_sources] = ib_xstrdup (e->path);
           side->sources[side->n_sources++] = ib_xstrdup (it->source);
         }
@@ -84,6 +84,7 @@ stack_overlay (struct ib_side *side, ib_error_t *err)
             {
               free (l.e[o - 1].path);
               free (l.e[o - 1].link);
+              free ((char *) l.e[o - 1].digest);
               o--;
             }
           l.e[o++] = l.e[i];
@@ -96,6 +97,7 @@ stack_overlay (struct ib_side *side, ib_error_t *err)
     {
       free (l.e[i].path);
       free (l.e[i].link);
+      free ((char *) l.e[i].digest);
     }
   free (l.e);
   return r < 0 ? ib_error_wrap (err, "%s", d->file) : 0;

@@ -93,8 +93,8 @@ struct cache_rec
   uint32_t path, link; /* offsets into the strings */
   uint32_t mode;
   char type;
-  char digest[64]; /* hex; a NUL first when the entry has none */
-  char pad[3];
+  char digest[65]; /* hex and a NUL; a NUL first when the entry has none */
+  char pad[2];
 };
 
 _Static_assert (sizeof (struct cache_head) == 128, "the header's layout is the file's");
@@ -148,7 +148,7 @@ ib_fs_cache_save (const char *path, const ib_digest *diff_id, const struct ib_fs
       struct cache_rec r = { .size = e->size, .mode = e->mode, .type = e->type };
       r.path = put_string (strings, &used, e->path);
       r.link = e->link ? put_string (strings, &used, e->link) : 0;
-      memcpy (r.digest, e->digest, e->digest[0] ? 64 : 1);
+      memcpy (r.digest, e->digest, e->digest[0] ? 64 : 0);
       memcpy (buf + recs_at + i * sizeof (r), &r, sizeof (r));
     }
   for (size_t i = 0; i < l->n_hazards; i++)
@@ -177,12 +177,14 @@ known_type (char t)
     }
 }
 
-/* Record I of RECS as entry E, its strings in STRINGS (SIZE bytes, the
- * last a NUL, so that any offset below SIZE starts a terminated string). */
+/* R as entry E, its strings in STRINGS (SIZE bytes, the last a NUL, so
+ * that any offset below SIZE starts a terminated string).  The digest is
+ * read where it lies: a record's pages given back are read again from the
+ * file by the rare check that wants a digest. */
 static bool
 take_record (const struct cache_rec *r, char *strings, uint64_t size, struct ib_fs_entry *e)
 {
-  if (r->path >= size || r->link >= size || !known_type (r->type))
+  if (r->path >= size || r->link >= size || !known_type (r->type) || r->digest[64] != '\0')
     return false;
   e->path = strings + r->path;
   e->link = r->link ? strings + r->link : NULL;
@@ -190,8 +192,7 @@ take_record (const struct cache_rec *r, char *strings, uint64_t size, struct ib_
   e->mode = r->mode;
   e->layer = 0;
   e->type = r->type;
-  memcpy (e->digest, r->digest, 64);
-  e->digest[64] = '\0';
+  e->digest = r->digest;
   return true;
 }
 

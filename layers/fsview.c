@@ -99,8 +99,8 @@ classify_whiteout (struct ib_fs_entry *e)
 /* Hash a regular file's content and, when the store's indexers want it
  * (indexer.h), hand it to them in the same read. */
 static int
-hash_entry_data (struct ib_layer_reader *r, struct ib_fs_entry *e, char *buf, size_t bufsz, const struct ib_store *s,
-                 const char *spool_dir, ib_error_t *err)
+hash_entry_data (struct ib_layer_reader *r, struct ib_fs_entry *e, struct ib_fs_strings **strings, char *buf,
+                 size_t bufsz, const struct ib_store *s, const char *spool_dir, ib_error_t *err)
 {
   ib_sha256 *h = ib_sha256_new ();
   struct ib_index_file ixf;
@@ -127,8 +127,7 @@ hash_entry_data (struct ib_layer_reader *r, struct ib_fs_entry *e, char *buf, si
   ib_digest d;
   ib_sha256_final (h, &d);
   ib_sha256_free (h);
-  memcpy (e->digest, ib_digest_hex (d.s), 64);
-  e->digest[64] = '\0';
+  e->digest = ib_fs_strings_add (strings, ib_digest_hex (d.s), 64);
   if (indexing)
     ib_index_file_end (&ixf, e->digest);
   return 0;
@@ -158,13 +157,14 @@ compute_list (struct ib_store *s, const struct ib_descriptor *blob, const ib_dig
         continue; /* the root folder itself, or a hostile ".." entry that no extractor may follow */
       struct ib_fs_entry *e = list_append (l, &cap);
       e->path = ib_fs_strings_add (&l->strings, path, strlen (path));
+      e->digest = "";
       e->type = type_of (ae);
       e->mode = archive_entry_perm (ae);
       e->size = (uint64_t) archive_entry_size (ae);
       const char *link = e->type == IB_FS_HARDLINK ? archive_entry_hardlink (ae) : archive_entry_symlink (ae);
       if (link)
         e->link = ib_fs_strings_add (&l->strings, link, strlen (link));
-      if (e->type == IB_FS_FILE && hash_entry_data (r, e, buf, 1 << 20, s, spool_dir, err) < 0)
+      if (e->type == IB_FS_FILE && hash_entry_data (r, e, &l->strings, buf, 1 << 20, s, spool_dir, err) < 0)
         {
           ib_layer_reader_free (r);
           return -1;
@@ -343,6 +343,7 @@ copy_entry (struct ib_fsview *v, struct ib_fs_entry *dst, const struct ib_fs_ent
   *dst = *src;
   dst->path = ib_fs_strings_add (&v->strings, src->path, strlen (src->path));
   dst->link = src->link ? ib_fs_strings_add (&v->strings, src->link, strlen (src->link)) : NULL;
+  dst->digest = src->digest && src->digest[0] ? ib_fs_strings_add (&v->strings, src->digest, strlen (src->digest)) : "";
   dst->layer = layer;
 }
 

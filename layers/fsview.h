@@ -35,7 +35,10 @@ struct ib_fs_entry
   unsigned mode;
   int layer;       /* in a view: the index of the layer that provides it */
   char type;       /* enum ib_fs_type */
-  char digest[65]; /* sha256 hex of a regular file's content, else "" */
+  /* sha256 hex of a regular file's content, else ""; never NULL in a list
+   * of ib_fs_list_layer or in a view (a list a caller makes may leave it
+   * NULL for "none": pushed on a view, it reads "") */
+  const char *digest;
 };
 
 /* Where the paths and link targets of a list or a view live: blocks freed

@@ -84,7 +84,7 @@ seen_of (const char *path, const struct ib_fs_entry *e)
       s.mode = e->mode;
       s.size = e->size;
       s.layer = e->layer;
-      memcpy (s.digest, e->digest, sizeof (s.digest));
+      snprintf (s.digest, sizeof (s.digest), "%s", e->digest);
       s.link = e->link ? ib_xstrdup (e->link) : NULL;
     }
   return s;

@@ -434,22 +434,23 @@ layer_reader_checks_digests (struct test_ctx *t)
   CHECK (t, first && l && same_list (first, l));
   ib_fs_list_free (l);
   /* A cache file that is not as written makes the whole cache be ignored
-   * and the list computed (and cached) again: cut short by a byte, a
+   * and the list computed (and cached) again: its end cut off, a
    * record whose path lies past the strings, two records out of order, a
-   * type unknown, another record layout.  (fscache.c: a 128-byte header
-   * whose record size is at 96, then 88-byte records, the path's offset at
-   * 8 in each, the type at 20.) */
-  for (int damage = 0; damage < 5; damage++)
+   * type unknown, another record layout (8 bytes more per record, as the
+   * header says), a digest not ended where it should be.  (fscache.c: a
+   * 128-byte header whose record size is at 96, then 88-byte records, the
+   * path's offset at 8 in each, the type at 20, the digest's end at 85.) */
+  for (int damage = 0; damage < 6; damage++)
     {
       cleanup_free char *bytes = NULL;
       size_t len = 0;
       CHECK (t, ib_read_file (cache, 1 << 20, &bytes, &len, NULL) == 0 && len > 128 + 6 * 88);
-      if (bytes == NULL || len <= 128 + 6 * 88)
+      if (bytes == NULL || len <= 128 + 6 * 88 + 32)
         break;
       char *rec = bytes + 128;
       char swap[88];
       if (damage == 0)
-        len--;
+        len -= 2; /* the last string's last character and its NUL */
       else if (damage == 1)
         memset (rec + 2 * 88 + 8, 0xff, 4);
       else if (damage == 2)
@@ -460,8 +461,20 @@ layer_reader_checks_digests (struct test_ctx *t)
         }
       else if (damage == 3)
         rec[4 * 88 + 20] = 'Z';
+      else if (damage == 5)
+        rec[4 * 88 + 85] = 'x';
       else
-        bytes[96]++;
+        {
+          char *wide = ib_xcalloc (1, len + 6 * 8);
+          memcpy (wide, bytes, 128);
+          wide[96] += 8;
+          for (size_t k = 0; k < 6; k++)
+            memcpy (wide + 128 + k * 96, rec + k * 88, 88);
+          memcpy (wide + 128 + 6 * 96, rec + 6 * 88, len - 128 - 6 * 88);
+          free (bytes);
+          bytes = wide;
+          len += 6 * 8;
+        }
       CHECK (t, ib_write_file_atomic (cache, bytes, len, 0644, &err) == 0);
       l = NULL;
       CHECK (t, ib_fs_list_layer (s, &r.desc, &r.diff_id, &l, &err) == 0);
