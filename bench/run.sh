@@ -25,7 +25,8 @@
 #               layers two at a time: one inflate + SHA-256 pass on 2 cores
 #   cold        imgbuild, a fresh store (base never seen)
 #   warm        imgbuild again, same store, another tag
-#   umoci       umoci insert of the same 23 files into the base's layout
+#   umoci       umoci insert of the same 23 files into the base's layout (its
+#               layer lacks the tar footer: see add_layer)
 #   docker      docker build --no-cache of the 23-COPY Dockerfile, the base
 #               already loaded (the Docker Engine the bench starts itself)
 #   docker-load docker load of the base archive (+ docker = from a load)
@@ -130,13 +131,27 @@ uncompressed_bytes() { # LAYOUT:TAG -> sum of layer sizes, uncompressed (from th
   cat "$1/uncompressed" 2>/dev/null || echo 0
 }
 
+# add_layer LAYOUT:TAG NEW-TAG DIR PATH...: a layer of PATH... (relative to
+# DIR) by GNU tar, added with `umoci raw add-layer`.  Not `umoci insert`:
+# Debian's umoci 0.4.7 never closes the tar writer of an inserted layer, so
+# the layer lacks the end-of-archive blocks and its last file's padding
+# (umoci issue 436, fixed in 0.4.8); GNU tar, Python's tarfile and imgbuild
+# refuse such a layer as truncated.
+add_layer() {
+  local image=$1 tag=$2 dir=$3
+  shift 3
+  tar --numeric-owner --owner=0 --group=0 -C "$dir" -cf "$WORK/layer.tar" "$@"
+  umoci raw add-layer --image "$image" --tag "$tag" "$WORK/layer.tar"
+  rm -f "$WORK/layer.tar"
+}
+
 make_gpu_base() { # DIR
   local real
   real=$(real_base oci)
   rm -rf "$1.tmp" && mkdir -p "$1.tmp"
   copy_layout "$real" "$1.tmp/oci"
-  say "gpu: a layer of /usr/local/cuda/lib64 ($(du -shL /usr/local/cuda/lib64 | cut -f1)) by umoci insert"
-  umoci insert --image "$1.tmp/oci:real" --tag base /usr/local/cuda/lib64 /usr/local/cuda/lib64
+  say "gpu: a layer of /usr/local/cuda/lib64 ($(du -shL /usr/local/cuda/lib64 | cut -f1))"
+  add_layer "$1.tmp/oci:real" base / usr/local/cuda/lib64
   echo $(($(du -sb "$(real_base rootfs)" | cut -f1) + $(du -sb /usr/local/cuda/lib64/ | cut -f1))) >"$1.tmp/uncompressed"
   mv "$1.tmp" "$1"
 }
@@ -187,10 +202,10 @@ make_gen_base() { # DIR GB
     k=$((k + 1))
     local chunk=$((2 * GIB))
     [ $((gb * GIB - total)) -lt "$chunk" ] && chunk=$((gb * GIB - total))
-    say "gen:$gb: layer $k, $((chunk / 1048576)) MiB (generated, then umoci insert)"
+    say "gen:$gb: layer $k, $((chunk / 1048576)) MiB (generated, then added)"
     rm -rf "$WORK/gen" && gen_layer "$WORK/gen" "$k" "$chunk"
     total=$((total + $(du -sb "$WORK/gen" | cut -f1)))
-    umoci insert --image "$dir.tmp/oci:$tag" --tag "l$k" "$WORK/gen/opt/gen$k" "/opt/gen$k"
+    add_layer "$dir.tmp/oci:$tag" "l$k" "$WORK/gen" "opt/gen$k"
     tag=l$k
     rm -rf "$WORK/gen"
   done
