@@ -60,6 +60,12 @@ struct ib_layer_reader
   bool out_full;              /* OUT went to libarchive: produce takes the next */
   size_t in_len, in_pos;
   bool in_eof, stream_end;
+  bool drained;       /* produce found the end of the uncompressed stream */
+  uint64_t produced;  /* uncompressed bytes handed to libarchive */
+  int64_t entry_size; /* the current entry's data size; -1 none yet */
+  uint64_t data_at;   /* where its data starts in the uncompressed stream */
+  uint64_t data_read; /* how much of it ib_layer_reader_data handed out */
+  bool footerless;    /* the stream ended right after the last entry's data */
   struct ib_gunzip *gz;
   ZSTD_DStream *zs;
   struct archive *a;
@@ -132,6 +138,7 @@ produce (struct ib_layer_reader *r)
         {
           if (r->codec != CODEC_NONE && !r->stream_end)
             return ib_error (&r->pending, IB_EINTEGRITY, "layer %s is truncated", r->blob.digest.s);
+          r->drained = true;
           return 0;
         }
       size_t made = 0;
@@ -166,6 +173,7 @@ produce (struct ib_layer_reader *r)
         }
       if (made)
         {
+          r->produced += made;
           r->out_ring[r->out_i].ticket = ib_hash_worker_submit (r->hw, r->tar_hash, r->out, made);
           r->out_full = true;
           return (ssize_t) made;
@@ -256,6 +264,7 @@ ib_layer_reader_open (struct ib_store *s, const struct ib_descriptor *blob, cons
   r->blob_hash = ib_sha256_new ();
   r->tar_hash = ib_sha256_new ();
   r->check = ib_tar_check_new ();
+  r->entry_size = -1;
   r->hw = ib_hash_worker_new (loc.length >= THREAD_MIN_BLOB && cpus_usable () > 1);
   if (reader_start (r, blob, err) < 0)
     {
@@ -278,16 +287,44 @@ archive_fail (struct ib_layer_reader *r, ib_error_t *err)
   return ib_error (err, IB_EINTEGRITY, "layer %s: %s", r->blob.digest.s, archive_error_string (r->a));
 }
 
+/* A tar stream that ends right after its last entry's data, without that
+ * entry's padding or the two end-of-archive blocks: what `umoci insert`
+ * wrote before umoci 0.4.8 (it never closed its tar writer; umoci issue
+ * 436), in images built with it and with stacker.  libarchive already
+ * takes a stream without the end blocks for a whole one; without the
+ * padding it calls it truncated.  Docker and containerd read every byte of
+ * such a layer, and its diff_id, checked at ib_layer_reader_end, covers
+ * exactly the bytes there are: nothing is missing, so it is read as whole.
+ * That is when the stream is at its end exactly where the last entry's
+ * data ends (read or skipped); a cut anywhere else (inside data, padding
+ * or a header) is still truncated. */
+static bool
+ends_after_last_data (const struct ib_layer_reader *r)
+{
+  return r->pending == NULL && r->drained && r->entry_size >= 0
+         && r->produced == r->data_at + (uint64_t) r->entry_size;
+}
+
 int
 ib_layer_reader_next (struct ib_layer_reader *r, struct archive_entry **entry, ib_error_t *err)
 {
+  if (r->footerless)
+    return 0;
   int x = archive_read_next_header (r->a, entry);
   if (x == ARCHIVE_EOF)
     return 0;
   if (x == ARCHIVE_OK || x == ARCHIVE_WARN)
     {
       ib_tar_check_entry (r->check, *entry, x == ARCHIVE_WARN ? archive_error_string (r->a) : NULL);
+      r->entry_size = archive_entry_size_is_set (*entry) ? archive_entry_size (*entry) : -1;
+      r->data_at = (uint64_t) archive_filter_bytes (r->a, 0);
+      r->data_read = 0;
       return 1;
+    }
+  if (ends_after_last_data (r))
+    {
+      r->footerless = true;
+      return 0;
     }
   return archive_fail (r, err);
 }
@@ -301,9 +338,25 @@ ib_layer_reader_hazards (const struct ib_layer_reader *r, size_t *n)
 ssize_t
 ib_layer_reader_data (struct ib_layer_reader *r, void *buf, size_t len, ib_error_t *err)
 {
+  if (r->footerless)
+    return 0;
   la_ssize_t n = archive_read_data (r->a, buf, len);
+  if (n < 0 && ends_after_last_data (r))
+    {
+      /* archive_read_data copies each data block into BUF before it reads
+       * the next, and only the read after the last block fails (at the
+       * padding): BUF holds the rest of the entry.  (The tests compare the
+       * digest of such a last entry with its file's.) */
+      r->footerless = true;
+      uint64_t rest = (uint64_t) r->entry_size - r->data_read;
+      if (rest > len)
+        return archive_fail (r, err);
+      r->data_read += rest;
+      return (ssize_t) rest;
+    }
   if (n < 0)
     return archive_fail (r, err);
+  r->data_read += (uint64_t) n;
   return n;
 }
 

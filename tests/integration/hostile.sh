@@ -80,3 +80,40 @@ t_hostile_extraction_writes_nothing_outside_its_folder() {
   [ -z "$(find "$IMGBUILD_STORE/imgbuild/rootfs" \( -type b -o -type p -o -type s \) -print)" ]
   [ -z "$(find "$IMGBUILD_STORE/imgbuild/rootfs" -type c ! -name '.wh.*' -exec stat -c '%t,%T %n' {} + | grep -v '^0,0 ')" ]
 }
+
+# A layer whose tar ends right after its last file's data, without that
+# file's padding or the end-of-archive blocks: what `umoci insert` wrote
+# before umoci 0.4.8 (umoci issue 436; Debian 12 has 0.4.7), in bases built
+# with it or with stacker.  GNU tar calls it truncated; Docker and
+# containerd read it whole, and so must imgbuild and imgverify, the last
+# file's digest that of its content.  Cut one byte earlier, inside a later
+# file's data, or inside a header, it is truncated and refused.
+footerless_base() { # LAYOUT BYTES: a base of one layer, full.tar cut to BYTES
+  rm -rf "$1"
+  umoci init --layout "$1" && umoci new --image "$1:base"
+  head -c "$2" full.tar >cut.tar
+  umoci raw add-layer --image "$1:base" --tag base cut.tar
+}
+
+t_layer_without_tar_footer_is_read_whole_and_a_cut_one_refused() {
+  mkdir -p rootfs/opt
+  head -c 700 /dev/urandom | base64 -w0 | head -c 700 >rootfs/opt/last.txt
+  tar --numeric-owner --owner=0 --group=0 -b1 -C rootfs -cf full.tar opt
+  [ "$(stat -c %s full.tar)" = 3072 ] # opt/, last.txt's header, 2 blocks of data, 2 end blocks
+  footerless_base lay 1724             # 2 headers and the 700 bytes of data, nothing after
+  refute tar -tf cut.tar
+  "$IV" oci:lay:base >/dev/null
+  umoci init --layout empty && umoci new --image empty:base
+  "$IV" --diff --json oci:empty:base oci:lay:base >diff.json
+  jq -e --arg d "sha256:$(sha256sum <rootfs/opt/last.txt | cut -d' ' -f1)" \
+    '.files | length == 1 and .[0].path == "/opt/last.txt" and .[0].b.sha256 == $d and .[0].b.size == 700' diff.json
+  mkdir -p def && echo hello >def/hello.txt
+  printf '[image]\nname = over:1\nfrom = scratch\n[copy]\nfile hello.txt /hello.txt\n[new]\n/hello.txt\n' >def/image.conf
+  "$IB" -q --smoke=off --from oci:lay:base def -t over:1 >/dev/null
+  "$IV" over:1 >/dev/null
+  for cut in 1723 1100 800; do
+    log "cut at $cut"
+    footerless_base "lay$cut" "$cut"
+    expect_fail 4 "layer sha256:[0-9a-f]{64}: Truncated" "$IV" "oci:lay$cut:base"
+  done
+}
