@@ -400,7 +400,7 @@ t_attest_sbom_gpu_list_reused_when_the_overlay_changes_nothing_it_read() {
   head -n 3 "$m" >cut && cat cut >"$m"
   gpu_def c "file $PWD/plain.bin /opt/new/c.txt"
   gpu_build c
-  refute grep -q 'reused' c.err
+  refute grep -q 'GPU-code list over the base, reused' c.err
   [ "$(cat c.gpu)" = "$GPU_BOTH" ]
 }
 
@@ -416,17 +416,17 @@ t_attest_sbom_gpu_list_not_reused_when_the_overlay_changes_a_read() {
   [ "$(cat a.gpu)" = "$GPU_BOTH" ]
   gpu_def added "file $PWD/base/files/code.bin /opt/new/libnew.so"
   gpu_build added
-  refute grep -q 'reused' added.err
+  refute grep -q 'GPU-code list over the base, reused' added.err
   jq -e 'length == 3 and any(.[0] == "/opt/new/libnew.so")' added.gpu
   gpu_build a # the kept list is A's again
   gpu_def replaced "file $PWD/plain.bin /usr/lib/libflashinfer_dcp.so"
   gpu_build replaced
-  refute grep -q 'reused' replaced.err
+  refute grep -q 'GPU-code list over the base, reused' replaced.err
   [ "$(cat replaced.gpu)" = '[["/opt/gpu/code.bin","GPU code: sm_121a compute_120"]]' ]
   gpu_build a
   gpu_def behind "file $PWD/plain.bin /opt/gpu/code.bin"
   gpu_build behind
-  refute grep -q 'reused' behind.err
+  refute grep -q 'GPU-code list over the base, reused' behind.err
   [ "$(cat behind.gpu)" = '[["/usr/lib/libflashinfer_dcp.so","GPU code: sm_121a compute_120"]]' ]
 }
 

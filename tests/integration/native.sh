@@ -145,12 +145,12 @@ t_native_verdict_not_reused_when_the_overlay_changes_a_read() {
   note_def d d:1 one "file $PWD/fake/m.bin /opt/fake/m.bin" "symlink /usr/local/lib/libm.so.6 /opt/fake/m.bin"
   expect_fail 5 'gate native' "$IB" d
   grep -q 'cos' stderr.txt
-  refute grep -q 'reused' stderr.txt
+  refute grep -q 'the verdict over the base, reused' stderr.txt
   "$IB" -q -t a:2 a >/dev/null # a verdict over A's overlay again: C is compared with it alone
   note_def c c:1 one "file $PWD/fake/linkbase.bin /opt/fake/linkbase.bin" "symlink /usr/local/lib/liblinkbase.so.1 /opt/fake/linkbase.bin"
   expect_fail 5 'gate native' "$IB" c
   grep -q 'base_old' stderr.txt
-  refute grep -q 'reused' stderr.txt
+  refute grep -q 'the verdict over the base, reused' stderr.txt
   refute skopeo inspect "oci:$IMGBUILD_STORE:c:1" >/dev/null 2>&1
   # The verdict kept is the last one, made over C's overlay: it does not
   # hold for an image without C's link either (one full check), whose own
@@ -158,7 +158,7 @@ t_native_verdict_not_reused_when_the_overlay_changes_a_read() {
   note_def e e:1 three
   "$IB" e 2>e.err >/dev/null
   grep -q 'gate native *pass' e.err
-  refute grep -q 'reused' e.err
+  refute grep -q 'the verdict over the base, reused' e.err
   note_def f f:1 four
   "$IB" f 2>f.err >/dev/null
   grep -q 'the verdict over the base, reused' f.err
@@ -203,7 +203,7 @@ t_native_damaged_verdict_runs_the_gate_again() {
   note_def c c:1 three
   "$IB" c 2>c.err >/dev/null
   grep -Eq 'native: 1 objects, .* cached$' c.err
-  refute grep -q reused c.err
+  refute grep -q 'the verdict over the base, reused' c.err
 }
 
 t_native_gate_passes_and_a_rebuild_reads_no_layer() {
