@@ -49,6 +49,13 @@ def load(res):
     return scen, machine
 
 
+def secs(v):
+    """Seconds as read: milliseconds below one second (a warm build and an
+    umoci insert are tens of them), hundredths above."""
+    v = float(v)
+    return f"{v:.3f}" if v < 1 else f"{v:.2f}"
+
+
 def own_mib(p):
     """The program's own peak RSS (its report's `resources`), the 9th
     field; "-" for the peers and for results written before it existed."""
@@ -128,7 +135,7 @@ def main():
             if m in rows:
                 p = rows[m]
                 what = p[7].replace("|", "\\|")
-                md.append(f"| {m} | {p[2]} | {float(p[3]):.2f} | {float(p[4]):.2f} | {float(p[5]):.2f} | "
+                md.append(f"| {m} | {p[2]} | {secs(p[3])} | {secs(p[4])} | {secs(p[5])} | "
                           f"{int(p[6]) / 1024:.1f} | {own_mib(p)} | {what} |")
         md += ["", "| target (issue 18) | figure | bound | met |", "| --- | ---: | ---: | --- |"]
         for label, a, b, cmp, bound, how in TARGETS:

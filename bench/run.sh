@@ -87,27 +87,34 @@ trap cleanup EXIT
 # every program it ran.  own_kib: imgbuild's and imgverify's own peak, from
 # their report's `resources` (REPORT=1 adds --report json:FILE to the
 # command); "-" for the peers.
+# Wall time from the clock in nanoseconds around the command (GNU time's %e
+# counts in hundredths: a 12 ms umoci insert read as 0.01 or 0.02 s, a
+# ratio of 4 or 8 for the same warm build); GNU time for the peak RSS.
+clock_ns() { date +%s%N; }
+seconds_since() { awk -v ns=$(($(clock_ns) - $1)) 'BEGIN { printf "%.4f", ns / 1e9 }'; }
 measure() {
-  local sc=$1 name=$2
+  local sc=$1 name=$2 t0
   shift 2
   rm -f "$W/$name.rep.json"
-  if ! /usr/bin/time -f '%e %M' -o "$W/$name.t" "$@" ${REPORT:+--report "json:$W/$name.rep.json"} \
+  t0=$(clock_ns)
+  if ! /usr/bin/time -f '%M' -o "$W/$name.t" "$@" ${REPORT:+--report "json:$W/$name.rep.json"} \
     >"$W/$name.out" 2>"$W/$name.err"; then
     say "$sc: $name failed: $*"
     tail -5 "$W/$name.err" >&2
     return 1
   fi
-  echo "$(tail -1 "$W/$name.t") $(own_rss "$name")" >>"$W/$name.runs"
+  echo "$(seconds_since "$t0") $(tail -1 "$W/$name.t") $(own_rss "$name")" >>"$W/$name.runs"
 }
 # measure_any SCENARIO NAME CMD...: as measure, the exit status aside (a
 # gate that fails on the base, e.g. its hostile entries, still times the check)
 measure_any() {
-  local sc=$1 name=$2
+  local sc=$1 name=$2 t0
   shift 2
   rm -f "$W/$name.rep.json"
-  /usr/bin/time -f '%e %M' -o "$W/$name.t" "$@" ${REPORT:+--report "json:$W/$name.rep.json"} \
+  t0=$(clock_ns)
+  /usr/bin/time -f '%M' -o "$W/$name.t" "$@" ${REPORT:+--report "json:$W/$name.rep.json"} \
     >"$W/$name.out" 2>"$W/$name.err" || true
-  echo "$(tail -1 "$W/$name.t") $(own_rss "$name")" >>"$W/$name.runs"
+  echo "$(seconds_since "$t0") $(tail -1 "$W/$name.t") $(own_rss "$name")" >>"$W/$name.runs"
 }
 own_rss() { jq -r '.resources.peak_rss_kib // "-"' "$W/$1.rep.json" 2>/dev/null || echo -; }
 # record SCENARIO NAME NOTE: the median of $W/NAME.runs into the results
@@ -117,7 +124,7 @@ record() {
   sort -n "$W/$name.runs" | awk -v sc="$sc" -v n="$name" -v note="$note" '
     { s[NR] = $1; if ($2 > rss) rss = $2; if ($3 != "-" && $3 != "" && $3 + 0 > own) own = $3 }
     END { m = NR % 2 ? s[(NR + 1) / 2] : (s[NR / 2] + s[NR / 2 + 1]) / 2;
-          printf "%s\t%s\t%d\t%.3f\t%.3f\t%.3f\t%d\t%s\t%s\n", sc, n, NR, m, s[1], s[NR], rss, note,
+          printf "%s\t%s\t%d\t%.4f\t%.4f\t%.4f\t%d\t%s\t%s\n", sc, n, NR, m, s[1], s[NR], rss, note,
                  own ? own : "-" }' >>"$RES/$sc.tsv"
 }
 
