@@ -2,7 +2,8 @@
  * every referrer, and everything their manifests and indexes name), sweep
  * the blobs nothing names (and the referrers of images no longer tagged),
  * the blob temporaries and run folders of killed
- * processes, and the cache entries derived from a blob that is gone.
+ * processes, the cache entries derived from a blob that is gone, and those
+ * of a layer (by diff_id) that no kept image's config names.
  *
  * It runs under the store's users lock held exclusively: every process
  * that has the store open holds it shared (store.c), so a collection waits
@@ -35,6 +36,17 @@ struct marks
   size_t n, cap;
 };
 
+static void
+marks_add (struct marks *m, const char *hex)
+{
+  if (m->n == m->cap)
+    {
+      m->cap = m->cap ? m->cap * 2 : 256;
+      m->hex = ib_xrealloc (m->hex, m->cap * sizeof (*m->hex));
+    }
+  m->hex[m->n++] = ib_xstrdup (hex);
+}
+
 static bool
 marked_linear (const struct marks *m, const char *hex)
 {
@@ -56,13 +68,41 @@ marked (const struct marks *m, const char *hex)
   return m->n > 0 && bsearch (&hex, m->hex, m->n, sizeof (*m->hex), cmp_str) != NULL;
 }
 
-static int mark_descriptor (struct ib_store *s, struct marks *m, const cJSON *desc, int depth, ib_error_t *err);
+/* What the mark phase keeps: blobs, and the diff_ids of the layers their
+ * configs name (the caches of a layer's content are keyed by diff_id). */
+struct keep
+{
+  struct marks blobs, diff_ids;
+};
+
+static int mark_descriptor (struct ib_store *s, struct keep *k, const cJSON *desc, int depth, ib_error_t *err);
+
+/* The diff_ids of config blob HEX, when it is one and is here (a missing
+ * or unreadable config keeps nothing: its caches can be made again). */
+static void
+keep_diff_ids (struct ib_store *s, struct keep *k, const char *hex)
+{
+  cleanup_free char *path = ib_path_join (s->blobs, hex);
+  cleanup_free char *body = NULL;
+  size_t len;
+  if (ib_read_file (path, MANIFEST_MAX, &body, &len, NULL) < 0)
+    return;
+  cJSON *doc = cJSON_ParseWithLength (body, len);
+  const cJSON *id;
+  cJSON_ArrayForEach (id, cJSON_GetObjectItemCaseSensitive (cJSON_GetObjectItemCaseSensitive (doc, "rootfs"), "diff_ids"))
+  {
+    const char *d = cJSON_GetStringValue (id);
+    if (d && strncmp (d, "sha256:", 7) == 0 && ib_digest_hex_valid (d + 7) && !marked_linear (&k->diff_ids, d + 7))
+      marks_add (&k->diff_ids, d + 7);
+  }
+  cJSON_Delete (doc);
+}
 
 /* The descriptors a manifest, an index or an artifact manifest names:
  * config, layers, manifests, blobs.  Not `subject`: a referrer keeps its
  * subject alive only when the subject is itself tagged. */
 static int
-mark_children (struct ib_store *s, struct marks *m, const char *hex, int depth, ib_error_t *err)
+mark_children (struct ib_store *s, struct keep *k, const char *hex, int depth, ib_error_t *err)
 {
   cleanup_free char *path = ib_path_join (s->blobs, hex);
   cleanup_free char *body = NULL;
@@ -72,14 +112,18 @@ mark_children (struct ib_store *s, struct marks *m, const char *hex, int depth, 
   cJSON *doc = cJSON_ParseWithLength (body, len);
   if (doc == NULL)
     return ib_error (err, IB_EINTEGRITY, "gc: manifest sha256:%s is not JSON", hex);
-  int r = mark_descriptor (s, m, cJSON_GetObjectItemCaseSensitive (doc, "config"), depth + 1, err);
+  const cJSON *config = cJSON_GetObjectItemCaseSensitive (doc, "config");
+  const char *config_digest = cJSON_GetStringValue (cJSON_GetObjectItemCaseSensitive (config, "digest"));
+  if (config_digest && strncmp (config_digest, "sha256:", 7) == 0 && ib_digest_hex_valid (config_digest + 7))
+    keep_diff_ids (s, k, config_digest + 7);
+  int r = mark_descriptor (s, k, config, depth + 1, err);
   static const char *const lists[] = { "layers", "manifests", "blobs" };
   for (size_t i = 0; r == 0 && i < sizeof (lists) / sizeof (*lists); i++)
     {
       const cJSON *d;
       cJSON_ArrayForEach (d, cJSON_GetObjectItemCaseSensitive (doc, lists[i]))
       {
-        if ((r = mark_descriptor (s, m, d, depth + 1, err)) < 0)
+        if ((r = mark_descriptor (s, k, d, depth + 1, err)) < 0)
           break;
       }
     }
@@ -95,8 +139,9 @@ is_manifest_type (const char *mt)
 }
 
 static int
-mark_descriptor (struct ib_store *s, struct marks *m, const cJSON *desc, int depth, ib_error_t *err)
+mark_descriptor (struct ib_store *s, struct keep *k, const cJSON *desc, int depth, ib_error_t *err)
 {
+  struct marks *m = &k->blobs;
   if (desc == NULL)
     return 0;
   if (depth > 16)
@@ -108,16 +153,11 @@ mark_descriptor (struct ib_store *s, struct marks *m, const cJSON *desc, int dep
   const char *hex = digest + 7;
   if (marked_linear (m, hex))
     return 0;
-  if (m->n == m->cap)
-    {
-      m->cap = m->cap ? m->cap * 2 : 256;
-      m->hex = ib_xrealloc (m->hex, m->cap * sizeof (*m->hex));
-    }
-  m->hex[m->n++] = ib_xstrdup (hex);
+  marks_add (m, hex);
   cleanup_free char *path = ib_path_join (s->blobs, hex);
   if (!is_manifest_type (mt) || access (path, F_OK) < 0)
     return 0; /* a missing blob is imgverify --store's to report */
-  return mark_children (s, m, hex, depth, err);
+  return mark_children (s, k, hex, depth, err);
 }
 
 static const char *
@@ -131,8 +171,9 @@ subject_of (const cJSON *d)
  * a referrer too: up to 4 rounds).  A referrer whose subject is gone is
  * dropped from index.json with it. */
 static int
-mark_from_index (struct ib_store *s, struct marks *m, size_t *dropped, ib_error_t *err)
+mark_from_index (struct ib_store *s, struct keep *k, size_t *dropped, ib_error_t *err)
 {
+  struct marks *m = &k->blobs;
   cleanup_free char *path = ib_path_join (s->root, "index.json");
   cleanup_free char *body = NULL;
   size_t len;
@@ -146,7 +187,7 @@ mark_from_index (struct ib_store *s, struct marks *m, size_t *dropped, ib_error_
   int r = 0;
   cJSON_ArrayForEach (d, list)
   {
-    if (subject_of (d) == NULL && (r = mark_descriptor (s, m, d, 0, err)) < 0)
+    if (subject_of (d) == NULL && (r = mark_descriptor (s, k, d, 0, err)) < 0)
       break;
   }
   for (int round = 0; r == 0 && round < 4; round++)
@@ -156,7 +197,7 @@ mark_from_index (struct ib_store *s, struct marks *m, size_t *dropped, ib_error_
       {
         const char *subject = subject_of (d);
         if (subject && strncmp (subject, "sha256:", 7) == 0 && marked_linear (m, subject + 7)
-            && (r = mark_descriptor (s, m, d, 0, err)) < 0)
+            && (r = mark_descriptor (s, k, d, 0, err)) < 0)
           break;
       }
       if (m->n == before)
@@ -182,6 +223,8 @@ mark_from_index (struct ib_store *s, struct marks *m, size_t *dropped, ib_error_
   cJSON_Delete (index);
   if (r == 0 && m->n > 0)
     ib_qsort (m->hex, m->n, sizeof (*m->hex), cmp_str);
+  if (r == 0 && k->diff_ids.n > 0)
+    ib_qsort (k->diff_ids.hex, k->diff_ids.n, sizeof (*k->diff_ids.hex), cmp_str);
   return r;
 }
 
@@ -226,12 +269,20 @@ sweep_blobs (struct ib_store *s, const struct marks *m, struct ib_gc_result *out
     ib_qsort (gone->hex, gone->n, sizeof (*gone->hex), cmp_str);
 }
 
-/* A cache entry is derived from the blob whose digest begins its name
- * (files/HEX, rootfs/HEX, ...); entries keyed by content (symbols, nvcc)
- * stay valid for any image and are kept.  run/ holds the scratch folders
+/* Most cache entries are derived from the blob whose digest begins their
+ * name; entries keyed by content (symbols, nvcc) stay valid for any image
+ * and are kept.  A layer's file list (files/) and extracted tree (rootfs/)
+ * are keyed by its diff_id, which no blob is named by: they go when no
+ * kept image's config names that diff_id.  run/ holds the scratch folders
  * of runs, and none is running. */
+static bool
+by_diff_id (const char *kind)
+{
+  return strcmp (kind, "files") == 0 || strcmp (kind, "rootfs") == 0;
+}
+
 static void
-sweep_caches (struct ib_store *s, const struct marks *gone, struct ib_gc_result *out)
+sweep_caches (struct ib_store *s, const struct keep *keep, const struct marks *gone, struct ib_gc_result *out)
 {
   cleanup_free char *base = ib_path_join (s->root, "imgbuild");
   DIR *d = opendir (base);
@@ -243,7 +294,7 @@ sweep_caches (struct ib_store *s, const struct marks *gone, struct ib_gc_result 
       if (kind->d_name[0] == '.' || kind->d_type != DT_DIR)
         continue;
       cleanup_free char *dir = ib_path_join (base, kind->d_name);
-      bool runs = strcmp (kind->d_name, "run") == 0;
+      bool runs = strcmp (kind->d_name, "run") == 0, layers = by_diff_id (kind->d_name);
       DIR *k = opendir (dir);
       if (k == NULL)
         continue;
@@ -255,7 +306,9 @@ sweep_caches (struct ib_store *s, const struct marks *gone, struct ib_gc_result 
           char hex[65] = "";
           if (strlen (e->d_name) >= 64)
             memcpy (hex, e->d_name, 64);
-          if (!runs && (!ib_digest_hex_valid (hex) || !marked (gone, hex)))
+          bool stale = layers ? ib_digest_hex_valid (hex) && !marked (&keep->diff_ids, hex)
+                              : ib_digest_hex_valid (hex) && marked (gone, hex);
+          if (!runs && !stale)
             continue;
           cleanup_free char *path = ib_path_join (dir, e->d_name);
           ib_error_t ignored = NULL;
@@ -285,15 +338,17 @@ ib_store_gc (struct ib_store *s, struct ib_gc_result *out, ib_error_t *err)
   while (flock (s->users_fd, LOCK_EX) < 0)
     if (errno != EINTR)
       return ib_error_errno (err, errno, IB_EENV, "gc: lock `%s`", s->root);
-  struct marks m = { 0 }, gone = { 0 };
-  int r = mark_from_index (s, &m, &out->referrers_dropped, err);
+  struct keep k = { 0 };
+  struct marks gone = { 0 };
+  int r = mark_from_index (s, &k, &out->referrers_dropped, err);
   if (r == 0)
     {
-      sweep_blobs (s, &m, out, &gone);
-      sweep_caches (s, &gone, out);
+      sweep_blobs (s, &k.blobs, out, &gone);
+      sweep_caches (s, &k, &gone, out);
       r = ib_fsync_dir (s->blobs, err);
     }
-  marks_clear (&m);
+  marks_clear (&k.blobs);
+  marks_clear (&k.diff_ids);
   marks_clear (&gone);
   flock (s->users_fd, LOCK_SH);
   return r < 0 ? ib_error_wrap (err, "gc `%s`", s->root) : 0;

@@ -221,3 +221,49 @@ t_robust_kill_campaign_build_output_push_load() {
   for kind in build output push load; do [ "${per[$kind]}" -ge 9 ]; done
   "$IV" --store
 }
+
+# A layer's file list (files/) and extracted tree (rootfs/) are named by
+# its diff_id, which names no blob: gc keeps them while a kept image's
+# config names that diff_id and removes them with the last such image
+# (they had stayed forever, the extracted trees gigabytes each).
+gc_base() { # LAYOUT NAME: a one-layer base of one file
+  mkdir -p "rootfs-$2/opt" && echo "$2" >"rootfs-$2/opt/$2.txt"
+  tar --numeric-owner --owner=0 --group=0 -C "rootfs-$2" -cf "$2.tar" opt
+  umoci init --layout "$1" && umoci new --image "$1:base" && umoci raw add-layer --image "$1:base" --tag base "$2.tar"
+}
+layer_ids() { # TAG: the diff_ids of a tagged image of the store, hex
+  local S=$IMGBUILD_STORE m c
+  m=$(jq -r --arg t "$1" '.manifests[] | select(.annotations["org.opencontainers.image.ref.name"] == $t) | .digest' "$S/index.json" | cut -d: -f2)
+  c=$(jq -r '.config.digest' "$S/blobs/sha256/$m" | cut -d: -f2)
+  jq -r '.rootfs.diff_ids[]' "$S/blobs/sha256/$c" | cut -d: -f2
+}
+
+t_robust_gc_sweeps_the_layer_caches_of_images_no_longer_kept() {
+  local S=$IMGBUILD_STORE id
+  gc_base la one && gc_base lb two
+  mkdir -p def && echo hello >def/hello.txt
+  printf '[image]\nname = x:1\nfrom = scratch\n[copy]\nfile hello.txt /hello.txt\n[new]\n/hello.txt\n' >def/image.conf
+  "$IB" -q --smoke=off --from oci:la:base def -t a:1 >/dev/null
+  "$IB" -q --smoke=off --from oci:lb:base def -t b:1 >/dev/null
+  layer_ids a:1 >a.ids && layer_ids b:1 >b.ids
+  [ "$(wc -l <a.ids)" = 2 ]
+  while read -r id; do [ -e "$S/imgbuild/files/$id" ]; done < <(cat a.ids b.ids)
+  # A list and a tree of a layer no image names, as a removed image leaves.
+  local stray
+  stray=$(printf 'stray layer' | sha256sum | cut -d' ' -f1)
+  printf 'x' >"$S/imgbuild/files/$stray"
+  mkdir -p "$S/imgbuild/rootfs/$stray/opt"
+  "$IB" --gc --json >gc.json
+  [ ! -e "$S/imgbuild/files/$stray" ] && [ ! -e "$S/imgbuild/rootfs/$stray" ]
+  while read -r id; do [ -e "$S/imgbuild/files/$id" ]; done < <(cat a.ids b.ids)
+  # Untag a:1: its base layer's list goes; b:1's stay, and both share the
+  # overlay's layer (the same bytes over either base), which stays too.
+  jq -c '.manifests |= map(select(.annotations["org.opencontainers.image.ref.name"] != "a:1"))' "$S/index.json" >i.json
+  cp i.json "$S/index.json"
+  "$IB" --gc --json >gc2.json
+  jq -e '.cache_entries >= 1' gc2.json
+  id=$(head -1 a.ids)
+  [ ! -e "$S/imgbuild/files/$id" ]
+  while read -r id; do [ -e "$S/imgbuild/files/$id" ]; done <b.ids
+  "$IV" b:1 >/dev/null
+}
