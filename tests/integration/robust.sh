@@ -254,7 +254,8 @@ t_robust_gc_sweeps_the_layer_caches_of_images_no_longer_kept() {
   printf 'x' >"$S/imgbuild/files/$stray"
   mkdir -p "$S/imgbuild/rootfs/$stray/opt"
   "$IB" --gc --json >gc.json
-  [ ! -e "$S/imgbuild/files/$stray" ] && [ ! -e "$S/imgbuild/rootfs/$stray" ]
+  [ ! -e "$S/imgbuild/files/$stray" ]
+  [ ! -e "$S/imgbuild/rootfs/$stray" ]
   while read -r id; do [ -e "$S/imgbuild/files/$id" ]; done < <(cat a.ids b.ids)
   # Untag a:1: its base layer's list goes; b:1's stay, and both share the
   # overlay's layer (the same bytes over either base), which stays too.
