@@ -486,20 +486,14 @@ main (int argc, char **argv)
             fprintf (stderr, "imgbuild: %zu targets pinned against %s\n", pinned, c.opt.from ? c.opt.from : def->from);
           printf ("%s\n", path);
         }
-      ib_definition_free (def);
-      for (size_t i = n_given; i < c.n_load_hosts; i++)
-        free (c.load_hosts[i]);
-      free (c.load_hosts);
-      free (c.outputs);
-      free (c.build_args);
-      free (c.reports);
-      return r < 0 ? ib_error_report ("imgbuild", &err) : 0;
     }
-  ib_digest manifest;
-  if (r == 0)
-    r = ib_build_run (def, &c.opt, &manifest, &err);
-  if (r == 0 && !c.opt.json)
-    printf ("%s %s\n", c.opt.name ? c.opt.name : def->name, manifest.s);
+  else if (r == 0)
+    {
+      ib_digest manifest;
+      r = ib_build_run (def, &c.opt, &manifest, &err);
+      if (r == 0 && !c.opt.json)
+        printf ("%s %s\n", c.opt.name ? c.opt.name : def->name, manifest.s);
+    }
   ib_definition_free (def);
   for (size_t i = n_given; i < c.n_load_hosts; i++)
     free (c.load_hosts[i]);

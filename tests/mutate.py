@@ -27,6 +27,7 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FIELDS = {"name", "file", "find", "replace", "suite", "tests"}
 
 
 def parse(path):
@@ -36,14 +37,23 @@ def parse(path):
             continue
         if not line.strip():
             if cur:
-                missing = {"name", "file", "find", "replace", "suite", "tests"} - set(cur)
+                missing = FIELDS - set(cur)
                 if missing:
                     sys.exit(f"mutate: {cur.get('name', '?')}: missing {sorted(missing)}")
                 muts.append(cur)
             cur = {}
             continue
         key, _, value = line.partition(":")
-        cur[key.strip()] = value[1:] if value.startswith(" ") else value
+        key = key.strip()
+        # A block's values are one line each: a second line of code would
+        # be read as a key of its own and dropped, and the mutation applied
+        # would silently be its first line only.
+        if key not in FIELDS:
+            sys.exit(f"mutate: {path}: {cur.get('name', '?')}: `{line.strip()}` is no field "
+                     f"(one of {', '.join(sorted(FIELDS))}; find and replace are one line each)")
+        if key in cur:
+            sys.exit(f"mutate: {path}: {cur.get('name', '?')}: `{key}` given twice")
+        cur[key] = value[1:] if value.startswith(" ") else value
     return muts
 
 

@@ -48,3 +48,21 @@ t_harness_no_assertion_is_an_and_list() {
   [ "$(wc -l <found.txt)" = 1 ]
   grep -q '^tests/integration/x.sh:2: ' found.txt
 }
+
+# The mutation list parses whole (tests/mutate.py): every block has its six
+# fields, each one line.  A second line of code in a `find:` was once read
+# as a field of its own and dropped, so the mutation applied was its first
+# line only; such a block is now refused, as is the planted one here.
+t_harness_mutation_list_is_read_whole() {
+  python3 -c 'import importlib.util, sys
+s = importlib.util.spec_from_file_location("m", sys.argv[1]); m = importlib.util.module_from_spec(s); s.loader.exec_module(m)
+print(len(m.parse(sys.argv[2])), "mutations")' "$ROOT/tests/mutate.py" "$ROOT/tests/mutations.txt"
+  printf 'name: two lines\nfile: a.c\nfind: x = 1;\n  y = 2;\nreplace: x = 2;\nsuite: s\ntests: t\n' >planted.txt
+  rc=0
+  python3 -c 'import importlib.util, sys
+s = importlib.util.spec_from_file_location("m", sys.argv[1]); m = importlib.util.module_from_spec(s); s.loader.exec_module(m)
+m.parse(sys.argv[2])' "$ROOT/tests/mutate.py" planted.txt 2>err.txt || rc=$?
+  cat err.txt
+  [ "$rc" = 1 ]
+  grep -q 'two lines: `y = 2;` is no field' err.txt
+}
