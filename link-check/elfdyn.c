@@ -9,6 +9,7 @@
 
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
+#include "strmap.h"
 
 #define MAX_SECTION (1024u << 20)
 #define TEXT_MAGIC "imgbuild-elflink 1"
@@ -364,6 +365,7 @@ free_arrays (struct ib_elf_link *l)
   free (l->refs);
   free (l->verneed);
   free (l->verdefs);
+  free (l->hashes);
   free (l);
 }
 
@@ -536,6 +538,7 @@ ib_elf_link_from_text (char *text)
     return NULL;
   text[len - m] = '\0';
   struct ib_elf_link *l = ib_xcalloc (1, sizeof (*l));
+  l->arena_size = len + 1;
   struct text_parse p = { .l = l };
   count_lines (text, &p.cap_defs, &p.cap_refs);
   l->defs = ib_xcalloc (p.cap_defs + 1, sizeof (*l->defs));
@@ -558,6 +561,96 @@ ib_elf_link_from_text (char *text)
     }
   l->arena = text;
   return l;
+}
+
+/* ---- heads --------------------------------------------------------------- */
+
+static char *
+dup_or_null (const char *s)
+{
+  return s ? ib_xstrdup (s) : NULL;
+}
+
+uint32_t
+ib_elf_name_hash (const char *name)
+{
+  uint64_t h = ib_str_hash (name);
+  return (uint32_t) (h ^ (h >> 32));
+}
+
+static int
+cmp_u32 (const void *a, const void *b)
+{
+  uint32_t x = *(const uint32_t *) a, y = *(const uint32_t *) b;
+  return x < y ? -1 : x > y;
+}
+
+uint32_t *
+ib_elf_link_hashes (const struct ib_elf_link *l, size_t *n)
+{
+  if (l->hashes)
+    {
+      *n = l->n_hashes;
+      uint32_t *h = ib_xcalloc (l->n_hashes + 1, sizeof (*h));
+      memcpy (h, l->hashes, l->n_hashes * sizeof (*h));
+      return h;
+    }
+  uint32_t *h = ib_xcalloc (l->n_defs + 1, sizeof (*h));
+  for (size_t i = 0; i < l->n_defs; i++)
+    h[i] = ib_elf_name_hash (l->defs[i].name);
+  ib_qsort (h, l->n_defs, sizeof (*h), cmp_u32);
+  size_t m = 0;
+  for (size_t i = 0; i < l->n_defs; i++)
+    if (m == 0 || h[i] != h[m - 1])
+      h[m++] = h[i];
+  *n = m;
+  return h;
+}
+
+struct ib_elf_link *
+ib_elf_link_head (const struct ib_elf_link *l)
+{
+  struct ib_elf_link *h = ib_xcalloc (1, sizeof (*h));
+  h->machine = l->machine;
+  h->type = l->type;
+  h->nodeflib = l->nodeflib;
+  h->has_versym = l->has_versym;
+  h->elf32 = l->elf32;
+  h->soname = dup_or_null (l->soname);
+  h->rpath = dup_or_null (l->rpath);
+  h->runpath = dup_or_null (l->runpath);
+  h->n_needed = l->n_needed;
+  h->needed = ib_xcalloc (l->n_needed + 1, sizeof (*h->needed));
+  for (size_t i = 0; i < l->n_needed; i++)
+    h->needed[i] = ib_xstrdup (l->needed[i]);
+  h->n_verneed = l->n_verneed;
+  h->verneed = ib_xcalloc (l->n_verneed + 1, sizeof (*h->verneed));
+  for (size_t i = 0; i < l->n_verneed; i++)
+    h->verneed[i] = (struct ib_elf_verneed){ ib_xstrdup (l->verneed[i].file), ib_xstrdup (l->verneed[i].version),
+                                             l->verneed[i].weak };
+  h->n_verdefs = l->n_verdefs;
+  h->verdefs = ib_xcalloc (l->n_verdefs + 1, sizeof (*h->verdefs));
+  for (size_t i = 0; i < l->n_verdefs; i++)
+    h->verdefs[i] = ib_xstrdup (l->verdefs[i]);
+  h->hashes = ib_elf_link_hashes (l, &h->n_hashes);
+  return h;
+}
+
+size_t
+ib_elf_link_bytes (const struct ib_elf_link *l)
+{
+  size_t n = sizeof (*l) + l->n_defs * sizeof (*l->defs) + l->n_refs * sizeof (*l->refs)
+             + l->n_needed * sizeof (*l->needed) + l->n_verneed * sizeof (*l->verneed)
+             + l->n_verdefs * sizeof (*l->verdefs) + l->n_hashes * sizeof (*l->hashes);
+  if (l->arena)
+    return n + l->arena_size;
+  /* Each string its own allocation: its bytes and malloc's 16 or so. */
+  for (size_t i = 0; i < l->n_defs; i++)
+    n += strlen (l->defs[i].name) + 17 + (l->defs[i].version ? strlen (l->defs[i].version) + 17 : 0);
+  for (size_t i = 0; i < l->n_refs; i++)
+    n += strlen (l->refs[i].name) + 17 + (l->refs[i].version ? strlen (l->refs[i].version) + 17 : 0)
+         + (l->refs[i].file ? strlen (l->refs[i].file) + 17 : 0);
+  return n;
 }
 
 /* ---- lookups ------------------------------------------------------------- */

@@ -15,6 +15,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "../util/error.h"
 
@@ -62,6 +63,12 @@ struct ib_elf_link
    * string above points into it (one allocation, not one per symbol name:
    * libtorch's record has some 10^5): NULL when each string is its own. */
   char *arena;
+  size_t arena_size;
+  /* A head (ib_elf_link_head): no DEFS nor REFS, but the hashes of the
+   * names defined (ib_elf_name_hash), sorted, each once; NULL in a whole
+   * record. */
+  uint32_t *hashes;
+  size_t n_hashes;
 };
 
 /* 0 and *OUT, or -1: not an ELF object (IB_ESYMBOLS), not 64-bit
@@ -75,6 +82,19 @@ void ib_elf_link_free (struct ib_elf_link *l);
  * it; on failure it is still the caller's, changed. */
 char *ib_elf_link_to_text (const struct ib_elf_link *l, size_t *len);
 struct ib_elf_link *ib_elf_link_from_text (char *text);
+
+/* What the loader reads of L, without its symbols (the bulk of a record:
+ * libtorch_cpu's is 3.8 MB): every field but DEFS and REFS (N_DEFS and
+ * N_REFS 0), each string its own, and the hashes of the names L defines,
+ * 4 bytes a name, so that a lookup needs the whole record only of the
+ * objects that may define the name. */
+struct ib_elf_link *ib_elf_link_head (const struct ib_elf_link *l);
+uint32_t ib_elf_name_hash (const char *name);
+/* The hashes of the names L (a head or a whole record) defines, sorted,
+ * each once: *N of them, the array from malloc. */
+uint32_t *ib_elf_link_hashes (const struct ib_elf_link *l, size_t *n);
+/* The bytes L holds in memory, its text and arrays. */
+size_t ib_elf_link_bytes (const struct ib_elf_link *l);
 
 /* The first definition named NAME (the others follow it), or NULL. */
 const struct ib_elf_def *ib_elf_link_find (const struct ib_elf_link *l, const char *name, size_t *count);

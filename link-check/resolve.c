@@ -19,28 +19,19 @@ struct lfile
 {
   char *path; /* view path of the regular file */
   const struct ib_fs_entry *e;
-  const struct ib_elf_link *elf; /* NULL: not ELF */
+  const struct ib_elf_link *elf; /* its head, or whole record; NULL: not ELF */
   bool read, indexed;
   size_t memo_gen; /* the index generation MEMO was made at; 0: none */
-  size_t *memo_off; /* per reference: where its definers start in MEMO_IDS */
+  size_t n_refs;
+  uint32_t *memo_off; /* per reference: where its definers start in MEMO_IDS */
   int *memo_ids;
 };
 
-/* The files that define one symbol: nearly always one, so the first is
- * kept here and only the others in an array of their own (some 10^5
- * symbols in a torch image: one small allocation each added ~12 MB). */
-struct deflist
+struct idx
 {
-  int first;
-  unsigned n;
-  int *more; /* n - 1 of them */
+  uint32_t hash;
+  int file;
 };
-
-static int
-definer (const struct deflist *d, size_t j)
-{
-  return j == 0 ? d->first : d->more[j - 1];
-}
 
 struct ib_linker
 {
@@ -51,9 +42,11 @@ struct ib_linker
   struct ib_strmap *resolved; /* a path searched -> its file id + 1, or 0 */
   char **resolved_keys;
   size_t n_resolved;
-  struct ib_strmap *by_symbol; /* name -> index into DEFS */
-  struct deflist *defs;
-  size_t n_defs, cap_defs;
+  /* Which files define a name: by the name's hash, 8 bytes a definition
+   * (a map of the names themselves, each pointing into its record, held
+   * every record in memory: 35 MB for a torch image). */
+  struct idx *idx;
+  size_t n_idx;
   size_t gen; /* bumped when files join the index */
 };
 
@@ -63,7 +56,6 @@ ib_linker_new (const struct ib_linker_config *cfg)
   struct ib_linker *k = ib_xcalloc (1, sizeof (*k));
   k->cfg = *cfg;
   k->by_path = ib_strmap_new ();
-  k->by_symbol = ib_strmap_new ();
   k->resolved = ib_strmap_new ();
   k->gen = 1;
   return k;
@@ -81,11 +73,8 @@ ib_linker_free (struct ib_linker *k)
       free (k->files[i].memo_ids);
     }
   free (k->files);
-  for (size_t i = 0; i < k->n_defs; i++)
-    free (k->defs[i].more);
-  free (k->defs);
+  free (k->idx);
   ib_strmap_free (k->by_path);
-  ib_strmap_free (k->by_symbol);
   ib_strmap_free (k->resolved);
   for (size_t i = 0; i < k->n_resolved; i++)
     free (k->resolved_keys[i]);
@@ -502,88 +491,149 @@ load_closure (struct proc *p, size_t first)
     }
 }
 
-/* ---- the symbol index ---------------------------------------------------- */
+/* ---- symbol lookups ------------------------------------------------------ */
 
-static void
-index_file (struct ib_linker *k, int id)
+/* File ID's whole record, held until symbols_put; NULL when lost. */
+static const struct ib_elf_link *
+symbols_get (struct ib_linker *k, int id)
 {
-  struct lfile *f = &k->files[id];
-  f->indexed = true;
-  if (!usable (k, f->elf))
-    return;
-  const struct ib_elf_link *l = f->elf;
-  for (size_t i = 0; i < l->n_defs; i++)
-    {
-      if (i > 0 && strcmp (l->defs[i].name, l->defs[i - 1].name) == 0)
-        continue;
-      size_t at;
-      if (ib_strmap_add (k->by_symbol, l->defs[i].name, k->n_defs, &at))
-        {
-          if (k->n_defs == k->cap_defs)
-            {
-              k->cap_defs = k->cap_defs ? 2 * k->cap_defs : 1024;
-              k->defs = ib_xrealloc (k->defs, k->cap_defs * sizeof (*k->defs));
-            }
-          k->defs[k->n_defs++] = (struct deflist){ id, 1, NULL };
-          continue;
-        }
-      struct deflist *d = &k->defs[at];
-      d->more = ib_xrealloc (d->more, d->n * sizeof (*d->more));
-      d->more[d->n++ - 1] = id;
-    }
+  if (k->cfg.symbols == NULL)
+    return k->files[id].elf;
+  return k->cfg.symbols (k->cfg.data, k->files[id].e);
 }
 
+static void
+symbols_put (struct ib_linker *k, int id, const struct ib_elf_link *l)
+{
+  if (k->cfg.release && l)
+    k->cfg.release (k->cfg.data, k->files[id].e);
+}
+
+static int
+cmp_idx (const void *a, const void *b)
+{
+  const struct idx *x = a, *y = b;
+  if (x->hash != y->hash)
+    return x->hash < y->hash ? -1 : 1;
+  return (x->file > y->file) - (x->file < y->file);
+}
+
+/* Every file read since the last time joins the index. */
 static void
 index_all (struct ib_linker *k)
 {
   bool grew = false;
-  size_t more = 0; /* the table is sized once, not rehashed as it fills */
   for (size_t i = 0; i < k->n_files; i++)
-    if (k->files[i].read && !k->files[i].indexed && usable (k, k->files[i].elf))
-      more += k->files[i].elf->n_defs;
-  ib_strmap_reserve (k->by_symbol, ib_strmap_count (k->by_symbol) + more);
-  for (size_t i = 0; i < k->n_files; i++)
-    if (k->files[i].read && !k->files[i].indexed)
-      {
-        index_file (k, (int) i);
-        grew = true;
-      }
-  if (grew)
-    k->gen++;
+    {
+      struct lfile *f = &k->files[i];
+      if (!f->read || f->indexed)
+        continue;
+      f->indexed = grew = true;
+      if (!usable (k, f->elf))
+        continue;
+      size_t n;
+      cleanup_free uint32_t *h = ib_elf_link_hashes (f->elf, &n);
+      k->idx = ib_xrealloc (k->idx, (k->n_idx + n + 1) * sizeof (*k->idx));
+      for (size_t j = 0; j < n; j++)
+        k->idx[k->n_idx++] = (struct idx){ h[j], (int) i };
+    }
+  if (!grew)
+    return;
+  ib_qsort (k->idx, k->n_idx, sizeof (*k->idx), cmp_idx);
+  k->gen++;
 }
 
-/* Per reference of file ID: the files of the image that satisfy it. */
+/* Where the files that may define a name of hash H start in the index. */
+static size_t
+index_find (const struct ib_linker *k, uint32_t h)
+{
+  size_t lo = 0, hi = k->n_idx;
+  while (lo < hi)
+    {
+      size_t mid = (lo + hi) / 2;
+      if (k->idx[mid].hash < h)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+  return lo;
+}
+
+/* A reference of a file, by the object that may define it. */
+struct cand
+{
+  int def;
+  uint32_t ref;
+};
+
+static int
+cmp_cand (const void *a, const void *b)
+{
+  const struct cand *x = a, *y = b;
+  if (x->def != y->def)
+    return x->def < y->def ? -1 : 1;
+  return (x->ref > y->ref) - (x->ref < y->ref);
+}
+
+/* The (definer, reference) pairs of L's references, by the index: the
+ * files that may define each, by definer. */
+static struct cand *
+candidates (const struct ib_linker *k, const struct ib_elf_link *l, size_t *n_out)
+{
+  struct cand *c = NULL;
+  size_t n = 0, cap = 0;
+  for (size_t r = 0; r < l->n_refs; r++)
+    {
+      uint32_t h = ib_elf_name_hash (l->refs[r].name);
+      for (size_t j = index_find (k, h); j < k->n_idx && k->idx[j].hash == h; j++)
+        {
+          if (n == cap)
+            c = ib_xrealloc (c, (cap = cap ? 2 * cap : 256) * sizeof (*c));
+          c[n++] = (struct cand){ k->idx[j].file, (uint32_t) r };
+        }
+    }
+  ib_qsort (c, n, sizeof (*c), cmp_cand);
+  *n_out = n;
+  return c;
+}
+
+/* Per reference of file ID: the files of the image that satisfy it, in
+ * file order.  Definer by definer, so that one whole record is at hand at
+ * a time besides ID's. */
 static void
 memo_build (struct ib_linker *k, int id)
 {
   struct lfile *f = &k->files[id];
   if (f->memo_gen == k->gen)
     return;
-  const struct ib_elf_link *l = f->elf;
+  const struct ib_elf_link *l = symbols_get (k, id);
+  static const struct ib_elf_link none = { 0 };
+  const struct ib_elf_link *refs = l ? l : &none;
+  size_t n = 0, kept = 0;
+  cleanup_free struct cand *c = candidates (k, refs, &n);
+  for (size_t i = 0; i < n;)
+    {
+      int def = c[i].def;
+      const struct ib_elf_link *dl = symbols_get (k, def);
+      for (; i < n && c[i].def == def; i++)
+        if (dl && ib_elf_link_satisfies (dl, &refs->refs[c[i].ref]))
+          c[kept++] = c[i];
+      symbols_put (k, def, dl);
+    }
+  /* By reference, each one's definers still in file order. */
   free (f->memo_off);
   free (f->memo_ids);
-  f->memo_off = ib_xcalloc (l->n_refs + 1, sizeof (*f->memo_off));
-  f->memo_ids = NULL;
-  size_t n = 0, cap = 0;
-  for (size_t r = 0; r < l->n_refs; r++)
-    {
-      f->memo_off[r] = n;
-      size_t at;
-      if (!ib_strmap_get (k->by_symbol, l->refs[r].name, &at))
-        continue;
-      for (size_t j = 0; j < k->defs[at].n; j++)
-        if (ib_elf_link_satisfies (k->files[definer (&k->defs[at], j)].elf, &l->refs[r]))
-          {
-            if (n == cap)
-              {
-                cap = cap ? 2 * cap : 64;
-                f->memo_ids = ib_xrealloc (f->memo_ids, cap * sizeof (*f->memo_ids));
-              }
-            f->memo_ids[n++] = definer (&k->defs[at], j);
-          }
-    }
-  f->memo_off[l->n_refs] = n;
+  f->n_refs = refs->n_refs;
+  f->memo_off = ib_xcalloc (f->n_refs + 2, sizeof (*f->memo_off));
+  f->memo_ids = ib_xcalloc (kept + 1, sizeof (*f->memo_ids));
+  for (size_t i = 0; i < kept; i++)
+    f->memo_off[c[i].ref + 2]++;
+  for (size_t r = 0; r < f->n_refs; r++)
+    f->memo_off[r + 2] += f->memo_off[r + 1];
+  for (size_t i = 0; i < kept; i++)
+    f->memo_ids[f->memo_off[c[i].ref + 1]++] = c[i].def;
   f->memo_gen = k->gen;
+  symbols_put (k, id, l);
 }
 
 /* ---- the checks ---------------------------------------------------------- */
@@ -702,16 +752,17 @@ check_symbols (struct proc *p, const struct scope *sc, int file)
   struct ib_linker *k = p->k;
   memo_build (k, file);
   const struct lfile *f = &k->files[file];
-  const struct ib_elf_link *l = f->elf;
-  for (size_t r = 0; r < l->n_refs; r++)
+  const struct ib_elf_link *l = NULL; /* the names, only for a symbol not found */
+  for (size_t r = 0; r < f->n_refs; r++)
     {
       bool ok = false;
       for (size_t j = f->memo_off[r]; j < f->memo_off[r + 1] && !ok; j++)
         ok = sc->files[f->memo_ids[j]];
-      if (!ok)
+      if (!ok && (l || (l = symbols_get (k, file)) != NULL))
         undefined (p, sc, file, &l->refs[r], f->memo_ids + f->memo_off[r], f->memo_off[r + 1] - f->memo_off[r]);
     }
-  return l->n_refs;
+  symbols_put (k, file, l);
+  return f->n_refs;
 }
 
 const char *

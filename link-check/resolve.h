@@ -37,6 +37,14 @@
  * caller reads the files it was asked for, then loads again). */
 typedef int (*ib_link_record_fn) (void *data, const struct ib_fs_entry *file, const struct ib_elf_link **out);
 
+/* The whole record of FILE, symbols included, when the record function
+ * gave a head (ib_elf_link_head): held until RELEASE; NULL when it cannot
+ * be had (the functions' owner says so).  Lookups get the records of one
+ * or two objects at a time, so that their owner may keep them within a
+ * budget (reccache.h).  Without these functions the records are whole. */
+typedef const struct ib_elf_link *(*ib_link_symbols_fn) (void *data, const struct ib_fs_entry *file);
+typedef void (*ib_link_release_fn) (void *data, const struct ib_fs_entry *file);
+
 /* A library that the container runtime injects (libcuda.so.1): its absence
  * from the image is no error.  An undefined symbol matching PATTERN that
  * nothing in the image defines, in a process that needs it, is checked
@@ -53,6 +61,8 @@ struct ib_linker_config
   const struct ib_fsview *view;
   const struct ib_link_paths *paths;
   ib_link_record_fn record;
+  ib_link_symbols_fn symbols;
+  ib_link_release_fn release;
   void *data;
   const struct ib_link_injected *injected;
   size_t n_injected;

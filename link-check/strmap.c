@@ -25,8 +25,8 @@ struct ib_strmap
  * bytes, and hashing them a byte at a time (FNV-1a) was a fifth of the
  * native gate.  The value only places keys in this process's table, so it
  * may differ between machines; nothing iterates the table. */
-static uint32_t
-hash_of (const char *k)
+uint64_t
+ib_str_hash (const char *k)
 {
   size_t n = strlen (k);
   uint64_t h = 0x9e3779b97f4a7c15ull ^ n;
@@ -42,6 +42,13 @@ hash_of (const char *k)
   h = (h ^ w) * 0xc4ceb9fe1a85ec53ull;
   h ^= h >> 29;
   h *= 0xff51afd7ed558ccdull;
+  return h;
+}
+
+static uint32_t
+hash_of (const char *k)
+{
+  uint64_t h = ib_str_hash (k);
   return (uint32_t) (h ^ (h >> 32));
 }
 

@@ -6,6 +6,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 struct ib_strmap;
 
@@ -22,5 +23,8 @@ bool ib_strmap_add (struct ib_strmap *m, const char *key, size_t value, size_t *
 /* Room for N keys in all, so that filling the map never rehashes it. */
 void ib_strmap_reserve (struct ib_strmap *m, size_t n);
 size_t ib_strmap_count (const struct ib_strmap *m);
+/* The map's hash of a string, all 64 bits (the link gate's name filters
+ * use it too).  Of this process: it may differ between machines. */
+uint64_t ib_str_hash (const char *s);
 
 #endif

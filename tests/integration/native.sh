@@ -206,6 +206,63 @@ t_native_damaged_verdict_runs_the_gate_again() {
   refute grep -q 'the verdict over the base, reused' c.err
 }
 
+# The whole ELF records (symbols included) that the gate holds are kept
+# within a budget (link-check/reccache.h): evictions, the records read
+# again from the store's cache, change no verdict, no problem and no
+# order.  The planted failures, checked holding every record and holding
+# none beyond the one or two a lookup needs (IMGBUILD_LINK_CACHE_KIB=0).
+t_native_verdict_same_whatever_the_record_budget() {
+  "$ROOT/tests/native/plant.sh" "$PWD/plant"
+  small_base base amd64 small:1
+  planted_def bad small:1 bad:1 ext_newer.so needs_absent.so glibc_future.so user_dup.so ok.so \
+    liblinkbase.so.1 libdup.so.1 early/libdup.so.1 ver_user.so libver.so.1
+  expect_fail 5 'gate native' "$IB" bad
+  grep -E '^imgbuild: (native: (warning: )?/|error: )' stderr.txt >all.problems
+  rm -rf "$IMGBUILD_STORE/imgbuild/native-memo"
+  IMGBUILD_LINK_CACHE_KIB=0 expect_fail 5 'gate native' "$IB" bad
+  grep -E '^imgbuild: (native: (warning: )?/|error: )' stderr.txt >none.problems
+  diff all.problems none.problems
+  grep -q 'undefined symbol' none.problems
+  # Every object as ldd loads it, and as the image's Python would.
+  for how in --ldd ""; do
+    IMGBUILD_LINK_CACHE_KIB=1048576 "$IV" --native $how --json bad:1 '/usr/local/lib/*.so*' '/usr/local/lib/planted/*.so' \
+      '/usr/lib/x86_64-linux-gnu/*.so*' >all.json || true
+    IMGBUILD_LINK_CACHE_KIB=0 "$IV" --native $how --json bad:1 '/usr/local/lib/*.so*' '/usr/local/lib/planted/*.so' \
+      '/usr/lib/x86_64-linux-gnu/*.so*' >none.json || true
+    jq -e '.record_cache.evictions == 0' all.json
+    jq -e '.record_cache.budget_kib == 0' none.json
+    jq -e '.record_cache.loads > 0' none.json
+    diff <(jq -S 'del(.record_cache)' all.json) <(jq -S 'del(.record_cache)' none.json)
+    jq -e '[.objects[].problems[] | select(.kind == "undefined")] | length > 0' none.json
+  done
+}
+
+# The gate's memory is bounded by its budget, not by the image's symbol
+# tables: 60 libraries of 6000 exported functions with long names
+# (360,000 definitions) and an object that loads them all.  Holding every
+# record and a map of every name, the gate took imgverify to 77 MB; within
+# the budget it peaks at 28 MB.
+t_native_memory_bounded_by_the_record_budget() {
+  "$ROOT/tests/native/biglibs.sh" "$PWD/big" 60 6000
+  small_base base amd64 small:1
+  mkdir -p bigdef
+  {
+    printf '[image]\nname = big:1\nfrom = small:1\n[copy]\n'
+    for f in big/*.so*; do echo "file $PWD/$f /usr/local/lib/${f#big/}"; done
+    printf '[new]\n/\n[native]\n'
+  } >bigdef/image.conf
+  "$IB" -q bigdef >/dev/null
+  rm -rf "$IMGBUILD_STORE/imgbuild/native-memo"
+  "$IV" big:1 --report json:rep.json 2>verify.err >/dev/null
+  grep -Eq 'native: 61 objects, [0-9]+ loaded, [1-9][0-9]* symbol references; 0 warnings' verify.err
+  jq -e '.gates[] | select(.name == "native") | .status == "pass"' rep.json
+  local peak
+  peak=$(jq -e '.resources.peak_rss_kib' rep.json)
+  log "imgverify peak RSS: $peak KiB"
+  # (not under the sanitizers, whose shadow memory is no figure of ours)
+  [ -n "${IB_SANITIZE:-}" ] || [ "$peak" -lt $((48 * 1024)) ]
+}
+
 t_native_gate_passes_and_a_rebuild_reads_no_layer() {
   "$ROOT/tests/native/plant.sh" "$PWD/plant"
   small_base base amd64 small:1
