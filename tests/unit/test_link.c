@@ -10,6 +10,7 @@
 #include "../../layers/fsview.h"
 #include "../../link-check/elfdyn.h"
 #include "../../link-check/ldpaths.h"
+#include "../../link-check/reccache.h"
 #include "../../util/cleanup.h"
 #include "../../util/fsutil.h"
 #include "test.h"
@@ -180,4 +181,47 @@ elf_link_record_and_version_rules (struct test_ctx *t)
   free (text);
   ib_elf_link_free (lib);
   ib_elf_link_free (user);
+}
+
+/* The whole records held within a budget (reccache.h): a held record stays
+ * (its pointer good) however small the budget; one let go leaves at once
+ * when over it, and comes back from its cache file; a head keeps what the
+ * loader reads and the hashes of the names defined, no symbols. */
+void
+link_record_cache_holds_within_its_budget (struct test_ctx *t)
+{
+  const char *dir = test_tmpdir ();
+  test_write (dir, "a", "imgbuild-elflink 1 machine=62 type=3 nodeflib=0 versym=0 elf32=0\nS\tliba.so.1\n"
+                        "N\tlibc.so.6\nD\tfoo\t1\t0\t\nD\tbar\t1\t0\t\nF\tmalloc\t\t\n\x01end\n");
+  test_write (dir, "b", "imgbuild-elflink 1 machine=62 type=3 nodeflib=0 versym=0 elf32=0\nS\tlibb.so.1\n"
+                        "D\tbaz\t1\t0\t\n\x01end\n");
+  struct ib_reccache *c = ib_reccache_new (dir, 1);
+  const struct ib_elf_link *a = ib_reccache_get (c, 0, "a");
+  const struct ib_elf_link *b = ib_reccache_get (c, 1, "b");
+  CHECK (t, a && b);
+  struct ib_reccache_stats st;
+  ib_reccache_stats (c, &st);
+  CHECK (t, st.loads == 2 && st.evictions == 0);
+  CHECK_STR (t, a ? a->soname : NULL, "liba.so.1"); /* held: still there, over the budget */
+  CHECK (t, ib_reccache_get (c, 0, "a") == a);   /* held twice now, no new read */
+  ib_reccache_put (c, 0);
+  ib_reccache_stats (c, &st);
+  CHECK (t, st.loads == 2 && st.evictions == 0);
+  ib_reccache_put (c, 0);
+  ib_reccache_put (c, 1);
+  ib_reccache_stats (c, &st);
+  CHECK (t, st.evictions == 2 && st.peak_bytes > 0);
+  a = ib_reccache_get (c, 0, "a");
+  CHECK (t, a && a->n_defs == 2 && a->n_refs == 1);
+  ib_reccache_stats (c, &st);
+  CHECK (t, st.loads == 3);
+  CHECK (t, ib_reccache_get (c, 2, "absent") == NULL);
+  struct ib_elf_link *h = a ? ib_elf_link_head (a) : NULL;
+  CHECK (t, h && h->n_defs == 0 && h->n_refs == 0 && h->n_hashes == 2 && h->n_needed == 1);
+  CHECK_STR (t, h ? h->soname : NULL, "liba.so.1");
+  uint32_t foo = ib_elf_name_hash ("foo");
+  CHECK (t, h && (h->hashes[0] == foo || h->hashes[1] == foo) && h->hashes[0] < h->hashes[1]);
+  ib_elf_link_free (h);
+  ib_reccache_put (c, 0);
+  ib_reccache_free (c);
 }
