@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <openssl/evp.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -67,6 +68,19 @@ ib_sha256_buf (const void *buf, size_t len, ib_digest *out)
   ib_sha256_update (h, buf, len);
   ib_sha256_final (h, out);
   ib_sha256_free (h);
+}
+
+void
+ib_chain_id_next (ib_digest *chain, const char *diff_id)
+{
+  if (chain->s[0] == '\0')
+    {
+      snprintf (chain->s, sizeof (chain->s), "%s", diff_id);
+      return;
+    }
+  char text[2 * IB_DIGEST_LEN + 2];
+  int n = snprintf (text, sizeof (text), "%s %s", chain->s, diff_id);
+  ib_sha256_buf (text, (size_t) n < sizeof (text) ? (size_t) n : sizeof (text) - 1, chain);
 }
 
 int

@@ -61,6 +61,11 @@ void ib_hash_worker_free (struct ib_hash_worker *w);
 /* Whether W hashes on a thread of its own (tests). */
 bool ib_hash_worker_threaded (const struct ib_hash_worker *w);
 
+/* The OCI ChainID of a stack of layers, one diff_id at a time: CHAIN
+ * starts empty (""), takes DIFF_ID as is for the first layer, then
+ * sha256(CHAIN + " " + DIFF_ID) for each next one (image-spec, config.md). */
+void ib_chain_id_next (ib_digest *chain, const char *diff_id);
+
 /* 0 when S is a canonical sha256 digest, else an IB_EINTEGRITY error. */
 int ib_digest_check (const char *s, ib_error_t *err);
 /* HEX is 64 lowercase hex digits (a sha256 digest without its algorithm). */

@@ -74,9 +74,22 @@ ib_fs_strings_free (struct ib_fs_strings *pool)
  * the hazards' texts, then the strings, each ending in a NUL (the first
  * is the empty one, so that offset 0 means "no link").  Numbers are in the
  * writer's byte order and records in its layout: the header says which,
- * and a reader of another kind takes the file for a miss. */
-#define CACHE_MAGIC "imgbuild-files 3"
+ * and a reader of another kind takes the file for a miss.
+ *
+ * Two kinds of file share the format, told apart by their magic: a layer's
+ * list (named by its diff_id), and the merged view of an image's layers
+ * (named by their ChainID), whose records also say which layer provides
+ * each entry. */
 #define BYTE_ORDER_MARK 0x01020304u
+
+struct cache_kind
+{
+  const char *magic;
+  bool layers; /* records say their layer */
+};
+
+static const struct cache_kind list_kind = { "imgbuild-files 3", false };
+static const struct cache_kind view_kind = { "imgbuild-view 1", true };
 
 struct cache_head
 {
@@ -94,18 +107,18 @@ struct cache_rec
   uint32_t mode;
   char type;
   char digest[65]; /* hex and a NUL; a NUL first when the entry has none */
-  char pad[2];
+  uint16_t layer; /* a view's: the layer that provides the entry; a list's: 0 */
 };
 
 _Static_assert (sizeof (struct cache_head) == 128, "the header's layout is the file's");
 _Static_assert (sizeof (struct cache_rec) == 88, "the record's layout is the file's");
 
 static void
-init_head (struct cache_head *h, const ib_digest *diff_id)
+init_head (struct cache_head *h, const struct cache_kind *kind, const ib_digest *id)
 {
   memset (h, 0, sizeof (*h));
-  memcpy (h->magic, CACHE_MAGIC, sizeof (h->magic));
-  snprintf (h->diff_id, sizeof (h->diff_id), "%s", diff_id->s);
+  memcpy (h->magic, kind->magic, strnlen (kind->magic, sizeof (h->magic))); /* not NUL-ended at 16 */
+  snprintf (h->diff_id, sizeof (h->diff_id), "%s", id->s);
   h->record_size = sizeof (struct cache_rec);
   h->byte_order = BYTE_ORDER_MARK;
 }
@@ -119,12 +132,17 @@ put_string (char *strings, size_t *used, const char *s)
   return (uint32_t) at;
 }
 
-int
-ib_fs_cache_save (const char *path, const ib_digest *diff_id, const struct ib_fs_list *l, ib_error_t *err)
+static int
+cache_save (const char *path, const struct cache_kind *kind, const ib_digest *id, const struct ib_fs_list *l,
+            ib_error_t *err)
 {
   size_t strings_size = 1;
   for (size_t i = 0; i < l->n; i++)
-    strings_size += strlen (l->e[i].path) + 1 + (l->e[i].link ? strlen (l->e[i].link) + 1 : 0);
+    {
+      strings_size += strlen (l->e[i].path) + 1 + (l->e[i].link ? strlen (l->e[i].link) + 1 : 0);
+      if (kind->layers && (l->e[i].layer < 0 || l->e[i].layer > UINT16_MAX))
+        return 0; /* more layers than a record holds (OCI runtimes stop at 128): not cached */
+    }
   for (size_t i = 0; i < l->n_hazards; i++)
     strings_size += strlen (l->hazards[i]) + 1;
   /* Offsets are 32 bits: a layer with more than 4 GB of names (some
@@ -132,7 +150,7 @@ ib_fs_cache_save (const char *path, const ib_digest *diff_id, const struct ib_fs
   if (strings_size > UINT32_MAX)
     return 0;
   struct cache_head h;
-  init_head (&h, diff_id);
+  init_head (&h, kind, id);
   h.n = l->n;
   h.n_hazards = l->n_hazards;
   h.strings_size = strings_size;
@@ -146,6 +164,7 @@ ib_fs_cache_save (const char *path, const ib_digest *diff_id, const struct ib_fs
     {
       const struct ib_fs_entry *e = &l->e[i];
       struct cache_rec r = { .size = e->size, .mode = e->mode, .type = e->type };
+      r.layer = kind->layers ? (uint16_t) e->layer : 0;
       r.path = put_string (strings, &used, e->path);
       r.link = e->link ? put_string (strings, &used, e->link) : 0;
       memcpy (r.digest, e->digest, e->digest[0] ? 64 : 0);
@@ -157,6 +176,18 @@ ib_fs_cache_save (const char *path, const ib_digest *diff_id, const struct ib_fs
       memcpy (buf + hz_at + i * sizeof (at), &at, sizeof (at));
     }
   return ib_write_file_atomic (path, buf, len, 0644, err);
+}
+
+int
+ib_fs_cache_save (const char *path, const ib_digest *diff_id, const struct ib_fs_list *l, ib_error_t *err)
+{
+  return cache_save (path, &list_kind, diff_id, l, err);
+}
+
+int
+ib_fs_view_cache_save (const char *path, const ib_digest *chain_id, const struct ib_fs_list *l, ib_error_t *err)
+{
+  return cache_save (path, &view_kind, chain_id, l, err);
 }
 
 static bool
@@ -182,15 +213,15 @@ known_type (char t)
  * read where it lies: a record's pages given back are read again from the
  * file by the rare check that wants a digest. */
 static bool
-take_record (const struct cache_rec *r, char *strings, uint64_t size, struct ib_fs_entry *e)
+take_record (const struct cache_rec *r, char *strings, uint64_t size, unsigned n_layers, struct ib_fs_entry *e)
 {
-  if (r->path >= size || r->link >= size || !known_type (r->type) || r->digest[64] != '\0')
+  if (r->path >= size || r->link >= size || !known_type (r->type) || r->digest[64] != '\0' || r->layer >= n_layers)
     return false;
   e->path = strings + r->path;
   e->link = r->link ? strings + r->link : NULL;
   e->size = r->size;
   e->mode = r->mode;
-  e->layer = 0;
+  e->layer = r->layer;
   e->type = r->type;
   e->digest = r->digest;
   return true;
@@ -200,14 +231,15 @@ take_record (const struct cache_rec *r, char *strings, uint64_t size, struct ib_
  * given back as the loop goes (a base of 500,000 entries has 44 MB of
  * them), so the list costs its entries and the strings it reads. */
 static bool
-take_records (const char *map, size_t recs_at, struct ib_fs_list *l, char *strings, uint64_t strings_size)
+take_records (const char *map, size_t recs_at, struct ib_fs_list *l, char *strings, uint64_t strings_size,
+              unsigned n_layers)
 {
   const size_t page = (size_t) sysconf (_SC_PAGESIZE), chunk = 16 * page;
   size_t done = recs_at - recs_at % page;
   for (size_t i = 0; i < l->n; i++)
     {
       const struct cache_rec *r = (const struct cache_rec *) (map + recs_at) + i;
-      if (!take_record (r, strings, strings_size, &l->e[i])
+      if (!take_record (r, strings, strings_size, n_layers, &l->e[i])
           || (i > 0 && strcmp (l->e[i - 1].path, l->e[i].path) > 0))
         return false;
       size_t end = recs_at + (i + 1) * sizeof (*r);
@@ -247,8 +279,10 @@ clear_list (struct ib_fs_list *l)
   memset (l, 0, sizeof (*l));
 }
 
-bool
-ib_fs_cache_load (const char *path, const ib_digest *diff_id, struct ib_fs_list *l)
+/* N_LAYERS bounds the records' layers: 1 for a list, whose records say 0. */
+static bool
+cache_load (const char *path, const struct cache_kind *kind, const ib_digest *id, unsigned n_layers,
+            struct ib_fs_list *l)
 {
   cleanup_close int fd = open (path, O_RDONLY | O_CLOEXEC);
   struct stat st;
@@ -262,7 +296,7 @@ ib_fs_cache_load (const char *path, const ib_digest *diff_id, struct ib_fs_list 
     return false;
   struct cache_head h, want;
   memcpy (&h, map, sizeof (h));
-  init_head (&want, diff_id);
+  init_head (&want, kind, id);
   size_t recs_at = sizeof (h);
   bool ok = memcmp (h.magic, want.magic, sizeof (h.magic)) == 0 && memcmp (h.diff_id, want.diff_id, sizeof (h.diff_id)) == 0
             && h.record_size == want.record_size && h.byte_order == want.byte_order && h.strings_size >= 1
@@ -282,11 +316,23 @@ ib_fs_cache_load (const char *path, const ib_digest *diff_id, struct ib_fs_list 
   l->n = (size_t) h.n;
   l->e = ib_xmalloc ((l->n ? l->n : 1) * sizeof (*l->e));
   char *strings = map + strings_at;
-  if (!take_records (map, recs_at, l, strings, h.strings_size)
+  if (!take_records (map, recs_at, l, strings, h.strings_size, n_layers)
       || !take_hazards (map, hz_at, h.n_hazards, strings, h.strings_size, l))
     {
       clear_list (l);
       return false;
     }
   return true;
+}
+
+bool
+ib_fs_cache_load (const char *path, const ib_digest *diff_id, struct ib_fs_list *l)
+{
+  return cache_load (path, &list_kind, diff_id, 1, l);
+}
+
+bool
+ib_fs_view_cache_load (const char *path, const ib_digest *chain_id, size_t n_layers, struct ib_fs_list *l)
+{
+  return n_layers <= UINT16_MAX + 1u && cache_load (path, &view_kind, chain_id, (unsigned) n_layers, l);
 }

@@ -29,4 +29,15 @@ int ib_fs_cache_save (const char *path, const ib_digest *diff_id, const struct i
  * order); such a file is computed again, never trusted halfway. */
 bool ib_fs_cache_load (const char *path, const ib_digest *diff_id, struct ib_fs_list *l);
 
+/* The merged view of an image's first layers, named by their ChainID
+ * (ib_chain_id_next): the same file, its own magic, and each record keeps
+ * the layer that provides its entry.  L is the view's entries (a layer
+ * index each, below 65,536, else nothing is written) and its hazards.  A
+ * warm build over a base of many layers maps one file instead of loading
+ * and merging a list per layer. */
+int ib_fs_view_cache_save (const char *path, const ib_digest *chain_id, const struct ib_fs_list *l, ib_error_t *err);
+/* As ib_fs_cache_load; a record whose layer is not below N_LAYERS, or a
+ * layer's list, is a miss. */
+bool ib_fs_view_cache_load (const char *path, const ib_digest *chain_id, size_t n_layers, struct ib_fs_list *l);
+
 #endif

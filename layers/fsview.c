@@ -386,6 +386,41 @@ take_list (struct ib_fsview *v, struct ib_fs_list *list, int layer)
   list->n = 0;
 }
 
+/* lower_bound_from by galloping: the distance from FROM to the answer is
+ * bracketed by doubling steps, then searched.  A layer's entries land in a
+ * few runs of the view (a package's tree goes in one place), so each is
+ * found a step or two after the previous one: a binary search over the
+ * whole rest of the view for each was 17 comparisons an entry and half of
+ * a warm build over a 16 GB base of 8 layers (80e6 of 356e6 instructions
+ * in strcmp, by callgrind). */
+static size_t
+gallop_from (const struct ib_fsview *v, size_t from, const char *path)
+{
+  size_t lo = from, step = 1; /* every entry before LO is below PATH */
+  while (lo < v->n && strcmp (v->e[lo].path, path) < 0)
+    {
+      size_t hi = v->n - lo > step ? lo + step : v->n;
+      if (hi < v->n && strcmp (v->e[hi].path, path) < 0)
+        {
+          lo = hi + 1;
+          step *= 2;
+          continue;
+        }
+      /* The answer is in (lo, hi]. */
+      size_t l = lo + 1;
+      while (l < hi)
+        {
+          size_t mid = l + (hi - l) / 2;
+          if (strcmp (v->e[mid].path, path) < 0)
+            l = mid + 1;
+          else
+            hi = mid;
+        }
+      return l;
+    }
+  return lo;
+}
+
 /* Where each of LIST's entries goes in the view (POS: at or after the
  * previous one's; SAME: it replaces the view's entry there), the paths of
  * folders a file replaces (HIDDEN), and how many entries are new. */
@@ -399,7 +434,7 @@ place_list (const struct ib_fsview *v, const struct ib_fs_list *list, size_t *po
       const struct ib_fs_entry *up = &list->e[b];
       if (is_marker (up))
         continue;
-      a = lower_bound_from (v, a, up->path);
+      a = gallop_from (v, a, up->path);
       pos[b] = a;
       same[b] = a < v->n && strcmp (v->e[a].path, up->path) == 0;
       if (same[b])
@@ -499,11 +534,67 @@ ib_fsview_push_layers (struct ib_fsview *v, struct ib_store *s, const struct ib_
   return 0;
 }
 
+/* The view of IMG's layers kept whole (fscache.h), for an image of two
+ * layers or more: named by their ChainID in the cache `views`, read only
+ * when every layer's blob is trusted, as a layer's list is.  On a base of
+ * 8 layers and 190,000 entries, loading and merging the 8 lists was a
+ * sixth of a warm build (45e6 of 269e6 instructions), and grew with the
+ * number of layers; one file is loaded as one list is. */
+static int
+view_cache_path (struct ib_store *s, const struct ib_image *img, char **path, ib_digest *chain, ib_error_t *err)
+{
+  *path = NULL;
+  if (img->n_layers < 2)
+    return 0;
+  cleanup_free char *dir = NULL;
+  if (ib_store_cache_dir (s, "views", &dir, err) < 0)
+    return -1;
+  chain->s[0] = '\0';
+  for (size_t i = 0; i < img->n_layers; i++)
+    ib_chain_id_next (chain, img->diff_ids[i].s);
+  *path = ib_path_join (dir, ib_digest_hex (chain->s));
+  return 0;
+}
+
+static bool
+view_cache_load (struct ib_store *s, const struct ib_image *img, const char *path, const ib_digest *chain,
+                 struct ib_fsview *v)
+{
+  for (size_t i = 0; i < img->n_layers; i++)
+    if (!ib_store_blob_trusted (s, &img->layers[i].digest))
+      return false;
+  struct ib_fs_list l = { 0 };
+  if (!ib_fs_view_cache_load (path, chain, img->n_layers, &l))
+    return false;
+  v->e = l.e;
+  v->n = v->cap = l.n;
+  v->strings = l.strings;
+  v->hazards = l.hazards;
+  v->n_hazards = l.n_hazards;
+  return true;
+}
+
+static int
+view_cache_save (const struct ib_fsview *v, const char *path, const ib_digest *chain, ib_error_t *err)
+{
+  const struct ib_fs_list whole = { .n = v->n, .e = v->e, .n_hazards = v->n_hazards, .hazards = v->hazards };
+  return ib_fs_view_cache_save (path, chain, &whole, err);
+}
+
 int
 ib_fsview_of_image (struct ib_store *s, const struct ib_image *img, struct ib_fsview **out, ib_error_t *err)
 {
+  cleanup_free char *cache = NULL;
+  ib_digest chain;
+  if (view_cache_path (s, img, &cache, &chain, err) < 0)
+    return -1;
   struct ib_fsview *v = ib_fsview_new ();
-  if (ib_fsview_push_layers (v, s, img, 0, err) < 0)
+  if (cache && view_cache_load (s, img, cache, &chain, v))
+    {
+      *out = v;
+      return 0;
+    }
+  if (ib_fsview_push_layers (v, s, img, 0, err) < 0 || (cache && view_cache_save (v, cache, &chain, err) < 0))
     {
       ib_fsview_free (v);
       return -1;

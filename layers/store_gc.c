@@ -69,7 +69,10 @@ marked (const struct marks *m, const char *hex)
 }
 
 /* What the mark phase keeps: blobs, and the diff_ids of the layers their
- * configs name (the caches of a layer's content are keyed by diff_id). */
+ * configs name (the caches of a layer's content are keyed by diff_id),
+ * with the ChainIDs of every stack of two layers or more that a config
+ * begins with (a base's merged view, views/, is keyed by its ChainID, and
+ * any image's first layers may be another's base). */
 struct keep
 {
   struct marks blobs, diff_ids;
@@ -89,11 +92,18 @@ keep_diff_ids (struct ib_store *s, struct keep *k, const char *hex)
     return;
   cJSON *doc = cJSON_ParseWithLength (body, len);
   const cJSON *id;
+  ib_digest chain = { "" };
   cJSON_ArrayForEach (id, cJSON_GetObjectItemCaseSensitive (cJSON_GetObjectItemCaseSensitive (doc, "rootfs"), "diff_ids"))
   {
     const char *d = cJSON_GetStringValue (id);
-    if (d && strncmp (d, "sha256:", 7) == 0 && ib_digest_hex_valid (d + 7) && !marked_linear (&k->diff_ids, d + 7))
+    if (d == NULL || strncmp (d, "sha256:", 7) != 0 || !ib_digest_hex_valid (d + 7))
+      break; /* no ChainID goes past a layer that is not a digest */
+    if (!marked_linear (&k->diff_ids, d + 7))
       marks_add (&k->diff_ids, d + 7);
+    bool first = chain.s[0] == '\0';
+    ib_chain_id_next (&chain, d);
+    if (!first && !marked_linear (&k->diff_ids, chain.s + 7))
+      marks_add (&k->diff_ids, chain.s + 7);
   }
   cJSON_Delete (doc);
 }
@@ -273,12 +283,13 @@ sweep_blobs (struct ib_store *s, const struct marks *m, struct ib_gc_result *out
  * name; entries keyed by content (symbols, nvcc) stay valid for any image
  * and are kept.  A layer's file list (files/) and extracted tree (rootfs/)
  * are keyed by its diff_id, which no blob is named by: they go when no
- * kept image's config names that diff_id.  run/ holds the scratch folders
- * of runs, and none is running. */
+ * kept image's config names that diff_id; a merged view (views/) goes
+ * when no kept image begins with its layers.  run/ holds the scratch
+ * folders of runs, and none is running. */
 static bool
 by_diff_id (const char *kind)
 {
-  return strcmp (kind, "files") == 0 || strcmp (kind, "rootfs") == 0;
+  return strcmp (kind, "files") == 0 || strcmp (kind, "rootfs") == 0 || strcmp (kind, "views") == 0;
 }
 
 static void

@@ -268,3 +268,55 @@ t_robust_gc_sweeps_the_layer_caches_of_images_no_longer_kept() {
   while read -r id; do [ -e "$S/imgbuild/files/$id" ]; done <b.ids
   "$IV" b:1 >/dev/null
 }
+
+# A base of several layers: its merged view is kept whole (views/, named by
+# the layers' OCI ChainID, computed here from the config as the image spec
+# defines it), a warm build reads it instead of the layers' lists, a damaged
+# one is made again, and gc keeps it exactly while an image begins with
+# those layers.
+t_robust_merged_view_of_a_base_is_kept_by_chain_id() {
+  local S=$IMGBUILD_STORE chain="" id n=0
+  mkdir -p r1/opt r2/opt r3/opt && echo one >r1/opt/one.txt && echo two >r2/opt/two.txt && echo three >r3/opt/three.txt
+  : >r3/opt/.wh.one.txt
+  umoci init --layout lc && umoci new --image lc:base
+  for k in 1 2 3; do
+    tar --numeric-owner --owner=0 --group=0 -C "r$k" -cf "l$k.tar" opt
+    umoci raw add-layer --image lc:base --tag base "l$k.tar"
+  done
+  skopeo copy -q oci:lc:base "oci:$S:base:1"
+  mkdir -p def && echo hello >def/hello.txt
+  printf '[image]\nname = x:1\nfrom = base:1\n[copy]\nfile hello.txt /hello.txt\n[new]\n/hello.txt\n' >def/image.conf
+  "$IB" -q --smoke=off def -t x:1 >x1.out
+  layer_ids base:1 >base.ids
+  [ "$(wc -l <base.ids)" = 3 ]
+  while read -r id; do
+    n=$((n + 1))
+    if [ "$n" = 1 ]; then chain=sha256:$id; else chain=sha256:$(printf '%s sha256:%s' "$chain" "$id" | sha256sum | cut -d' ' -f1); fi
+  done <base.ids
+  ls "$S/imgbuild/views" >views.txt
+  cat views.txt
+  grep -qx "${chain#sha256:}" views.txt
+  # The layers' lists are not read again: removed, they stay away.
+  rm -f "$S/imgbuild/files/"*
+  "$IB" -q --smoke=off def -t x:2 >x2.out
+  [ "$(cut -d' ' -f2 x1.out)" = "$(cut -d' ' -f2 x2.out)" ]
+  while read -r id; do [ ! -e "$S/imgbuild/files/$id" ]; done <base.ids
+  # The whiteout of layer 3 holds in the view read back.
+  "$IB" -q --smoke=off --json def -t x:3 >x3.json
+  umoci unpack --image "$S:x:3" u >/dev/null
+  [ ! -e u/rootfs/opt/one.txt ]
+  [ -e u/rootfs/opt/two.txt ]
+  # A damaged view is a miss: computed from the lists again, and rewritten.
+  printf 'not a view' >"$S/imgbuild/views/${chain#sha256:}"
+  "$IB" -q --smoke=off def -t x:4 >x4.out
+  [ "$(cut -d' ' -f2 x1.out)" = "$(cut -d' ' -f2 x4.out)" ]
+  [ "$(stat -c %s "$S/imgbuild/views/${chain#sha256:}")" -gt 100 ]
+  while read -r id; do [ -e "$S/imgbuild/files/$id" ]; done <base.ids
+  # gc: kept while any image begins with those layers, swept after.
+  "$IB" --gc --json >gc.json
+  [ -e "$S/imgbuild/views/${chain#sha256:}" ]
+  jq -c '.manifests = []' "$S/index.json" >i.json
+  cp i.json "$S/index.json"
+  "$IB" --gc --json >gc2.json
+  [ ! -e "$S/imgbuild/views/${chain#sha256:}" ]
+}

@@ -8,6 +8,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "../../layers/fscache.h"
 #include "../../layers/fsview.h"
 #include "../../layers/layer_reader.h"
 #include "../../layers/store.h"
@@ -587,6 +588,59 @@ by_path (const void *a, const void *b)
   return strcmp (((const struct ib_fs_entry *) a)->path, ((const struct ib_fs_entry *) b)->path);
 }
 
+/* Stacking layers places each entry where a sorted merge would: layers of
+ * random files over a shared set of folders (runs of new paths, gaps of
+ * every size, paths equal to the view's, before its first and after its
+ * last), compared after each push with the oracle of a table that every
+ * layer overwrites.  The placement gallops from the previous entry's
+ * position (fsview.c): an off-by-one in its bracket or its search puts an
+ * entry out of order or drops it. */
+void
+fsview_stacks_layers_as_a_sorted_merge (struct test_ctx *t)
+{
+  enum { DIRS = 23, FILES = 97, SLOTS = DIRS * FILES, LAYERS = 9 };
+  char names[SLOTS][16];
+  int layer_of[SLOTS]; /* the oracle: the top layer with each path, -1: none */
+  for (int i = 0; i < SLOTS; i++)
+    {
+      snprintf (names[i], sizeof (names[i]), "d%02d/f%03d", i / FILES, i % FILES);
+      layer_of[i] = -1;
+    }
+  uint64_t rng = 0x9e3779b97f4a7c15u; /* xorshift64: the same layers every run */
+  struct ib_fsview *v = ib_fsview_new ();
+  static struct ib_fs_entry l[SLOTS];
+  for (int layer = 0; layer < LAYERS; layer++)
+    {
+      /* A layer holds runs of consecutive paths, or scattered ones. */
+      size_t n = 0;
+      unsigned keep = layer % 3 == 0 ? 2 : layer % 3 == 1 ? 7 : 31;
+      for (int i = 0; i < SLOTS; i++)
+        {
+          rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+          bool in_run = (i / 64) % 3 == layer % 3;
+          if ((layer % 2 == 0 && in_run) || rng % keep == 0)
+            {
+              l[n++] = fe (names[i], 'f');
+              layer_of[i] = layer;
+            }
+        }
+      struct ib_fs_list list = { .n = n, .e = l };
+      ib_fsview_push (v, &list, layer);
+      size_t want = 0;
+      for (int i = 0; i < SLOTS; i++)
+        if (layer_of[i] >= 0)
+          {
+            const struct ib_fs_entry *e = ib_fsview_lookup (v, names[i]);
+            CHECK (t, e != NULL && e->layer == layer_of[i]);
+            want++;
+          }
+      CHECK (t, ib_fsview_count (v) == want);
+      for (size_t i = 1; i < ib_fsview_count (v); i++)
+        CHECK (t, strcmp (ib_fsview_at (v, i - 1)->path, ib_fsview_at (v, i)->path) < 0);
+    }
+  ib_fsview_free (v);
+}
+
 /* ib_fsview_glob looks only at the range of the view its pattern's literal
  * head allows, and skips fnmatch where the pattern's literal runs are not
  * in the path in order: the same files as fnmatch over every entry, for
@@ -639,4 +693,56 @@ fsview_glob_equals_fnmatch_over_every_entry (struct test_ctx *t)
       free (got);
     }
   ib_fsview_free (v);
+}
+
+/* A merged view kept whole (fscache.h): read back with every entry's layer,
+ * link, digest and the hazards; a miss for another ChainID, for a record
+ * whose layer the image does not have, and across the two kinds of file
+ * (a layer's list is no view, a view no list). */
+void
+fscache_keeps_a_view_with_its_layers (struct test_ctx *t)
+{
+  static const char digest[] = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+  struct ib_fs_entry e[] = { fe ("a", 'd'), fe ("a/b", 'f'), fe ("c", 'l'), fe ("d", 'f') };
+  e[0].layer = 0, e[1].layer = 2, e[2].layer = 1, e[3].layer = 2;
+  e[1].digest = digest;
+  e[0].digest = e[2].digest = e[3].digest = "";
+  e[2].link = "a/b";
+  char *hz[] = { "layer sha256:x: entry `y`: setuid or setgid file" };
+  struct ib_fs_list l = { .n = 4, .e = e, .n_hazards = 1, .hazards = hz };
+  ib_digest chain = { "" }, other = { "" };
+  ib_chain_id_next (&chain, "sha256:1111111111111111111111111111111111111111111111111111111111111111");
+  CHECK (t, strcmp (chain.s, "sha256:1111111111111111111111111111111111111111111111111111111111111111") == 0);
+  ib_chain_id_next (&chain, "sha256:2222222222222222222222222222222222222222222222222222222222222222");
+  /* sha256 of "sha256:1...1 sha256:2...2", by sha256sum */
+  CHECK (t, strcmp (chain.s, "sha256:9932074217c35353d2e03a3f5a86549f7c67bfeb0ba53e23d69f4d4c8f7958f5") == 0);
+  ib_chain_id_next (&other, "sha256:2222222222222222222222222222222222222222222222222222222222222222");
+  cleanup_free char *path = ib_xasprintf ("%s/view", test_tmpdir ());
+  ib_error_t err = NULL;
+  CHECK (t, ib_fs_view_cache_save (path, &chain, &l, &err) == 0);
+  struct ib_fs_list got = { 0 };
+  CHECK (t, ib_fs_view_cache_load (path, &chain, 3, &got));
+  CHECK (t, got.n == 4 && got.n_hazards == 1 && strcmp (got.hazards[0], hz[0]) == 0);
+  for (size_t i = 0; i < got.n && i < 4; i++)
+    CHECK (t, strcmp (got.e[i].path, e[i].path) == 0 && got.e[i].layer == e[i].layer && got.e[i].type == e[i].type
+                  && strcmp (got.e[i].digest, e[i].digest) == 0);
+  CHECK (t, got.e[2].link && strcmp (got.e[2].link, "a/b") == 0 && got.e[1].link == NULL);
+  for (size_t i = 0; i < got.n_hazards; i++)
+    free (got.hazards[i]);
+  free (got.hazards);
+  free (got.e);
+  ib_fs_strings_free (got.strings);
+  struct ib_fs_list miss = { 0 };
+  CHECK (t, !ib_fs_view_cache_load (path, &other, 3, &miss) && miss.n == 0);
+  CHECK (t, !ib_fs_view_cache_load (path, &chain, 2, &miss) && miss.n == 0); /* layer 2 of 2 */
+  CHECK (t, !ib_fs_cache_load (path, &chain, &miss) && miss.n == 0);
+  cleanup_free char *lpath = ib_xasprintf ("%s/list", test_tmpdir ());
+  CHECK (t, ib_fs_cache_save (lpath, &chain, &l, &err) == 0);
+  CHECK (t, !ib_fs_view_cache_load (lpath, &chain, 3, &miss) && miss.n == 0);
+  CHECK (t, ib_fs_cache_load (lpath, &chain, &miss) && miss.n == 4 && miss.e[1].layer == 0);
+  for (size_t i = 0; i < miss.n_hazards; i++)
+    free (miss.hazards[i]);
+  free (miss.hazards);
+  free (miss.e);
+  ib_fs_strings_free (miss.strings);
 }
