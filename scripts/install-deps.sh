@@ -11,8 +11,9 @@ build=(gcc g++ make pkg-config libarchive-dev libcjson-dev libssl-dev zlib1g-dev
        libcurl4-openssl-dev busybox-static python3 ca-certificates libtomlplusplus-dev)
 fuzz=(clang libclang-rt-dev)
 test=(skopeo umoci docker.io runc docker-registry apache2-utils openssl curl tmux jq iproute2 procps openmpi-bin python3-jsonschema python3-protobuf python3-junitparser libxml2-utils strace
-      time file gcc-aarch64-linux-gnu binutils openssh-server openssh-client zstd
+      time file gcc-aarch64-linux-gnu binutils openssh-server openssh-client zstd isal
       libc6-dev-arm64-cross)
+# (isal: igzip, a second inflater that judges the layers imgbuild writes.)
 # `bench` (make bench): the peers of `test`, igzip (ISA-L) for the limit,
 # matplotlib for the plots.
 bench=(isal python3-matplotlib)
