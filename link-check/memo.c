@@ -375,7 +375,10 @@ build_id_of (struct dl_phdr_info *info, size_t size, void *data)
   return 1; /* the first object is the program: only its id counts */
 }
 
-/* The file name of the memo; NULL when the program has no build-id. */
+/* The file name of the memo; NULL when the program has no build-id.  It
+ * begins with the base's ChainID (its layers' OCI ChainID), so that gc
+ * sweeps the memos of a base no kept image begins with, as it sweeps the
+ * base's merged view (layers/store_gc.c). */
 static char *
 memo_key (const char *kind, const char *settings, const struct ib_image *img, size_t base)
 {
@@ -390,10 +393,14 @@ memo_key (const char *kind, const char *settings, const struct ib_image *img, si
   for (size_t i = 0; i < base; i++)
     fprintf (f, "%s\n", img->diff_ids[i].s);
   fclose (f);
-  ib_digest d;
+  ib_digest d, chain = { "" };
   ib_sha256_buf (text, len, &d);
   free (text);
-  return ib_xstrdup (ib_digest_hex (d.s));
+  for (size_t i = 0; i < base; i++)
+    ib_chain_id_next (&chain, img->diff_ids[i].s);
+  if (base == 0)
+    return ib_xstrdup (ib_digest_hex (d.s));
+  return ib_xasprintf ("%s-%s", ib_digest_hex (chain.s), ib_digest_hex (d.s));
 }
 
 /* This image's overlay: the entries of its layers from BASE on. */

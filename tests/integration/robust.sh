@@ -272,8 +272,9 @@ t_robust_gc_sweeps_the_layer_caches_of_images_no_longer_kept() {
 # A base of several layers: its merged view is kept whole (views/, named by
 # the layers' OCI ChainID, computed here from the config as the image spec
 # defines it), a warm build reads it instead of the layers' lists, a damaged
-# one is made again, and gc keeps it exactly while an image begins with
-# those layers.
+# one is made again, and gc keeps it, and the verdicts kept for that base
+# (named after its ChainID too), exactly while an image begins with those
+# layers.
 t_robust_merged_view_of_a_base_is_kept_by_chain_id() {
   local S=$IMGBUILD_STORE chain="" id n=0
   mkdir -p r1/opt r2/opt r3/opt && echo one >r1/opt/one.txt && echo two >r2/opt/two.txt && echo three >r3/opt/three.txt
@@ -312,11 +313,19 @@ t_robust_merged_view_of_a_base_is_kept_by_chain_id() {
   [ "$(cut -d' ' -f2 x1.out)" = "$(cut -d' ' -f2 x4.out)" ]
   [ "$(stat -c %s "$S/imgbuild/views/${chain#sha256:}")" -gt 100 ]
   while read -r id; do [ -e "$S/imgbuild/files/$id" ]; done <base.ids
+  # The SBOM's GPU list kept for this base is named after its ChainID too.
+  ls "$S/imgbuild/sbom-gpu" >memos.txt
+  cat memos.txt
+  grep -q "^${chain#sha256:}-" memos.txt
   # gc: kept while any image begins with those layers, swept after.
   "$IB" --gc --json >gc.json
   [ -e "$S/imgbuild/views/${chain#sha256:}" ]
+  ls "$S/imgbuild/sbom-gpu" >memos.txt
+  grep -q "^${chain#sha256:}-" memos.txt
   jq -c '.manifests = []' "$S/index.json" >i.json
   cp i.json "$S/index.json"
   "$IB" --gc --json >gc2.json
   [ ! -e "$S/imgbuild/views/${chain#sha256:}" ]
+  ls "$S/imgbuild/sbom-gpu" >memos.txt
+  refute grep -q "^${chain#sha256:}-" memos.txt
 }
