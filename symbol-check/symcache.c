@@ -73,11 +73,48 @@ package_key (const char *digest, const char *package)
   return ib_xasprintf ("%s-%.16s", digest, ib_digest_hex (h.s));
 }
 
+/* Whether S reads back the same as one field of a record line: none of
+ * the characters of SEPARATORS (a newline ends the line in any field), not
+ * the placeholder "-" of an empty field, not empty where that reads as
+ * nothing (NONEMPTY), short enough for the reader's buffer. */
+static bool
+fits_field (const char *s, const char *separators, bool nonempty)
+{
+  return strpbrk (s, separators) == NULL && strcmp (s, "-") != 0 && (!nonempty || *s) && strlen (s) < 1024;
+}
+
+/* Whether the record of M reads back as M (every field fits): a module
+ * whose strings would not (a literal of __all__ across lines, say) keeps
+ * no record, and the gate reads the file each time, as it must, since a
+ * record read back otherwise could define what the file does not. */
+static bool
+fits_record (const struct ib_py_module *m)
+{
+  for (size_t i = 0; i < m->n_defs; i++)
+    if (strchr (m->defs[i], '\n'))
+      return false;
+  for (size_t i = 0; i < m->n_all; i++)
+    if (strchr (m->all[i], '\n'))
+      return false;
+  for (size_t i = 0; i < m->n_imports; i++)
+    {
+      const struct ib_py_import *im = &m->imports[i];
+      if (!fits_field (im->module, " \t\n\v\f\r", false))
+        return false;
+      for (size_t k = 0; k < im->n_names; k++)
+        if (!fits_field (im->names[k].name, " \t\n\v\f\r,", true))
+          return false;
+    }
+  return true;
+}
+
 /* Header: magic, the flags, the package; then "d NAME" per definition and
  * "i LINE FROM GUARDED LEVEL MODULE NAME,NAME|-" per import. */
 void
 ib_symcache_save_py (const char *dir, const char *digest, const char *package, const struct ib_py_module *m)
 {
+  if (!fits_record (m))
+    return;
   int rb = -1;
   for (int k = 0; m->runtime_binding && ib_py_runtime_bindings[k]; k++)
     if (m->runtime_binding == ib_py_runtime_bindings[k])

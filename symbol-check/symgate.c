@@ -77,8 +77,8 @@ known_find (struct sg_ctx *c, const struct ib_fs_entry *e)
   return NULL;
 }
 
-static struct sg_known *
-known_add (struct sg_ctx *c, const struct ib_fs_entry *e, struct ib_py_module *m, bool checked)
+struct sg_known *
+sg_known_add (struct sg_ctx *c, const struct ib_fs_entry *e, struct ib_py_module *m, bool checked)
 {
   c->known = ib_xrealloc (c->known, (c->n_known + 1) * sizeof (*c->known));
   struct sg_known *k = ib_xmalloc (sizeof (*k));
@@ -153,11 +153,26 @@ sg_want (const struct ib_fs_entry ***list, size_t *n, const struct ib_fs_entry *
 
 /* ---- reading Python files out of the layers ------------------------------ */
 
+void
+sg_source_add (struct sg_ctx *c, const struct ib_fs_entry *e, struct ib_py_source src)
+{
+  c->sources = ib_xrealloc (c->sources, (c->n_sources + 1) * sizeof (*c->sources));
+  c->source_entries = ib_xrealloc (c->source_entries, (c->n_sources + 1) * sizeof (*c->source_entries));
+  c->sources[c->n_sources] = src;
+  c->source_entries[c->n_sources++] = e;
+}
+
+bool
+sg_syntax_checked (const struct sg_ctx *c)
+{
+  return c->r->compile != NULL && c->layout.version[0];
+}
+
 /* A checked file's syntax: from the cache, or queued for the interpreter. */
 static void
 queue_syntax (struct sg_ctx *c, const struct ib_fs_entry *e, const char *src, size_t len)
 {
-  if (c->r->compile == NULL || !c->layout.version[0])
+  if (!sg_syntax_checked (c))
     return;
   bool refused;
   int line;
@@ -165,18 +180,12 @@ queue_syntax (struct sg_ctx *c, const struct ib_fs_entry *e, const char *src, si
   if (ib_symcache_load_syntax (c->syntax_cache, e->digest, &refused, &line, &msg))
     {
       c->st->compile_cached++;
-      c->sources = ib_xrealloc (c->sources, (c->n_sources + 1) * sizeof (*c->sources));
-      c->source_entries = ib_xrealloc (c->source_entries, (c->n_sources + 1) * sizeof (*c->source_entries));
-      c->sources[c->n_sources] = (struct ib_py_source){ NULL, NULL, 0, refused, line, msg };
-      c->source_entries[c->n_sources++] = e;
+      sg_source_add (c, e, (struct ib_py_source){ NULL, NULL, 0, refused, line, msg });
       return;
     }
   char *copy = ib_xmalloc (len + 1);
   memcpy (copy, src, len);
-  c->sources = ib_xrealloc (c->sources, (c->n_sources + 1) * sizeof (*c->sources));
-  c->source_entries = ib_xrealloc (c->source_entries, (c->n_sources + 1) * sizeof (*c->source_entries));
-  c->sources[c->n_sources] = (struct ib_py_source){ ib_xasprintf ("/%s", e->path), copy, len, false, 0, NULL };
-  c->source_entries[c->n_sources++] = e;
+  sg_source_add (c, e, (struct ib_py_source){ ib_xasprintf ("/%s", e->path), copy, len, false, 0, NULL });
 }
 
 static int
@@ -190,7 +199,11 @@ scan_extracted (void *data, const struct ib_fs_entry *e, struct ib_layer_reader 
   bool checked = e->layer >= c->r->first_checked_layer;
   cleanup_free char *package = sg_package_of (c, e->path);
   if (checked)
-    queue_syntax (c, e, src, len);
+    {
+      queue_syntax (c, e, src, len);
+      c->read_order = ib_xrealloc (c->read_order, (c->n_read_order + 1) * sizeof (*c->read_order));
+      c->read_order[c->n_read_order++] = e;
+    }
   struct ib_py_module *m;
   char *scan_error = NULL;
   if (ib_py_scan (src, len, package, &m, err) < 0)
@@ -202,7 +215,7 @@ scan_extracted (void *data, const struct ib_fs_entry *e, struct ib_layer_reader 
   else
     ib_symcache_save_py (c->py_cache, e->digest, package, m);
   c->st->scanned++;
-  known_add (c, e, m, checked)->scan_error = scan_error;
+  sg_known_add (c, e, m, checked)->scan_error = scan_error;
   return 0;
 }
 
@@ -217,12 +230,14 @@ need_defs (struct sg_ctx *c, const struct ib_fs_entry *e, const struct ib_fs_ent
   if (m)
     {
       c->st->cached++;
-      known_add (c, e, m, false);
+      sg_known_add (c, e, m, false);
       return;
     }
   sg_want (wanted, n, e);
 }
 
+/* The overlay's Python files: from the caches when the order they come in
+ * is known for these layers (checked_memo.c), else read out of them. */
 static int
 load_checked_files (struct sg_ctx *c, ib_error_t *err)
 {
@@ -234,9 +249,15 @@ load_checked_files (struct sg_ctx *c, ib_error_t *err)
       if (e->layer >= c->r->first_checked_layer && sg_is_py_under_root (c, e))
         sg_want (&wanted, &n, e);
     }
-  int r = ib_extract_entries (c->s, c->img, wanted, n, scan_extracted, c, err);
-  free (wanted);
   c->st->files_checked = n;
+  int r = 0;
+  if (!sg_checked_from_caches (c, wanted, n))
+    {
+      r = ib_extract_entries (c->s, c->img, wanted, n, scan_extracted, c, err);
+      if (r == 0)
+        sg_checked_order_save (c);
+    }
+  free (wanted);
   return r;
 }
 
@@ -379,7 +400,7 @@ defs_of (struct sg_ctx *c, const struct ib_fs_entry *e)
     return k->m;
   cleanup_free char *package = sg_package_of (c, e->path);
   struct ib_py_module *m = ib_symcache_load_py (c->py_cache, e->digest, package);
-  return m ? known_add (c, e, m, false)->m : NULL;
+  return m ? sg_known_add (c, e, m, false)->m : NULL;
 }
 
 /* Whether a star import of M's (`from S import *`, S a Python module whose
@@ -719,6 +740,7 @@ ctx_clear (struct sg_ctx *c)
     }
   free (c->sources);
   free (c->source_entries);
+  free (c->read_order);
   for (size_t i = 0; i < c->n_ext; i++)
     {
       free (c->ext[i].module);

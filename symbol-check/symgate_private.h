@@ -46,11 +46,21 @@ struct sg_ctx
   size_t n_sources;
   struct sg_extension *ext;
   size_t n_ext;
+  /* The checked files as the layers gave them, duplicates included
+   * (checked_memo.c keeps their order). */
+  const struct ib_fs_entry **read_order;
+  size_t n_read_order;
   ib_problem_fn fn;
   void *data;
   struct ib_symbol_stats *st;
 };
 
+/* Adds what is known of E (M taken); CHECKED: an overlay file. */
+struct sg_known *sg_known_add (struct sg_ctx *c, const struct ib_fs_entry *e, struct ib_py_module *m, bool checked);
+/* Queues a checked file's syntax answer, or its source for the interpreter. */
+void sg_source_add (struct sg_ctx *c, const struct ib_fs_entry *e, struct ib_py_source src);
+/* Whether the checked files' syntax is asked of CPython. */
+bool sg_syntax_checked (const struct sg_ctx *c);
 /* Counts a problem (an error or a warning, the first warning kept as the
  * example) and hands it to the caller's callback. */
 void sg_problem (struct sg_ctx *c, bool is_error, const char *fmt, ...) __attribute__ ((format (printf, 3, 4)));
@@ -71,6 +81,13 @@ void sg_want (const struct ib_fs_entry ***list, size_t *n, const struct ib_fs_en
 /* Checks one import of FILE against the merged image; VIA is appended to
  * each problem ("" or where the import comes from). */
 void sg_check_import (struct sg_ctx *c, const char *file, const struct ib_py_import *im, const char *via);
+
+/* checked_memo.c: the checked files WANTED (N of them) from the caches,
+ * in the order the layers hold them, as reading them would have added
+ * them; false, C untouched, when that order or a record is not known. */
+bool sg_checked_from_caches (struct sg_ctx *c, const struct ib_fs_entry *const *wanted, size_t n);
+/* Keep the order of the checked files just read (C->read_order). */
+void sg_checked_order_save (struct sg_ctx *c);
 
 /* revimports.c: the base's modules that import names from a module the
  * overlay replaces, checked against the overlay's version. */

@@ -320,3 +320,117 @@ t_cold_syntax_check_without_native_extracts_only_the_interpreters_files() {
   [ -z "$(ls -A s-closure/imgbuild/rootfs 2>/dev/null)" ]
   [ -n "$(ls -A s-whole/imgbuild/rootfs)" ]
 }
+
+# layer_of TAR NAME=TEXT...: a layer with the files of pkg/ in the order given
+# (one name may come twice), not in path order as imgbuild writes its own.
+layer_of() {
+  python3 - "$@" <<'PY'
+import io, sys, tarfile
+with tarfile.open(sys.argv[1], "w", format=tarfile.PAX_FORMAT) as t:
+    for spec in sys.argv[2:]:
+        name, text = spec.split("=", 1)
+        data = (text + "\n").encode()
+        ti = tarfile.TarInfo("usr/lib/python3/dist-packages/pkg/" + name)
+        ti.size, ti.mode = len(data), 0o644
+        t.addfile(ti, io.BytesIO(data))
+PY
+}
+
+# verify_order N IMAGE [DEF]: imgverify of LAYOUT:IMAGE (its top layer is
+# the overlay) against DEF (def/); the symbol gate's lines less its counters of
+# files read and answers cached (which differ by design) to N.lines, those
+# counters to N.counts.
+verify_order() {
+  expect_fail 5 'gate symbols' "$IV" --allow-unsafe-base --definition "${3:-def}" "oci:$PWD/layout:$2"
+  grep '^imgverify: symbols: ' stderr.txt | grep -v '^imgverify: symbols: Python ' |
+    sed 's/; [0-9]* read, [0-9]* cached;/;/' >"$1.lines"
+  sed -n 's/^imgverify: symbols: .*; \([0-9]* read, [0-9]* cached\);.*/\1/p' stderr.txt >"$1.counts"
+}
+
+# A warm check takes its overlay's files from the caches (by content
+# digest) in the order their layer holds them, which is the report's: the
+# same lines, byte for byte, as reading them.  Another overlay layer, a
+# layer with a path twice, or a damaged record of the order: read again.
+t_symbol_gate_overlay_files_from_the_caches_in_the_layers_order() {
+  [ "$(id -u)" = 0 ] || skip_test "the chroot needs root"
+  [ -x /usr/bin/python3.11 ] || skip_test "no /usr/bin/python3.11 on this machine"
+  [ -z "${IB_TEST_PLATFORM:-}" ] || skip_test "the image's CPython runs only on its own architecture"
+  printf 'X = 1\n' >good.py
+  python_base p "$PWD/layout" good.py
+  imp() { echo "$1.py=from pkg.a import missing_$2"; }
+  layer_of mid1.tar 'a.py=x = 1'
+  layer_of mid2.tar 'a.py=missing_z = 1'
+  layer_of top1.tar "$(imp z z)" "$(imp m m)" "$(imp b b)"
+  layer_of top2.tar "$(imp z y)" "$(imp m m)" "$(imp b b)"
+  layer_of dup.tar "$(imp z q)" "$(imp m m)" "$(imp b b)" "$(imp z z)"
+  for i in 1 2; do
+    umoci raw add-layer --image layout:base --tag "i$i" mid1.tar
+    umoci raw add-layer --image "layout:i$i" --tag "i$i" "top$i.tar"
+  done
+  umoci raw add-layer --image layout:base --tag b2 mid2.tar
+  umoci raw add-layer --image layout:b2 --tag b2 top1.tar
+  umoci raw add-layer --image layout:base --tag dup mid1.tar
+  umoci raw add-layer --image layout:dup --tag dup dup.tar
+  mkdir -p def/files
+  printf '[image]\nname = over:1\nfrom = oci:%s/layout:base\n[copy]\n' "$PWD" >def/image.conf
+  for n in z m b; do
+    echo "from pkg.a import missing_$n" >"def/files/$n.py"
+    echo "file files/$n.py /usr/lib/python3/dist-packages/pkg/$n.py" >>def/image.conf
+  done
+  printf '[symbols]\npython-path /usr/lib/python3/dist-packages\ncheck-package pkg\n' >>def/image.conf
+  verify_order cold i1
+  # The report's order is the layer's (z m b), not the paths' (b m z).
+  [ "$(grep -o 'import missing_[a-z]*' cold.lines | tr '\n' ' ')" = "import missing_z import missing_m import missing_b " ]
+  grep -q '^[1-9][0-9]* read' cold.counts
+  verify_order warm i1
+  grep -qx '0 read, [1-9][0-9]* cached' warm.counts
+  cmp cold.lines warm.lines
+  memo=$(ls "$IMGBUILD_STORE"/imgbuild/pyorder/*) # the one record: this overlay's
+  # Over another base, the same overlay from the caches (one file read: the
+  # base's new pkg/a.py), judged by that base.
+  verify_order b2 b2
+  grep -qx '1 read, [1-9][0-9]* cached' b2.counts
+  refute grep -q 'import missing_z' b2.lines
+  grep -q 'import missing_m' b2.lines
+  # An overlay file changed: another layer, its files read.
+  cp def/files/z.py z.keep
+  echo "from pkg.a import missing_y" >def/files/z.py
+  verify_order changed i2
+  grep -q '^[1-9][0-9]* read' changed.counts
+  grep -q 'import missing_y' changed.lines
+  refute grep -q 'import missing_z' changed.lines
+  cp z.keep def/files/z.py
+  # The record of the order cut short, a line short, naming one of the
+  # overlay's files twice (and so not another): each time read again, the
+  # same lines.
+  grep -q 'pkg/b.py' "$memo"
+  head -n 2 "$memo" >cut
+  cat cut >"$memo"
+  verify_order cut i1
+  grep -q '^[1-9][0-9]* read' cut.counts
+  cmp cold.lines cut.lines
+  grep -q 'pkg/b.py' "$memo" # written whole again
+  sed -i '/pkg\/m.py/d' "$memo"
+  verify_order short i1
+  grep -q '^[1-9][0-9]* read' short.counts
+  cmp cold.lines short.lines
+  sed -i 's|pkg/b.py|pkg/z.py|' "$memo"
+  [ "$(grep -c 'pkg/z.py' "$memo")" = 2 ]
+  verify_order other i1
+  grep -q '^[1-9][0-9]* read' other.counts
+  cmp cold.lines other.lines
+  verify_order again i1 # and whole again: from the caches
+  grep -qx '0 read, [1-9][0-9]* cached' again.counts
+  cmp cold.lines again.lines
+  # A path twice in the layer: both copies checked, each time, none kept
+  # (the definition names no file: its copy of z.py would be either).
+  mkdir -p dup
+  sed '/^\[copy\]/,/^\[symbols\]/{/^file /d}' def/image.conf >dup/image.conf
+  refute grep -q '^file ' dup/image.conf
+  for n in 1 2; do
+    verify_order "dup$n" dup dup
+    grep -q '^[1-9][0-9]* read' "dup$n.counts"
+    [ "$(grep -o 'import missing_[a-z]*' "dup$n.lines" | tr '\n' ' ')" = "import missing_q import missing_m import missing_b import missing_z " ]
+  done
+  cmp dup1.lines dup2.lines
+}

@@ -199,3 +199,35 @@ symcache_py_same_content_two_packages (struct test_ctx *t)
   CHECK (t, m != NULL);
   ib_py_module_free (m);
 }
+
+/* A record whose strings would not read back as written (a literal of
+ * __all__ across lines, whose lines read as a definition) is not kept:
+ * read back, it would define a name the file does not, and a warm build
+ * would pass an import that the file's scan refuses. */
+void
+symcache_py_record_that_would_read_otherwise_is_not_kept (struct test_ctx *t)
+{
+  cleanup_free char *dir = ib_path_join (test_tmpdir (), "pysyms-lines");
+  ib_error_t err = NULL;
+  CHECK (t, ib_mkdir_p (dir, 0755, &err) == 0);
+  ib_error_release (&err);
+  const char *digest = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+  struct ib_py_module *m = scan (t, "__all__ = [\"\"\"\nd missing_w\n\"\"\"]\nx = 1\n", "");
+  if (m == NULL)
+    return;
+  CHECK (t, !ib_py_defines (m, "missing_w"));
+  ib_symcache_save_py (dir, digest, "", m);
+  ib_py_module_free (m);
+  m = ib_symcache_load_py (dir, digest, "");
+  CHECK (t, m == NULL);
+  ib_py_module_free (m);
+  /* A plain one is kept, and reads back. */
+  m = scan (t, "__all__ = [\"x\"]\nx = 1\n", "");
+  if (m == NULL)
+    return;
+  ib_symcache_save_py (dir, digest, "", m);
+  ib_py_module_free (m);
+  m = ib_symcache_load_py (dir, digest, "");
+  CHECK (t, m != NULL && ib_py_defines (m, "x") && m->n_all == 1);
+  ib_py_module_free (m);
+}
