@@ -122,6 +122,18 @@ dpkg_listed (const struct dpkg_para *d)
   return d->name && *d->name && d->version && *d->version && state && has_files (state);
 }
 
+/* One package of a package manager's: KIND "deb" or "py", its purl, and
+ * SOURCE, the file that lists it. */
+static void
+add_listed (cJSON *list, size_t *ids, const char *kind, const char *name, const char *version, const char *purl,
+            const char *source)
+{
+  cJSON *pkg = package (ids, kind, name, version);
+  add_purl (pkg, purl);
+  cJSON_AddStringToObject (pkg, "sourceInfo", source);
+  cJSON_AddItemToArray (list, pkg);
+}
+
 void
 ib_sbom_add_dpkg (cJSON *list, const char *text, size_t *ids)
 {
@@ -129,12 +141,9 @@ ib_sbom_add_dpkg (cJSON *list, const char *text, size_t *ids)
   for (const char *p = text, *end = text + strlen (text); dpkg_next (&p, end, &d); dpkg_para_clear (&d))
     if (dpkg_listed (&d))
       {
-        cJSON *pkg = package (ids, "deb", d.name, d.version);
         cleanup_free char *purl = ib_xasprintf ("pkg:deb/debian/%s@%s%s%s", d.name, d.version,
                                                  d.arch ? "?arch=" : "", d.arch ? d.arch : "");
-        add_purl (pkg, purl);
-        cJSON_AddStringToObject (pkg, "sourceInfo", "/var/lib/dpkg/status");
-        cJSON_AddItemToArray (list, pkg);
+        add_listed (list, ids, "deb", d.name, d.version, purl, "/var/lib/dpkg/status");
       }
 }
 
@@ -262,12 +271,9 @@ add_python (cJSON *list, size_t *ids, const char *path, const char *text)
   cleanup_free char *name = NULL, *version = NULL;
   if (ib_sbom_python_metadata (text, &name, &version) < 0)
     return;
-  cJSON *pkg = package (ids, "py", name, version);
   cleanup_free char *purl = ib_xasprintf ("pkg:pypi/%s@%s", name, version);
-  add_purl (pkg, purl);
   cleanup_free char *where = ib_xasprintf ("/%s", path);
-  cJSON_AddStringToObject (pkg, "sourceInfo", where);
-  cJSON_AddItemToArray (list, pkg);
+  add_listed (list, ids, "py", name, version, purl, where);
 }
 
 static bool
@@ -339,7 +345,12 @@ add_package_files (struct ib_store *s, const struct ib_image *img, const struct 
     {
       const struct ib_fs_entry *e = ib_fsview_at (view, i);
       if (e->type == IB_FS_FILE && is_package_file (e->path))
-        wanted[k++] = e;
+        {
+          /* Looked up, not only walked: a memo recording (add_packages)
+           * learns of the file and of the folders above it. */
+          ib_fsview_lookup (view, e->path);
+          wanted[k++] = e;
+        }
     }
   cleanup_free char *cache = NULL;
   ib_error_t ce = NULL;
@@ -374,6 +385,160 @@ add_package_files (struct ib_store *s, const struct ib_image *img, const struct 
   free (rd.texts);
   free (rd.missing);
   free (wanted);
+  return r;
+}
+
+/* ---- the package list kept per base (link-check/memo.h) ----------------- */
+
+/* The list is a function of the package files the walk picks (each looked
+ * up: the memo knows them and the folders above them, so an overlay that
+ * replaces, hides or deletes one is seen) and of their content (the cache
+ * above, by digest; the program's build-id is in the memo's key): kept
+ * per base, so that a warm build whose overlay adds no package file and
+ * changes none of those paths neither walks the base's every path nor
+ * parses dpkg's status again.  One memo line per package, in the list's
+ * order: "KIND\tNAME\tVERSION\tPURL\tSOURCE"; a list with a tab in a
+ * field is not kept. */
+#define PKG_MEMO "sbom-packages"
+#define PKG_MEMO_SETTINGS "files var/lib/dpkg/status *.dist-info/METADATA *.egg-info/PKG-INFO *.egg-info\n"
+#define PKG_FIELDS 5
+
+static bool
+pkg_selects (void *data, const struct ib_fs_entry *e)
+{
+  (void) data;
+  return is_package_file (e->path);
+}
+
+/* MSG's fields into F, in a copy (*COPY, malloc'd); false when it is not
+ * one of ours. */
+static bool
+pkg_split (const char *msg, char **copy, char *f[PKG_FIELDS])
+{
+  char *c = *copy = ib_xstrdup (msg);
+  for (int i = 0; i < PKG_FIELDS; i++)
+    {
+      f[i] = c;
+      char *tab = strchr (c, '\t');
+      if ((tab == NULL) != (i == PKG_FIELDS - 1))
+        return false;
+      if (tab)
+        {
+          *tab = '\0';
+          c = tab + 1;
+        }
+    }
+  return strcmp (f[0], "deb") == 0 || strcmp (f[0], "py") == 0;
+}
+
+/* The kept list of hit M into LIST; false (LIST untouched) when a line
+ * is not one of ours, and then the list is made again. */
+static bool
+pkg_replay (const struct ib_memo *m, cJSON *list, size_t *ids)
+{
+  size_t n;
+  const struct ib_memo_said *p = ib_memo_problems (m, &n);
+  char **copies = ib_xcalloc (n + 1, sizeof (*copies));
+  char *(*f)[PKG_FIELDS] = ib_xcalloc (n + 1, sizeof (*f));
+  bool ok = true;
+  for (size_t i = 0; ok && i < n; i++)
+    ok = !p[i].is_error && pkg_split (p[i].msg, &copies[i], f[i]);
+  for (size_t i = 0; ok && i < n; i++)
+    add_listed (list, ids, f[i][0], f[i][1], f[i][2], f[i][3], f[i][4]);
+  for (size_t i = 0; i < n; i++)
+    free (copies[i]);
+  free (copies);
+  free (f);
+  return ok;
+}
+
+/* A string field of package P, "" when absent. */
+static const char *
+pkg_field (const cJSON *p, const char *name)
+{
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive (p, name);
+  return cJSON_IsString (v) ? v->valuestring : "";
+}
+
+/* The packages of LIST from its FROM-th on, as memo lines into M; false
+ * when one cannot be kept (a field with a tab). */
+static bool
+pkg_keep (struct ib_memo *m, const cJSON *list, int from)
+{
+  for (int i = from; i < cJSON_GetArraySize (list); i++)
+    {
+      const cJSON *p = cJSON_GetArrayItem (list, i);
+      const char *id = pkg_field (p, "SPDXID");
+      const char *kind = strncmp (id, "SPDXRef-py-", 11) == 0 ? "py" : "deb";
+      const cJSON *ref = cJSON_GetArrayItem (cJSON_GetObjectItemCaseSensitive (p, "externalRefs"), 0);
+      const char *f[PKG_FIELDS] = { kind, pkg_field (p, "name"), pkg_field (p, "versionInfo"),
+                                    pkg_field (ref, "referenceLocator"), pkg_field (p, "sourceInfo") };
+      for (int k = 0; k < PKG_FIELDS; k++)
+        if (strchr (f[k], '\t'))
+          return false;
+      cleanup_free char *line = ib_xasprintf ("%s\t%s\t%s\t%s\t%s", f[0], f[1], f[2], f[3], f[4]);
+      ib_memo_said (m, false, line);
+    }
+  return true;
+}
+
+/* Whether IMG's overlay (its layers from FIRST on) hides no package file
+ * of the base: no whiteout or opaque marker, and nothing but a regular
+ * file (which the memo picks: then nothing is kept) at a package file's
+ * path.  A build's overlay puts nothing but a folder where the base has a
+ * folder (the definition gate refuses it), so a package file below one is
+ * not hidden either.  Only a list made over such an overlay is the base's
+ * own and may be kept: the memo compares the next overlay with this one
+ * at the paths the list read, and a package file this one hid was never
+ * read.  False when an overlay's file list cannot be had. */
+static bool
+hides_no_package (struct ib_store *s, const struct ib_image *img, int first)
+{
+  bool ok = true;
+  for (size_t i = first >= 1 ? (size_t) first : img->n_layers; ok && i < img->n_layers; i++)
+    {
+      struct ib_fs_list *l = NULL;
+      ib_error_t e = NULL;
+      if (ib_fs_list_layer (s, &img->layers[i], &img->diff_ids[i], &l, &e) < 0)
+        {
+          ib_error_release (&e);
+          return false;
+        }
+      for (size_t j = 0; ok && j < l->n; j++)
+        ok = l->e[j].type == IB_FS_FILE
+             || (!is_package_file (l->e[j].path) && l->e[j].type != IB_FS_WHITEOUT && l->e[j].type != IB_FS_OPAQUE);
+      ib_fs_list_free (l);
+    }
+  return ok;
+}
+
+/* The Debian and Python packages of IMG (its layers from FIRST on its
+ * overlay), from the memo over its base when that holds; *REUSED says
+ * whether it did. */
+static int
+add_packages (struct ib_store *s, const struct ib_image *img, struct ib_fsview *view, int first, cJSON *list,
+              size_t *ids, bool *reused, ib_error_t *err)
+{
+  struct ib_memo *m = NULL;
+  ib_memo_open (s, PKG_MEMO, PKG_MEMO_SETTINGS, img, first, view, pkg_selects, NULL, &m);
+  *reused = m && ib_memo_hit (m) && pkg_replay (m, list, ids);
+  if (*reused || (m && ib_memo_hit (m)))
+    {
+      /* Reused; or not ours, so not to be kept either: made again, without a memo. */
+      ib_memo_free (m);
+      m = NULL;
+    }
+  if (*reused)
+    return 0;
+  int from = cJSON_GetArraySize (list);
+  if (m)
+    ib_memo_record (m, view);
+  int r = add_package_files (s, img, view, list, ids, err);
+  if (m)
+    ib_fsview_observe (view, NULL);
+  if (m && r == 0 && hides_no_package (s, img, first) && pkg_keep (m, list, from))
+    ib_memo_save (m);
+  ib_memo_free (m);
   return r;
 }
 
@@ -553,7 +718,7 @@ relate (cJSON *rels, const char *a, const char *type, const char *b)
 
 int
 ib_sbom_of_image (struct ib_store *s, const struct ib_image *img, struct ib_fsview *view, int first, const char *name,
-                  long long created, bool *gpu_reused, cJSON **out, ib_error_t *err)
+                  long long created, struct ib_sbom_reused *reused, cJSON **out, ib_error_t *err)
 {
   cJSON *doc = cJSON_CreateObject ();
   cJSON_AddStringToObject (doc, "spdxVersion", "SPDX-2.3");
@@ -580,12 +745,12 @@ ib_sbom_of_image (struct ib_store *s, const struct ib_image *img, struct ib_fsvi
   cJSON_AddItemToArray (cJSON_AddArrayToObject (image, "checksums"), sum);
   cJSON_AddItemToArray (list, image);
   size_t ids = 0;
-  if (add_package_files (s, img, view, list, &ids, err) < 0)
+  if (add_packages (s, img, view, first, list, &ids, &reused->packages, err) < 0)
     {
       cJSON_Delete (doc);
       return -1;
     }
-  *gpu_reused = add_gpu_objects (s, img, view, first, doc, list, &ids);
+  reused->gpu = add_gpu_objects (s, img, view, first, doc, list, &ids);
   cJSON *rels = cJSON_AddArrayToObject (doc, "relationships");
   relate (rels, "SPDXRef-DOCUMENT", "DESCRIBES", "SPDXRef-Image");
   const cJSON *p;
@@ -607,12 +772,14 @@ ib_sbom_of_build (struct ib_build *b, cJSON **out, ib_error_t *err)
     return -1;
   /* The build's own view, not the read-only handle: the GPU-code list
    * observes it while it globs (add_gpu_objects). */
-  bool reused = false;
+  struct ib_sbom_reused reused = { false, false };
   if (ib_sbom_of_image (b->store, b->image, b->image_view, (int) b->first_overlay_layer, b->name, b->started,
                         &reused, out, err)
       < 0)
     return -1;
-  if (reused)
+  if (reused.packages)
+    ib_report_note (b->report, "sbom: the package list over the base, reused: the overlay changes none of its files");
+  if (reused.gpu)
     ib_report_note (b->report, "sbom: the GPU-code list over the base, reused: the overlay changes nothing it read");
   return 0;
 }

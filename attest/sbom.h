@@ -20,12 +20,19 @@
 #include "../layers/indexer.h"
 #include "../core/build.h"
 
+/* Which lists kept per base a document reused. */
+struct ib_sbom_reused
+{
+  bool packages; /* the Debian and Python packages */
+  bool gpu;      /* the GPU code */
+};
+
 /* NAME is the image's name; CREATED a Unix time.  IMG's layers from FIRST
- * on are its overlay (outside 1..n_layers-1: none): the GPU-code list is
- * kept per base (link-check/memo.h; VIEW is observed meanwhile, its
- * entries unchanged) and *GPU_REUSED says whether it was reused. */
+ * on are its overlay (outside 1..n_layers-1: none): the package list and
+ * the GPU-code list are kept per base (link-check/memo.h; VIEW is observed
+ * meanwhile, its entries unchanged) and *REUSED says which were reused. */
 int ib_sbom_of_image (struct ib_store *s, const struct ib_image *img, struct ib_fsview *view, int first, const char *name,
-                      long long created, bool *gpu_reused, cJSON **out, ib_error_t *err);
+                      long long created, struct ib_sbom_reused *reused, cJSON **out, ib_error_t *err);
 int ib_sbom_of_build (struct ib_build *b, cJSON **out, ib_error_t *err);
 
 /* The indexer (layers/indexer.h) that fills the SBOM's cache of package

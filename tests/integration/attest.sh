@@ -364,18 +364,30 @@ gpu_def() {
     printf '[new]\n/opt/new/\n'; } >"$dir/image.conf"
 }
 
-# gpu_build NAME: build it; its SBOM predicate in NAME.sbom, the GPU list
-# in NAME.gpu; then the same image again with no kept list, whose SBOM
+# kept_build NAME KIND: build it, its SBOM predicate in NAME.sbom; then the
+# same image again with no list of KIND (a memo folder) kept, whose SBOM
 # must be the same byte for byte (but for the time).
-gpu_build() {
+kept_build() {
   "$IB" "$1" 2>"$1.err" >"$1.out"
   sbom_pred "$IMGBUILD_STORE" "$(cut -d' ' -f2 "$1.out")" >"$1.sbom"
-  jq -c '[.packages[] | select(.comment // "" | startswith("GPU code:")) | [.name, .comment]] | sort' "$1.sbom" >"$1.gpu"
-  mv "$IMGBUILD_STORE/imgbuild/sbom-gpu" "$1.kept"
+  mv "$IMGBUILD_STORE/imgbuild/$2" "$1.kept"
   "$IB" -q "$1" >"$1.again"
   cmp "$1.out" "$1.again"
   sbom_pred "$IMGBUILD_STORE" "$(cut -d' ' -f2 "$1.again")" | cmp - "$1.sbom"
-  rm -rf "$IMGBUILD_STORE/imgbuild/sbom-gpu" && mv "$1.kept" "$IMGBUILD_STORE/imgbuild/sbom-gpu"
+  rm -rf "$IMGBUILD_STORE/imgbuild/$2" && mv "$1.kept" "$IMGBUILD_STORE/imgbuild/$2"
+}
+
+# cut_kept KIND: the one kept list of KIND cut to its first three lines.
+cut_kept() {
+  local m
+  m=$(ls "$IMGBUILD_STORE/imgbuild/$1"/*)
+  head -n 3 "$m" >cut && cat cut >"$m"
+}
+
+# gpu_build NAME: kept_build of the GPU list, which goes to NAME.gpu.
+gpu_build() {
+  kept_build "$1" sbom-gpu
+  jq -c '[.packages[] | select(.comment // "" | startswith("GPU code:")) | [.name, .comment]] | sort' "$1.sbom" >"$1.gpu"
 }
 
 GPU_BOTH='[["/opt/gpu/code.bin","GPU code: sm_121a compute_120"],["/usr/lib/libflashinfer_dcp.so","GPU code: sm_121a compute_120"]]'
@@ -395,9 +407,7 @@ t_attest_sbom_gpu_list_reused_when_the_overlay_changes_nothing_it_read() {
   grep -q 'sbom: the GPU-code list over the base, reused' b.err
   [ "$(cat b.gpu)" = "$GPU_BOTH" ]
   # A kept list cut short is no list: made again, the same.
-  local m
-  m=$(ls "$IMGBUILD_STORE"/imgbuild/sbom-gpu/*)
-  head -n 3 "$m" >cut && cat cut >"$m"
+  cut_kept sbom-gpu
   gpu_def c "file $PWD/plain.bin /opt/new/c.txt"
   gpu_build c
   refute grep -q 'GPU-code list over the base, reused' c.err
@@ -428,6 +438,90 @@ t_attest_sbom_gpu_list_not_reused_when_the_overlay_changes_a_read() {
   gpu_build behind
   refute grep -q 'GPU-code list over the base, reused' behind.err
   [ "$(cat behind.gpu)" = '[["/usr/lib/libflashinfer_dcp.so","GPU code: sm_121a compute_120"]]' ]
+}
+
+# ---- the SBOM's package list, kept per base (attest/sbom.c) ----------------
+
+# pkg_build NAME: kept_build of the package list; the packages' purls go
+# to NAME.pkgs.
+pkg_build() {
+  kept_build "$1" sbom-packages
+  jq -c '[.packages[] | .externalRefs[0].referenceLocator // empty]' "$1.sbom" >"$1.pkgs"
+}
+
+# (in the view's order: the Python files' paths come before dpkg's)
+PKGS_BASE='["pkg:pypi/PyYAML@6.0","pkg:pypi/distro-info@1.5","pkg:pypi/numpy@1.24.2","pkg:deb/debian/libc6@2.36-9+deb12u4?arch=amd64","pkg:deb/debian/python3-yaml@6.0-3+b2?arch=amd64","pkg:deb/debian/half@0.1~rc1?arch=all"]'
+
+# Issue 18: the SBOM's Debian and Python packages over the base are kept,
+# and a build whose overlay adds no package file and changes none of their
+# paths gets them again, the same SBOM, without walking the base's paths
+# or parsing dpkg's status.
+t_attest_sbom_package_list_reused_when_the_overlay_changes_none_of_its_files() {
+  gpu_base
+  # The base's own build (the whole image its key) kept it already.
+  gpu_def a "file $PWD/plain.bin /opt/new/a.txt"
+  pkg_build a
+  grep -q 'sbom: the package list over the base, reused' a.err
+  [ "$(cat a.pkgs)" = "$PKGS_BASE" ]
+  # A file beside a package file, in its folder: nothing the list read.
+  gpu_def b "file $PWD/plain.bin /usr/lib/python3/dist-packages/numpy-1.24.2.dist-info/RECORD"
+  echo /usr/lib/python3/dist-packages/numpy-1.24.2.dist-info/RECORD >>b/image.conf # under [new]
+  pkg_build b
+  grep -q 'sbom: the package list over the base, reused' b.err
+  [ "$(cat b.pkgs)" = "$PKGS_BASE" ]
+  # A kept list cut short, or with a line not ours, is no list: made again, the same.
+  cut_kept sbom-packages
+  gpu_def c "file $PWD/plain.bin /opt/new/c.txt"
+  pkg_build c
+  refute grep -q 'package list over the base, reused' c.err
+  [ "$(cat c.pkgs)" = "$PKGS_BASE" ]
+  local m
+  m=$(ls "$IMGBUILD_STORE"/imgbuild/sbom-packages/*)
+  grep -q 'pkg:pypi/numpy' "$m" # kept whole again
+  sed -i 's|^p\t0\tpy\\t|p\t0\tgem\\t|' "$m"
+  grep -q 'gem' "$m"
+  gpu_def d "file $PWD/plain.bin /opt/new/d.txt"
+  pkg_build d
+  refute grep -q 'package list over the base, reused' d.err
+  [ "$(cat d.pkgs)" = "$PKGS_BASE" ]
+}
+
+# An overlay that adds a package file, replaces one, or puts a link where
+# one was gets the list made again (a kept one would be wrong), and so does
+# an image over another base; each SBOM is the one made with nothing kept
+# (pkg_build), and a list made over an overlay that hid a package file is
+# not kept for the next.
+t_attest_sbom_package_list_not_reused_when_the_overlay_changes_one() {
+  gpu_base
+  gpu_def a "file $PWD/plain.bin /opt/new/a.txt"
+  pkg_build a
+  printf 'Metadata-Version: 2.1\nName: vllm\nVersion: 0.11.0\n' >METADATA
+  gpu_def added "file $PWD/METADATA /opt/new/vllm-0.11.0.dist-info/METADATA"
+  pkg_build added
+  refute grep -q 'package list over the base, reused' added.err
+  jq -e 'length == 7 and index("pkg:pypi/vllm@0.11.0")' added.pkgs
+  printf 'Package: only\nStatus: install ok installed\nArchitecture: all\nVersion: 2\n' >status
+  gpu_def replaced "file $PWD/status /var/lib/dpkg/status"
+  pkg_build replaced
+  refute grep -q 'package list over the base, reused' replaced.err
+  jq -e 'index("pkg:deb/debian/only@2?arch=all") and (index("pkg:deb/debian/libc6@2.36-9+deb12u4?arch=amd64") | not)' replaced.pkgs
+  # dpkg's status replaced by a link: no file there, so no Debian package
+  # listed (the walk takes regular files only); the path was read.
+  gpu_def linked "file $PWD/status /opt/new/status" "symlink /var/lib/dpkg/status /opt/new/status"
+  pkg_build linked
+  refute grep -q 'package list over the base, reused' linked.err
+  [ "$(cat linked.pkgs)" = '["pkg:pypi/PyYAML@6.0","pkg:pypi/distro-info@1.5","pkg:pypi/numpy@1.24.2"]' ]
+  pkg_build a # the kept list is still the base's
+  grep -q 'sbom: the package list over the base, reused' a.err
+  [ "$(cat a.pkgs)" = "$PKGS_BASE" ]
+  # Another base (its dpkg status another): another key, the list made.
+  sed -i -e 's/^name = sbase:1$/name = sbase:2/' -e 's|^file files/status .*|file '"$PWD"'/status /var/lib/dpkg/status|' \
+    base/image.conf
+  "$IB" -q base >/dev/null
+  mkdir -p e && sed 's/^from = sbase:1$/from = sbase:2/' a/image.conf >e/image.conf
+  sed -i 's/^name = a:1$/name = e:1/' e/image.conf
+  pkg_build e
+  jq -e 'index("pkg:deb/debian/only@2?arch=all") and (index("pkg:deb/debian/libc6@2.36-9+deb12u4?arch=amd64") | not)' e.pkgs
 }
 
 # The SBOM's list of GPU code comes from the same pass (kernels/kindex.c):

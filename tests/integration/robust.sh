@@ -313,19 +313,20 @@ t_robust_merged_view_of_a_base_is_kept_by_chain_id() {
   [ "$(cut -d' ' -f2 x1.out)" = "$(cut -d' ' -f2 x4.out)" ]
   [ "$(stat -c %s "$S/imgbuild/views/${chain#sha256:}")" -gt 100 ]
   while read -r id; do [ -e "$S/imgbuild/files/$id" ]; done <base.ids
-  # The SBOM's GPU list kept for this base is named after its ChainID too.
-  ls "$S/imgbuild/sbom-gpu" >memos.txt
+  # The SBOM's GPU and package lists kept for this base are named after
+  # its ChainID too.
+  ls "$S/imgbuild/sbom-gpu" "$S/imgbuild/sbom-packages" >memos.txt
   cat memos.txt
-  grep -q "^${chain#sha256:}-" memos.txt
+  [ "$(grep -c "^${chain#sha256:}-" memos.txt)" = 2 ]
   # gc: kept while any image begins with those layers, swept after.
   "$IB" --gc --json >gc.json
   [ -e "$S/imgbuild/views/${chain#sha256:}" ]
-  ls "$S/imgbuild/sbom-gpu" >memos.txt
-  grep -q "^${chain#sha256:}-" memos.txt
+  ls "$S/imgbuild/sbom-gpu" "$S/imgbuild/sbom-packages" >memos.txt
+  [ "$(grep -c "^${chain#sha256:}-" memos.txt)" = 2 ]
   jq -c '.manifests = []' "$S/index.json" >i.json
   cp i.json "$S/index.json"
   "$IB" --gc --json >gc2.json
   [ ! -e "$S/imgbuild/views/${chain#sha256:}" ]
-  ls "$S/imgbuild/sbom-gpu" >memos.txt
+  ls "$S/imgbuild/sbom-gpu" "$S/imgbuild/sbom-packages" >memos.txt
   refute grep -q "^${chain#sha256:}-" memos.txt
 }

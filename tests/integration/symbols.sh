@@ -257,6 +257,15 @@ python_base() { # DIR LAYOUT FILE
     >>"$d/over/image.conf"
 }
 
+# A test that runs the image's CPython (python_base's) in a chroot: root,
+# the build machine's python3.11, and not the aarch64 tools under qemu
+# (an amd64 image's CPython is not run there); else it is skipped.
+needs_image_cpython() {
+  [ "$(id -u)" = 0 ] || skip_test "the chroot needs root"
+  [ -x /usr/bin/python3.11 ] || skip_test "no /usr/bin/python3.11 on this machine"
+  [ -z "${IB_TEST_PLATFORM:-}" ] || skip_test "the image's CPython runs only on its own architecture"
+}
+
 # p/over built cold with the indexers (store s-closure) and without
 # (s-whole): both pass, the syntax checked by the image's CPython in a
 # chroot, the same image.
@@ -278,10 +287,7 @@ closure_and_whole() {
 # over the whole extracted image (the way taken when the link records are
 # not cached: IMGBUILD_NO_INDEXERS).
 t_cold_syntax_check_extracts_only_the_interpreters_files() {
-  [ "$(id -u)" = 0 ] || skip_test "the chroot needs root"
-  [ -x /usr/bin/python3.11 ] || skip_test "no /usr/bin/python3.11 on this machine"
-  # The aarch64 tools under qemu: an amd64 image's CPython is not run there.
-  [ -z "${IB_TEST_PLATFORM:-}" ] || skip_test "the image's CPython runs only on its own architecture"
+  needs_image_cpython
   printf 'def f(:\n    pass\n' >bad.py
   printf 'X = 1\n' >good.py
   python_base p "$PWD/layout" good.py
@@ -309,9 +315,7 @@ t_cold_syntax_check_extracts_only_the_interpreters_files() {
 # program closure is found from cached records and no layer is extracted
 # whole; the verdict is the full extraction's.
 t_cold_syntax_check_without_native_extracts_only_the_interpreters_files() {
-  [ "$(id -u)" = 0 ] || skip_test "the chroot needs root"
-  [ -x /usr/bin/python3.11 ] || skip_test "no /usr/bin/python3.11 on this machine"
-  [ -z "${IB_TEST_PLATFORM:-}" ] || skip_test "the image's CPython runs only on its own architecture"
+  needs_image_cpython
   printf 'X = 1\n' >good.py
   python_base p "$PWD/layout" good.py
   sed -i '/^\[native\]$/,$d' p/over/image.conf
@@ -352,9 +356,7 @@ verify_order() {
 # same lines, byte for byte, as reading them.  Another overlay layer, a
 # layer with a path twice, or a damaged record of the order: read again.
 t_symbol_gate_overlay_files_from_the_caches_in_the_layers_order() {
-  [ "$(id -u)" = 0 ] || skip_test "the chroot needs root"
-  [ -x /usr/bin/python3.11 ] || skip_test "no /usr/bin/python3.11 on this machine"
-  [ -z "${IB_TEST_PLATFORM:-}" ] || skip_test "the image's CPython runs only on its own architecture"
+  needs_image_cpython
   printf 'X = 1\n' >good.py
   python_base p "$PWD/layout" good.py
   imp() { echo "$1.py=from pkg.a import missing_$2"; }
