@@ -287,11 +287,11 @@ ib_fsview_hazards (const struct ib_fsview *v, size_t *n)
   return (const char *const *) v->hazards;
 }
 
-/* The first entry at or after FROM whose path is not below PATH. */
+/* The first entry in [FROM, TO) whose path is not below PATH (TO when none). */
 static size_t
-lower_bound_from (const struct ib_fsview *v, size_t from, const char *path)
+lower_bound_in (const struct ib_fsview *v, size_t from, size_t to, const char *path)
 {
-  size_t lo = from, hi = v->n;
+  size_t lo = from, hi = to;
   while (lo < hi)
     {
       size_t mid = lo + (hi - lo) / 2;
@@ -306,7 +306,7 @@ lower_bound_from (const struct ib_fsview *v, size_t from, const char *path)
 static size_t
 lower_bound (const struct ib_fsview *v, const char *path)
 {
-  return lower_bound_from (v, 0, path);
+  return lower_bound_in (v, 0, v->n, path);
 }
 
 /* Remove the entries under DIR (and DIR itself when WITH_SELF); "" is the
@@ -386,8 +386,8 @@ take_list (struct ib_fsview *v, struct ib_fs_list *list, int layer)
   list->n = 0;
 }
 
-/* lower_bound_from by galloping: the distance from FROM to the answer is
- * bracketed by doubling steps, then searched.  A layer's entries land in a
+/* lower_bound_in from FROM to the end, by galloping: the distance to the
+ * answer is bracketed by doubling steps, then searched.  A layer's entries land in a
  * few runs of the view (a package's tree goes in one place), so each is
  * found a step or two after the previous one: a binary search over the
  * whole rest of the view for each was 17 comparisons an entry and half of
@@ -406,17 +406,7 @@ gallop_from (const struct ib_fsview *v, size_t from, const char *path)
           step *= 2;
           continue;
         }
-      /* The answer is in (lo, hi]. */
-      size_t l = lo + 1;
-      while (l < hi)
-        {
-          size_t mid = l + (hi - l) / 2;
-          if (strcmp (v->e[mid].path, path) < 0)
-            l = mid + 1;
-          else
-            hi = mid;
-        }
-      return l;
+      return lower_bound_in (v, lo + 1, hi, path); /* the answer is in (lo, hi] */
     }
   return lo;
 }
