@@ -5,7 +5,7 @@
 
 #include "../kernels/cudabin.h"
 #include "../kernels/kgate.h"
-#include "../layers/extract.h"
+#include "../view/extract.h"
 #include "../link-check/memo.h"
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
@@ -653,7 +653,7 @@ gpu_list (struct ib_store *s, const struct ib_image *img, struct ib_fsview *view
 {
   const struct ib_fs_entry **files = NULL;
   if (m)
-    ib_memo_record (m, view);
+    ib_memo_record (m, view); /* every path the glob reads */
   size_t n = ib_kernels_glob_files (view, NULL, 0, &files);
   if (m)
     ib_fsview_observe (view, NULL);

@@ -17,7 +17,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "../layers/indexer.h"
+#include "../store/indexer.h"
 #include "../core/build.h"
 
 /* Which lists kept per base a document reused. */
@@ -35,7 +35,7 @@ int ib_sbom_of_image (struct ib_store *s, const struct ib_image *img, struct ib_
                       long long created, struct ib_sbom_reused *reused, cJSON **out, ib_error_t *err);
 int ib_sbom_of_build (struct ib_build *b, cJSON **out, ib_error_t *err);
 
-/* The indexer (layers/indexer.h) that fills the SBOM's cache of package
+/* The indexer (store/indexer.h) that fills the SBOM's cache of package
  * files in the file-list pass, with the entry add_package_files would
  * write after its own read: a cold build's SBOM then reads no layer. */
 struct ib_sbom_indexer

@@ -42,7 +42,7 @@
 #include <stddef.h>
 
 #include "../layers/image.h"
-#include "../layers/store.h"
+#include "../store/store.h"
 
 #define IB_SIGN_OPTIONAL_ATTESTATION "vnd.imgbuild.attestation"
 #define IB_SIGN_OPTIONAL_DEFINITION "vnd.imgbuild.definition"

@@ -23,7 +23,7 @@
 #include "../smoke/bundle.h"
 #include "../kernels/kgate.h"
 #include "../kernels/kplan.h"
-#include "../layers/fsview.h"
+#include "../view/fsview.h"
 #include "../transports/refs.h"
 #include "../util/fsutil.h"
 

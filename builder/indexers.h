@@ -1,4 +1,4 @@
-/* The indexers (layers/indexer.h) a definition's gates profit from,
+/* The indexers (store/indexer.h) a definition's gates profit from,
  * registered on the build's store before the first file list is made:
  * the native gate's when it has [native] or a python-path (the syntax
  * check's chroot is found from its records), the symbol gate's when it has

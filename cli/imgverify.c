@@ -21,7 +21,7 @@
 #include "../gates/recipes.h"
 #include "../verify/verify.h"
 #include "../verify/verify_image.h"
-#include "../layers/fsview.h"
+#include "../view/fsview.h"
 #include "../kernels/cudabin.h"
 #include "../kernels/jitbudget.h"
 #include "../kernels/kgate.h"

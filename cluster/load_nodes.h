@@ -11,7 +11,7 @@
 #include <stddef.h>
 
 #include "../layers/image.h"
-#include "../layers/store.h"
+#include "../store/store.h"
 #include "../core/report.h"
 
 /* HOSTS[i] "" is this machine's daemon ($DOCKER_HOST, else the socket).

@@ -17,10 +17,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "../layers/fsview.h"
+#include "../view/fsview.h"
 #include "../layers/image.h"
 #include "../layers/transport.h"
-#include "../layers/store.h"
+#include "../store/store.h"
 #include "../layers/tarlayer.h"
 #include "../definition/definition.h"
 #include "report.h"

@@ -14,6 +14,7 @@
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
 #include "definition_private.h"
+#include "../layers/tarpath.h"
 
 
 void

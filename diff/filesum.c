@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "../kernels/cudabin.h"
-#include "../layers/extract.h"
+#include "../view/extract.h"
 #include "../symbol-check/elfsyms.h"
 #include "../symbol-check/pysyms.h"
 #include "../util/cleanup.h"

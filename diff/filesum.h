@@ -11,9 +11,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../layers/fsview.h"
+#include "../view/fsview.h"
 #include "../layers/image.h"
-#include "../layers/store.h"
+#include "../store/store.h"
 #include "../util/error.h"
 
 enum ib_sym_kind

@@ -8,7 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../layers/digest.h"
+#include "../store/digest.h"
 #include "../transports/refs.h"
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"

@@ -12,10 +12,10 @@
 
 #include <stdbool.h>
 
-#include "../layers/fsview.h"
+#include "../view/fsview.h"
 #include "../layers/image.h"
 #include "../layers/transport.h"
-#include "../layers/store.h"
+#include "../store/store.h"
 #include "../definition/definition.h"
 #include "filesum.h"
 

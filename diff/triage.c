@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../layers/digest.h"
+#include "../store/digest.h"
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
 #include "../core/gate.h"

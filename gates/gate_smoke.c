@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "../recipe/recipe.h"
-#include "../layers/extract.h"
+#include "../view/extract.h"
 #include "../transports/refs.h"
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../layers/fsview.h"
+#include "../view/fsview.h"
 #include "../recipe/pyinventory.h"
 #include "../transports/refs.h"
 #include "../util/cleanup.h"

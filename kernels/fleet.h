@@ -17,9 +17,9 @@
 
 #include <cjson/cJSON.h>
 
-#include "../layers/fsview.h"
+#include "../view/fsview.h"
 #include "../layers/image.h"
-#include "../layers/store.h"
+#include "../store/store.h"
 #include "../util/requirement.h"
 #include "target.h"
 

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../layers/extract.h"
+#include "../view/extract.h"
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
 

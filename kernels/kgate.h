@@ -8,10 +8,10 @@
 #ifndef IB_KGATE_H
 #define IB_KGATE_H
 
-#include "../layers/fsview.h"
+#include "../view/fsview.h"
 #include "../layers/image.h"
-#include "../layers/indexer.h"
-#include "../layers/store.h"
+#include "../store/indexer.h"
+#include "../store/store.h"
 #include "../util/requirement.h"
 #include "cudabin.h"
 
@@ -47,7 +47,7 @@ int ib_kernels_inspect_entries (struct ib_store *s, const struct ib_image *img,
  * cache folder that ib_kernels_inspect_entries reads (best effort). */
 void ib_kernels_cache_save (const char *dir, const char *digest, const struct ib_cuda_file *f);
 
-/* The inspection's indexer (layers/indexer.h, kindex.c): in the pass that
+/* The inspection's indexer (store/indexer.h, kindex.c): in the pass that
  * makes a layer's file list, the record of every ELF object and fatbin
  * into the cache above, and the digests of the other files, which have no
  * GPU code, kept (in an unlinked file) for ib_kernels_inspect_entries of

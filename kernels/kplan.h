@@ -16,9 +16,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "../layers/fsview.h"
+#include "../view/fsview.h"
 #include "../layers/image.h"
-#include "../layers/store.h"
+#include "../store/store.h"
 #include "../util/requirement.h"
 #include "cudabin.h"
 #include "kgate.h"

@@ -11,10 +11,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../layers/extract.h"
+#include "../view/extract.h"
 #include "../util/cpus.h"
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
+#include "../layers/tarpath.h"
 
 extern char **environ;
 

@@ -8,8 +8,8 @@
 #include <cjson/cJSON.h>
 #include <stddef.h>
 
-#include "descriptor.h"
-#include "store.h"
+#include "../store/descriptor.h"
+#include "../store/store.h"
 
 struct ib_image
 {

@@ -11,8 +11,8 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#include "descriptor.h"
-#include "store.h"
+#include "../store/descriptor.h"
+#include "../store/store.h"
 
 struct ib_layer_reader;
 
@@ -34,12 +34,5 @@ const char *const *ib_layer_reader_hazards (const struct ib_layer_reader *r, siz
 /* Drain, then check both digests.  DIFF_ID may be NULL. */
 int ib_layer_reader_end (struct ib_layer_reader *r, ib_digest *diff_id, ib_error_t *err);
 void ib_layer_reader_free (struct ib_layer_reader *r);
-
-/* "a/./b/" -> "a/b"; leading "/" and "./" dropped.  NULL for a path with
- * ".." in it or one that is empty (the root). */
-char *ib_clean_tar_path (const char *p);
-/* A whiteout ".wh.GONE" whose GONE is empty, `.` or `..` names no file:
- * tarcheck reports it, bundle extraction refuses it, fsview ignores it. */
-bool ib_whiteout_names_nothing (const char *gone);
 
 #endif

@@ -14,8 +14,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "descriptor.h"
-#include "store.h"
+#include "../store/descriptor.h"
+#include "../store/store.h"
 
 enum ib_entry_type
 {

@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 #include "image.h"
-#include "store.h"
+#include "../store/store.h"
 
 /* What transports tell people: the progress of long transfers (START
  * gives a handle that ADD feeds with the bytes moved and END closes) and

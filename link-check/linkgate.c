@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../layers/extract.h"
+#include "../view/extract.h"
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
 #include "elfdyn.h"

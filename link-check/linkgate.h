@@ -20,10 +20,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "../layers/fsview.h"
+#include "../view/fsview.h"
 #include "../layers/image.h"
-#include "../layers/indexer.h"
-#include "../layers/store.h"
+#include "../store/indexer.h"
+#include "../store/store.h"
 #include "../util/requirement.h"
 
 struct ib_native_preload
@@ -92,7 +92,7 @@ int ib_link_record_save (const char *cache, const char *digest, int fd, const ch
 /* An ld.so.conf file's TEXT into the cache folder CACHE; -1 when too large. */
 int ib_link_conf_save (const char *cache, const char *digest, const char *text, size_t len);
 
-/* The gate's indexer (layers/indexer.h): in the pass that makes a layer's
+/* The gate's indexer (store/indexer.h): in the pass that makes a layer's
  * file list, the record of every ELF object and "*.so*" file and the text
  * of /etc/ld.so.conf and /etc/ld.so.conf.d/, into the caches the gate
  * reads, so that its rounds read no layer again. */

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../layers/digest.h"
+#include "../store/digest.h"
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
 #include "strmap.h"
@@ -378,7 +378,7 @@ build_id_of (struct dl_phdr_info *info, size_t size, void *data)
 /* The file name of the memo; NULL when the program has no build-id.  It
  * begins with the base's ChainID (its layers' OCI ChainID), so that gc
  * sweeps the memos of a base no kept image begins with, as it sweeps the
- * base's merged view (layers/store_gc.c). */
+ * base's merged view (store/store_gc.c). */
 static char *
 memo_key (const char *kind, const char *settings, const struct ib_image *img, size_t base)
 {

@@ -3,7 +3,7 @@
  * nothing per object of the base).
  *
  * A check run under a recorder leaves, besides what it said, what it read
- * of the view (layers/fsview.h, ib_fsview_observe): every path it looked
+ * of the view (view/fsview.h, ib_fsview_observe): every path it looked
  * up with the entry found there, and every folder above it; every entry a
  * glob matched; every pattern.  The verdict is a function of those reads,
  * of the check's own settings and of content-addressed caches, so another
@@ -29,9 +29,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "../layers/fsview.h"
+#include "../view/fsview.h"
 #include "../layers/image.h"
-#include "../layers/store.h"
+#include "../store/store.h"
 #include "../util/error.h"
 
 /* Whether the check, walking the view, would pick overlay entry E. */

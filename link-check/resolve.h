@@ -28,7 +28,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "../layers/fsview.h"
+#include "../view/fsview.h"
 #include "elfdyn.h"
 #include "ldpaths.h"
 

@@ -14,9 +14,9 @@
 #ifndef IB_PYCOMPILE_H
 #define IB_PYCOMPILE_H
 
-#include "../layers/fsview.h"
+#include "../view/fsview.h"
 #include "../layers/image.h"
-#include "../layers/store.h"
+#include "../store/store.h"
 #include "../symbol-check/symgate.h"
 
 struct ib_pycompile

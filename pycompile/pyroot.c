@@ -7,7 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../layers/extract.h"
+#include "../view/extract.h"
 #include "../link-check/linkgate.h"
 #include "../link-check/strmap.h"
 #include "../smoke/bundle.h"

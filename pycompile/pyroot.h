@@ -12,9 +12,9 @@
 #ifndef IB_PYROOT_H
 #define IB_PYROOT_H
 
-#include "../layers/fsview.h"
+#include "../view/fsview.h"
 #include "../layers/image.h"
-#include "../layers/store.h"
+#include "../store/store.h"
 
 /* Write into DIR (a new folder) the files INTERPRETER (an absolute image
  * path) of Python VERSION ("3.11") needs, as the view V of IMG has them.

@@ -22,9 +22,9 @@
 #include <cjson/cJSON.h>
 #include <stdio.h>
 
-#include "../layers/fsview.h"
+#include "../view/fsview.h"
 #include "../layers/image.h"
-#include "../layers/store.h"
+#include "../store/store.h"
 #include "pyinventory.h"
 #include "recipe.h"
 

@@ -9,7 +9,7 @@
 #include "../kernels/jitbudget.h"
 #include "../kernels/kgate.h"
 #include "../kernels/target.h"
-#include "../layers/extract.h"
+#include "../view/extract.h"
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
 #include "rcheck_private.h"

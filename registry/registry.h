@@ -14,8 +14,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../layers/descriptor.h"
-#include "../layers/store.h"
+#include "../store/descriptor.h"
+#include "../store/store.h"
 #include "../layers/transport.h"
 
 /* Bytes and blobs moved by one client: the tests and the report count them. */

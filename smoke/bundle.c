@@ -22,6 +22,7 @@
 #include "../layers/layer_reader.h"
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
+#include "../layers/tarpath.h"
 
 #define CONTAINER_DRIVER_DIR "/usr/local/nvidia/lib64"
 

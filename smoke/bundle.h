@@ -13,7 +13,7 @@
 #include <stddef.h>
 
 #include "../layers/image.h"
-#include "../layers/store.h"
+#include "../store/store.h"
 #include "contract.h"
 
 struct ib_run_options

@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../layers/digest.h"
+#include "../store/digest.h"
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
 #include "symcache.h"

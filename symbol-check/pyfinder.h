@@ -8,7 +8,7 @@
 
 #include <stdbool.h>
 
-#include "../layers/fsview.h"
+#include "../view/fsview.h"
 #include "../util/error.h"
 
 struct ib_py_layout

@@ -1,5 +1,5 @@
 /* The symbol gate's indexer: what each Python file of the checked packages
- * defines and imports, made in the file-list pass (layers/indexer.h). */
+ * defines and imports, made in the file-list pass (store/indexer.h). */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -10,6 +10,7 @@
 #include "elfsyms.h"
 #include "symcache.h"
 #include "symgate.h"
+#include "../layers/tarpath.h"
 
 /* "torch/nn/__init__.py" -> "torch.nn", as the gate names modules. */
 static char *

@@ -10,8 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../layers/digest.h"
-#include "../layers/extract.h"
+#include "../store/digest.h"
+#include "../view/extract.h"
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
 #include "symcache.h"

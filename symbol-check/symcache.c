@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../layers/digest.h"
+#include "../store/digest.h"
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
 

@@ -8,8 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../layers/digest.h"
-#include "../layers/extract.h"
+#include "../store/digest.h"
+#include "../view/extract.h"
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
 #include "elfsyms.h"
@@ -17,6 +17,7 @@
 #include "pysyms.h"
 #include "symcache.h"
 #include "symgate_private.h"
+#include "../layers/tarpath.h"
 
 void
 sg_problem (struct sg_ctx *c, bool is_error, const char *fmt, ...)

@@ -17,7 +17,8 @@ fail, "SURVIVED" when they pass, "stale" when FIND is not in the file exactly
 once, "no build" when the mutated code does not compile.  A table goes to
 stdout (and to $MUTATE_REPORT, default build/mutate.md); the exit status is 1
 when any mutation survived or is stale.
-Usage: tests/mutate.py [NAME-REGEX]"""
+Usage: tests/mutate.py [NAME-REGEX]
+       tests/mutate.py --check [ROOT]   (only: is any mutation stale?)"""
 import os
 import re
 import shutil
@@ -55,6 +56,19 @@ def parse(path):
             sys.exit(f"mutate: {path}: {cur.get('name', '?')}: `{key}` given twice")
         cur[key] = value[1:] if value.startswith(" ") else value
     return muts
+
+
+def stale(muts, root):
+    """The mutations whose `find` is not in their file exactly once: an
+    edit of the file moved the code under them, and until the block follows
+    it the mutation tests nothing."""
+    out = []
+    for m in muts:
+        path = os.path.join(root, m["file"])
+        n = open(path).read().count(m["find"]) if os.path.isfile(path) else -1
+        if n != 1:
+            out.append((m, "no such file" if n < 0 else f"`find` occurs {n} times"))
+    return out
 
 
 def scratch_copy():
@@ -97,6 +111,14 @@ def run_tests(top, m, log, env):
 
 
 def main():
+    if sys.argv[1:2] == ["--check"]:
+        # Without building or running anything: does every block still
+        # name code that is there?  (The harness suite runs this.)
+        root = sys.argv[2] if len(sys.argv) > 2 else ROOT
+        bad = stale(parse(os.path.join(root, "tests/mutations.txt")), root)
+        for m, why in bad:
+            print(f"mutate: stale: {m['name']} ({m['file']}): {why}", file=sys.stderr)
+        sys.exit(1 if bad else 0)
     pick = re.compile(sys.argv[1] if len(sys.argv) > 1 else ".")
     muts = [m for m in parse(os.path.join(ROOT, "tests/mutations.txt")) if pick.search(m["name"])]
     report = os.environ.get("MUTATE_REPORT", os.path.join(ROOT, "build/mutate.md"))

@@ -26,6 +26,7 @@
 #include "../layers/layer_reader.h"
 #include "../layers/tarlayer.h"
 #include "transports.h"
+#include "../layers/tarpath.h"
 
 #define MAX_JSON (16u << 20)
 #define CHUNK (1u << 20)

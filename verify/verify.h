@@ -9,7 +9,7 @@
 #include <stddef.h>
 
 #include "../layers/image.h"
-#include "../layers/store.h"
+#include "../store/store.h"
 #include "../util/requirement.h"
 #include "../core/report.h"
 

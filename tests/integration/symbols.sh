@@ -165,7 +165,7 @@ t_import_of_a_missing_module_fails() {
 
 # Issue 18: one pass over each base layer.  A cold build (a store that has
 # never seen the base) fills the symbol and native gates' caches from the
-# file-list pass (layers/indexer.h); the same build with the indexers off
+# file-list pass (store/indexer.h); the same build with the indexers off
 # (IMGBUILD_NO_INDEXERS=1) has each gate read the layers itself.  Both
 # must decide the same (the same image, the same gate rows, the same
 # problems), every record the gates made themselves must be byte for byte

@@ -66,3 +66,21 @@ m.parse(sys.argv[2])' "$ROOT/tests/mutate.py" planted.txt 2>err.txt || rc=$?
   [ "$rc" = 1 ]
   grep -q 'two lines: `y = 2;` is no field' err.txt
 }
+
+# No mutation is stale (tests/mutate.py --check): a block whose `find` an
+# edit of its file has moved tests nothing, and four of them once sat so
+# unnoticed until a full mutation run.  The check passes on the tree and
+# names the one planted here.
+t_harness_no_mutation_is_stale() {
+  python3 "$ROOT/tests/mutate.py" --check "$ROOT"
+  mkdir -p planted/tests planted/src
+  printf 'int f (int x)\n{\n  return x + 1;\n}\n' >planted/src/a.c
+  printf 'name: moved\nfile: src/a.c\nfind: return x + 2;\nreplace: return x;\nsuite: s\ntests: t\n' >planted/tests/mutations.txt
+  printf '\nname: here\nfile: src/a.c\nfind: return x + 1;\nreplace: return x;\nsuite: s\ntests: t\n' >>planted/tests/mutations.txt
+  rc=0
+  python3 "$ROOT/tests/mutate.py" --check planted 2>err.txt || rc=$?
+  cat err.txt
+  [ "$rc" = 1 ]
+  [ "$(wc -l <err.txt)" = 1 ]
+  grep -q 'stale: moved (src/a.c): `find` occurs 0 times' err.txt
+}

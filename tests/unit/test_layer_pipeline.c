@@ -1,5 +1,5 @@
 /* The layer reader's digests, computed by the hash worker on a second
- * thread (layers/digest.h): for gzip, zstd and plain tar layers larger than
+ * thread (store/digest.h): for gzip, zstd and plain tar layers larger than
  * the reader's buffer rings (so every buffer is reused many times), equal to
  * digests computed here in one shot by OpenSSL; damage late in a big layer
  * caught with the same message; a reader freed mid-stream.  The plain layer
@@ -13,9 +13,9 @@
 #include <zlib.h>
 #include <zstd.h>
 
-#include "../../layers/digest.h"
+#include "../../store/digest.h"
 #include "../../layers/layer_reader.h"
-#include "../../layers/store.h"
+#include "../../store/store.h"
 #include "../../util/cleanup.h"
 #include "../../util/fsutil.h"
 #include "test.h"

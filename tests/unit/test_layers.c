@@ -8,15 +8,16 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "../../layers/fscache.h"
-#include "../../layers/fsview.h"
+#include "../../view/fscache.h"
+#include "../../view/fsview.h"
 #include "../../layers/layer_reader.h"
-#include "../../layers/store.h"
+#include "../../store/store.h"
 #include "../../layers/tarcheck.h"
 #include "../../layers/tarlayer.h"
 #include "../../util/cleanup.h"
 #include "../../util/fsutil.h"
 #include "test.h"
+#include "../../layers/tarpath.h"
 
 void
 digest_known_values (struct test_ctx *t)

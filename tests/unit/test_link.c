@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../layers/fsview.h"
+#include "../../view/fsview.h"
 #include "../../link-check/elfdyn.h"
 #include "../../link-check/ldpaths.h"
 #include "../../link-check/reccache.h"

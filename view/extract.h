@@ -9,9 +9,9 @@
 #include <sys/types.h>
 
 #include "fsview.h"
-#include "image.h"
-#include "layer_reader.h"
-#include "store.h"
+#include "../layers/image.h"
+#include "../layers/layer_reader.h"
+#include "../store/store.h"
 
 /* Called once per wanted file, with the reader positioned at its data. */
 typedef int (*ib_extract_fn) (void *data, const struct ib_fs_entry *entry, struct ib_layer_reader *r,

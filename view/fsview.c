@@ -11,8 +11,9 @@
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
 #include "fscache.h"
-#include "indexer.h"
-#include "layer_reader.h"
+#include "../store/indexer.h"
+#include "../layers/layer_reader.h"
+#include "../layers/tarpath.h"
 
 /* ---- one layer's list ---------------------------------------------------- */
 

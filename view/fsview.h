@@ -13,8 +13,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "image.h"
-#include "store.h"
+#include "../layers/image.h"
+#include "../store/store.h"
 
 enum ib_fs_type
 {

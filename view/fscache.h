@@ -11,7 +11,7 @@
 
 #include <stdbool.h>
 
-#include "digest.h"
+#include "../store/digest.h"
 #include "fsview.h"
 
 /* A copy of S (LEN bytes, then a NUL) in the blocks of *POOL, which grow

@@ -9,6 +9,7 @@
 
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
+#include "../layers/tarpath.h"
 
 static int
 cmp_entry_path (const void *a, const void *b)
