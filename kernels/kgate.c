@@ -10,8 +10,6 @@
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
 
-#define CACHE_MAGIC "imgbuild-kernels 3" /* 2: relocatable, ptx_version; 3: offset, stored */
-
 int
 ib_compute_capability_parse (const char *s, struct ib_compute_capability *out)
 {
@@ -49,35 +47,6 @@ struct inspect_job
   struct ib_cuda_file **out;
   size_t inspected;
 };
-
-static struct ib_cuda_file *
-cache_load (const char *dir, const struct ib_fs_entry *e)
-{
-  cleanup_free char *path = ib_path_join (dir, e->digest);
-  cleanup_free char *text = NULL;
-  if (!e->digest[0] || ib_read_file (path, 1u << 30, &text, NULL, NULL) < 0)
-    return NULL;
-  cJSON *j = cJSON_Parse (text);
-  const cJSON *magic = cJSON_GetObjectItemCaseSensitive (j, "cache");
-  struct ib_cuda_file *f = NULL;
-  if (cJSON_IsString (magic) && strcmp (magic->valuestring, CACHE_MAGIC) == 0)
-    ib_cuda_file_from_json (j, &f, NULL);
-  cJSON_Delete (j);
-  return f;
-}
-
-void
-ib_kernels_cache_save (const char *dir, const char *digest, const struct ib_cuda_file *f)
-{
-  cJSON *j = ib_cuda_file_json (f);
-  /* Last, so that a file cut short does not parse. */
-  cJSON_AddStringToObject (j, "cache", CACHE_MAGIC);
-  char *text = cJSON_PrintUnformatted (j);
-  cJSON_Delete (j);
-  cleanup_free char *path = ib_path_join (dir, digest);
-  ib_write_cache_file (path, text, strlen (text), NULL);
-  free (text);
-}
 
 static int
 inspect_extracted (void *data, const struct ib_fs_entry *e, struct ib_layer_reader *r, ib_error_t *err)
@@ -149,7 +118,7 @@ ib_kernels_inspect_entries (struct ib_store *s, const struct ib_image *img, cons
   const struct ib_fs_entry **wanted = ib_xcalloc (n ? n : 1, sizeof (*wanted));
   size_t n_wanted = 0;
   for (size_t i = 0; i < n; i++)
-    if ((out[i] = cache_load (cache, files[i])) == NULL)
+    if ((out[i] = ib_kernels_cache_load (cache, files[i]->digest)) == NULL)
       wanted[n_wanted++] = files[i];
   no_code_from_the_pass (s, cache, wanted, &n_wanted, files, n, out);
   struct inspect_job job = { cache, files, n, out, 0 };

@@ -17,8 +17,9 @@
 
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
-#include "kgate.h"
+#include "kindex.h"
 
+#define CACHE_MAGIC "imgbuild-kernels 3" /* 2: relocatable, ptx_version; 3: offset, stored */
 #define FATBIN_MAGIC 0xBA55ED50u /* read as cudabin.c reads it */
 #define ELF_HEAD 64              /* sizeof (Elf64_Ehdr): less is no ELF object for cudabin.c */
 
@@ -38,6 +39,39 @@ surely_no_code (uint64_t size, const unsigned char *head, size_t n_head)
     return false;
   return n_head < 4 || memcmp (head, "\177ELF", 4) != 0;
 }
+
+/* ---- the records, by content digest ------------------------------------ */
+
+struct ib_cuda_file *
+ib_kernels_cache_load (const char *dir, const char *digest)
+{
+  cleanup_free char *path = ib_path_join (dir, digest);
+  cleanup_free char *text = NULL;
+  if (!digest[0] || ib_read_file (path, 1u << 30, &text, NULL, NULL) < 0)
+    return NULL;
+  cJSON *j = cJSON_Parse (text);
+  const cJSON *magic = cJSON_GetObjectItemCaseSensitive (j, "cache");
+  struct ib_cuda_file *f = NULL;
+  if (cJSON_IsString (magic) && strcmp (magic->valuestring, CACHE_MAGIC) == 0)
+    ib_cuda_file_from_json (j, &f, NULL);
+  cJSON_Delete (j);
+  return f;
+}
+
+void
+ib_kernels_cache_save (const char *dir, const char *digest, const struct ib_cuda_file *f)
+{
+  cJSON *j = ib_cuda_file_json (f);
+  /* Last, so that a file cut short does not parse. */
+  cJSON_AddStringToObject (j, "cache", CACHE_MAGIC);
+  char *text = cJSON_PrintUnformatted (j);
+  cJSON_Delete (j);
+  cleanup_free char *path = ib_path_join (dir, digest);
+  ib_write_cache_file (path, text, strlen (text), NULL);
+  free (text);
+}
+
+/* ---- the indexer --------------------------------------------------------- */
 
 static enum ib_index_need
 wants (void *data, const char *path, uint64_t size, const unsigned char *head, size_t n_head)

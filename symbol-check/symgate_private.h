@@ -1,6 +1,9 @@
 /* The symbol gate's state, shared by the files that make up the gate
- * (symgate.c: the overlay's own imports and the native symbols;
- * revimports.c: the base's importers of what the overlay replaces).
+ * (symgate.c: the passes over the overlay's own imports and the native
+ * symbols; symgate_imports.c: the context's lookups and one import
+ * checked, which the others share; revimports.c: the base's importers of
+ * what the overlay replaces; checked_memo.c: the checked files taken from
+ * the caches).
  * Private to symbol-check/: nothing outside includes it. */
 #ifndef IB_SYMGATE_PRIVATE_H
 #define IB_SYMGATE_PRIVATE_H
@@ -55,6 +58,8 @@ struct sg_ctx
   struct ib_symbol_stats *st;
 };
 
+/* What is known of E, or NULL. */
+struct sg_known *sg_known_find (struct sg_ctx *c, const struct ib_fs_entry *e);
 /* Adds what is known of E (M taken); CHECKED: an overlay file. */
 struct sg_known *sg_known_add (struct sg_ctx *c, const struct ib_fs_entry *e, struct ib_py_module *m, bool checked);
 /* Queues a checked file's syntax answer, or its source for the interpreter. */

@@ -1,0 +1,44 @@
+/* What a file's GPU code is, kept by the file's content digest, and the
+ * indexer that fills that cache in the file-list pass.  The kernel gate
+ * (kgate.h) and the SBOM read the records; neither inspects a file whose
+ * record is there. */
+#ifndef IB_KINDEX_H
+#define IB_KINDEX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "../store/indexer.h"
+#include "../store/store.h"
+#include "cudabin.h"
+
+/* The GPU code of a file, kept in the folder DIR (the store's cache
+ * "kernels") under the file's content digest: F saved (best effort), or
+ * what was saved for DIGEST, NULL when there is none or it does not parse
+ * (a file cut short, another version's record). */
+void ib_kernels_cache_save (const char *dir, const char *digest, const struct ib_cuda_file *f);
+struct ib_cuda_file *ib_kernels_cache_load (const char *dir, const char *digest);
+
+/* The inspection's indexer (store/indexer.h): in the pass that
+ * makes a layer's file list, the record of every ELF object and fatbin
+ * into the cache above, and the digests of the other files, which have no
+ * GPU code, kept (in an unlinked file) for ib_kernels_inspect_entries of
+ * the same run: with it the SBOM's list of GPU code (and a kernel gate)
+ * reads no layer again. */
+#define IB_KERNELS_INDEXER "kernels"
+struct ib_kernels_indexer
+{
+  struct ib_indexer ix;
+  char *cache;
+  int none_fd;        /* 32-byte digests of the files with no GPU code; -1: none known */
+  unsigned char *buf; /* those not written to it yet */
+  size_t n_buf;
+};
+int ib_kernels_indexer_init (struct ib_store *s, struct ib_kernels_indexer *out, ib_error_t *err);
+void ib_kernels_indexer_clear (struct ib_kernels_indexer *x);
+/* OUT[i]: whether the pass saw a file of content DIGESTS[i] that is
+ * neither an ELF object nor a fatbin (so has no GPU code); false when it
+ * cannot tell. */
+void ib_kernels_indexer_no_code (struct ib_kernels_indexer *x, const char *const *digests, size_t n, bool *out);
+
+#endif
