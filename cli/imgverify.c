@@ -1,6 +1,7 @@
 /* imgverify: checks existing images and files.  So far: --python-symbols. */
 #include <errno.h>
 #include <getopt.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -656,299 +657,347 @@ python_symbols (int n, char **files)
   return rc;
 }
 
-int
-main (int argc, char **argv)
+/* ---- the command line ---------------------------------------------------- */
+
+enum
 {
-  enum
-  {
-    OPT_PY = 256,
-    OPT_KERNELS,
-    OPT_JSON,
-    OPT_STORE,
-    OPT_RUN,
-    OPT_GPUS,
-    OPT_DEFINITION,
-    OPT_SMOKE,
-    OPT_JOBS,
-    OPT_STORE_DIR,
-    OPT_TLS_VERIFY,
-    OPT_AUTHFILE,
-    OPT_TRANSFER_JOBS,
-    OPT_REQUIRE_GATES,
-    OPT_DIFF,
-    OPT_TRIAGE,
-    OPT_AGAINST,
-    OPT_THEIR_BASE,
-    OPT_SUPERSET,
-    OPT_JIT,
-    OPT_GPU,
-    OPT_DRIVER,
-    OPT_NATIVE,
-    OPT_LDD,
-    OPT_RECIPE,
-    OPT_HOST,
-    OPT_REPORT,
-    OPT_VERIFY_SIGNATURE_WITH,
-    OPT_HOSTS,
-    OPT_LAUNCHER,
-    OPT_COMM_PORT,
-    OPT_DRY_RUN,
-    OPT_NODE_PULL,
-    OPT_NODE_RANK,
-    OPT_NODE_SLOTS,
-    OPT_NODE_DEF,
-    OPT_NODE_PROGRAM,
-    OPT_DCP,
-    OPT_SMOKE_PROGRAM,
-    OPT_NODE_SWEEP,
-    OPT_NODE_RUN_ID,
-    OPT_ALLOW_UNSAFE_BASE,
-  };
-  static const struct option longopts[] = {
-    { "python-symbols", no_argument, NULL, OPT_PY },
-    { "kernels", no_argument, NULL, OPT_KERNELS },
-    { "json", no_argument, NULL, OPT_JSON },
-    { "store", no_argument, NULL, OPT_STORE },
-    { "store-dir", required_argument, NULL, OPT_STORE_DIR },
-    { "definition", required_argument, NULL, OPT_DEFINITION },
-    { "smoke", no_argument, NULL, OPT_SMOKE },
-    { "jobs", required_argument, NULL, OPT_JOBS },
-    { "run", required_argument, NULL, OPT_RUN },
-    { "gpus", no_argument, NULL, OPT_GPUS },
-    { "tls-verify", required_argument, NULL, OPT_TLS_VERIFY },
-    { "authfile", required_argument, NULL, OPT_AUTHFILE },
-    { "transfer-jobs", required_argument, NULL, OPT_TRANSFER_JOBS },
-    { "require-gates", required_argument, NULL, OPT_REQUIRE_GATES },
-    { "diff", no_argument, NULL, OPT_DIFF },
-    { "triage", required_argument, NULL, OPT_TRIAGE },
-    { "against", required_argument, NULL, OPT_AGAINST },
-    { "their-base", required_argument, NULL, OPT_THEIR_BASE },
-    { "require-superset", no_argument, NULL, OPT_SUPERSET },
-    { "jit-budget", no_argument, NULL, OPT_JIT },
-    { "gpu", required_argument, NULL, OPT_GPU },
-    { "driver", required_argument, NULL, OPT_DRIVER },
-    { "native", no_argument, NULL, OPT_NATIVE },
-    { "ldd", no_argument, NULL, OPT_LDD },
-    { "recipe", required_argument, NULL, OPT_RECIPE },
-    { "host", required_argument, NULL, OPT_HOST },
-    { "report", required_argument, NULL, OPT_REPORT },
-    { "verify-signature-with", required_argument, NULL, OPT_VERIFY_SIGNATURE_WITH },
-    { "hosts", required_argument, NULL, OPT_HOSTS },
-    { "launcher", required_argument, NULL, OPT_LAUNCHER },
-    { "comm-port", required_argument, NULL, OPT_COMM_PORT },
-    { "dry-run", no_argument, NULL, OPT_DRY_RUN },
-    { "node-pull", required_argument, NULL, OPT_NODE_PULL },
-    { "node-rank", required_argument, NULL, OPT_NODE_RANK },
-    { "node-slots", required_argument, NULL, OPT_NODE_SLOTS },
-    { "node-definition", required_argument, NULL, OPT_NODE_DEF },
-    { "node-program", required_argument, NULL, OPT_NODE_PROGRAM },
-    { "dcp", required_argument, NULL, OPT_DCP },
-    { "smoke-program", required_argument, NULL, OPT_SMOKE_PROGRAM },
-    { "node-sweep", required_argument, NULL, OPT_NODE_SWEEP },
-    { "node-run-id", required_argument, NULL, OPT_NODE_RUN_ID },
-    { "allow-unsafe-base", no_argument, NULL, OPT_ALLOW_UNSAFE_BASE },
-    { "help", no_argument, NULL, 'h' },
-    { NULL, 0, NULL, 0 },
-  };
-  bool py = false, kernels = false, json = false, jit = false, native = false, as_ldd = false;
-  struct ib_target target = { 0 };
-  const char *store = NULL, *run = NULL;
-  bool gpus = false, whole_store = false;
-  struct ib_verify_image_options vo = { 0 };
-  struct ib_triage_options to = { 0 };
-  bool diff = false;
-  const char *recipe = NULL;
+  OPT_PY = 256,
+  OPT_KERNELS,
+  OPT_JSON,
+  OPT_STORE,
+  OPT_RUN,
+  OPT_GPUS,
+  OPT_DEFINITION,
+  OPT_SMOKE,
+  OPT_JOBS,
+  OPT_STORE_DIR,
+  OPT_TLS_VERIFY,
+  OPT_AUTHFILE,
+  OPT_TRANSFER_JOBS,
+  OPT_REQUIRE_GATES,
+  OPT_DIFF,
+  OPT_TRIAGE,
+  OPT_AGAINST,
+  OPT_THEIR_BASE,
+  OPT_SUPERSET,
+  OPT_JIT,
+  OPT_GPU,
+  OPT_DRIVER,
+  OPT_NATIVE,
+  OPT_LDD,
+  OPT_RECIPE,
+  OPT_HOST,
+  OPT_REPORT,
+  OPT_VERIFY_SIGNATURE_WITH,
+  OPT_HOSTS,
+  OPT_LAUNCHER,
+  OPT_COMM_PORT,
+  OPT_DRY_RUN,
+  OPT_NODE_PULL,
+  OPT_NODE_RANK,
+  OPT_NODE_SLOTS,
+  OPT_NODE_DEF,
+  OPT_NODE_PROGRAM,
+  OPT_DCP,
+  OPT_SMOKE_PROGRAM,
+  OPT_NODE_SWEEP,
+  OPT_NODE_RUN_ID,
+  OPT_ALLOW_UNSAFE_BASE,
+};
+
+static const struct option longopts[] = {
+  { "python-symbols", no_argument, NULL, OPT_PY },
+  { "kernels", no_argument, NULL, OPT_KERNELS },
+  { "json", no_argument, NULL, OPT_JSON },
+  { "store", no_argument, NULL, OPT_STORE },
+  { "store-dir", required_argument, NULL, OPT_STORE_DIR },
+  { "definition", required_argument, NULL, OPT_DEFINITION },
+  { "smoke", no_argument, NULL, OPT_SMOKE },
+  { "jobs", required_argument, NULL, OPT_JOBS },
+  { "run", required_argument, NULL, OPT_RUN },
+  { "gpus", no_argument, NULL, OPT_GPUS },
+  { "tls-verify", required_argument, NULL, OPT_TLS_VERIFY },
+  { "authfile", required_argument, NULL, OPT_AUTHFILE },
+  { "transfer-jobs", required_argument, NULL, OPT_TRANSFER_JOBS },
+  { "require-gates", required_argument, NULL, OPT_REQUIRE_GATES },
+  { "diff", no_argument, NULL, OPT_DIFF },
+  { "triage", required_argument, NULL, OPT_TRIAGE },
+  { "against", required_argument, NULL, OPT_AGAINST },
+  { "their-base", required_argument, NULL, OPT_THEIR_BASE },
+  { "require-superset", no_argument, NULL, OPT_SUPERSET },
+  { "jit-budget", no_argument, NULL, OPT_JIT },
+  { "gpu", required_argument, NULL, OPT_GPU },
+  { "driver", required_argument, NULL, OPT_DRIVER },
+  { "native", no_argument, NULL, OPT_NATIVE },
+  { "ldd", no_argument, NULL, OPT_LDD },
+  { "recipe", required_argument, NULL, OPT_RECIPE },
+  { "host", required_argument, NULL, OPT_HOST },
+  { "report", required_argument, NULL, OPT_REPORT },
+  { "verify-signature-with", required_argument, NULL, OPT_VERIFY_SIGNATURE_WITH },
+  { "hosts", required_argument, NULL, OPT_HOSTS },
+  { "launcher", required_argument, NULL, OPT_LAUNCHER },
+  { "comm-port", required_argument, NULL, OPT_COMM_PORT },
+  { "dry-run", no_argument, NULL, OPT_DRY_RUN },
+  { "node-pull", required_argument, NULL, OPT_NODE_PULL },
+  { "node-rank", required_argument, NULL, OPT_NODE_RANK },
+  { "node-slots", required_argument, NULL, OPT_NODE_SLOTS },
+  { "node-definition", required_argument, NULL, OPT_NODE_DEF },
+  { "node-program", required_argument, NULL, OPT_NODE_PROGRAM },
+  { "dcp", required_argument, NULL, OPT_DCP },
+  { "smoke-program", required_argument, NULL, OPT_SMOKE_PROGRAM },
+  { "node-sweep", required_argument, NULL, OPT_NODE_SWEEP },
+  { "node-run-id", required_argument, NULL, OPT_NODE_RUN_ID },
+  { "allow-unsafe-base", no_argument, NULL, OPT_ALLOW_UNSAFE_BASE },
+  { "help", no_argument, NULL, 'h' },
+  { NULL, 0, NULL, 0 },
+};
+
+struct cli
+{
+  bool py, kernels, json, jit, native, as_ldd, gpus, whole_store, diff;
+  struct ib_target target; /* --gpu, --driver */
+  const char *store, *run, *recipe;
+  struct ib_verify_image_options vo;
+  struct ib_triage_options to;
   char *reports[16];
-  size_t n_reports = 0;
-  struct ib_cluster_options cluster = { 0 };
-  struct ib_node_options node = { 0 };
-  const char *node_step = NULL;
+  size_t n_reports;
+  struct ib_cluster_options cluster;
+  struct ib_node_options node;
+  const char *node_step; /* --node-pull, --node-rank, --node-sweep */
+};
+
+static int usage_error (const char *fmt, ...) __attribute__ ((format (printf, 1, 2)));
+
+static int
+usage_error (const char *fmt, ...)
+{
+  va_list ap;
+  va_start (ap, fmt);
+  fputs ("imgverify: ", stderr);
+  vfprintf (stderr, fmt, ap);
+  fputc ('\n', stderr);
+  va_end (ap);
+  return IB_EUSAGE;
+}
+
+/* The options whose values are checked as they are read: -1, or the exit
+ * code of a usage error. */
+static int
+checked_option (struct cli *c, int o, const char *arg)
+{
+  ib_error_t e = NULL;
+  switch (o)
+    {
+    case OPT_HOST:
+      if (ib_docker_host_check (arg, &e) < 0)
+        return ib_error_report ("imgverify", &e);
+      c->vo.remote.docker_host = arg;
+      return -1;
+    case OPT_REQUIRE_GATES:
+      if (ib_verify_parse_gates (arg, &e) < 0)
+        return ib_error_report ("imgverify", &e);
+      c->vo.require_gates = arg;
+      return -1;
+    case OPT_COMM_PORT:
+      c->cluster.comm_port = atoi (arg);
+      if (c->cluster.comm_port < 1 || c->cluster.comm_port > 65535)
+        return usage_error ("error: --comm-port: `%s` is not a port", arg);
+      return -1;
+    case OPT_REPORT:
+      if (ib_report_spec_check (arg, &e) < 0)
+        return ib_error_report ("imgverify", &e);
+      if (c->n_reports == sizeof (c->reports) / sizeof (*c->reports))
+        {
+          fprintf (stderr, "imgverify: at most %zu --report\n", c->n_reports);
+          return IB_EUSAGE;
+        }
+      c->reports[c->n_reports++] = (char *) arg;
+      return -1;
+    case OPT_GPU:
+    case OPT_DRIVER:
+      if (ib_target_parse (&c->target, o == OPT_GPU ? "gpu" : "driver", arg, o == OPT_GPU ? "--gpu" : "--driver",
+                           &e) < 0)
+        {
+          e->class = IB_EUSAGE;
+          return ib_error_report ("imgverify", &e);
+        }
+      return -1;
+    case OPT_TLS_VERIFY:
+      if (ib_parse_tls_verify (arg, &c->vo.remote) < 0)
+        return usage_error ("--tls-verify is true or false, not `%s`", arg);
+      return -1;
+    case OPT_TRANSFER_JOBS:
+      if (ib_parse_transfer_jobs (arg, &c->vo.remote) < 0)
+        return usage_error ("--transfer-jobs is a number from 1 to 64, not `%s`", arg);
+      return -1;
+    default:
+      fputs (usage, stderr);
+      return IB_EUSAGE;
+    }
+}
+
+/* -1: run what C asks for, on argv[optind..]; else the exit code (0 for
+ * --help). */
+static int
+parse_args (int argc, char **argv, struct cli *c)
+{
   int o;
   while ((o = getopt_long (argc, argv, "h", longopts, NULL)) != -1)
     switch (o)
       {
-      case OPT_PY: py = true; break;
-      case OPT_KERNELS: kernels = true; break;
-      case OPT_NATIVE: native = true; break;
-      case OPT_LDD: as_ldd = true; break;
-      case OPT_RECIPE: recipe = optarg; break;
-      case OPT_JSON: json = true; break;
-      case OPT_STORE: whole_store = true; break;
-      case OPT_STORE_DIR: store = optarg; break;
-      case OPT_DEFINITION: vo.definition = optarg; break;
-      case OPT_SMOKE: vo.smoke = true; break;
-      case OPT_JOBS: vo.jobs = atoi (optarg); break;
-      case OPT_RUN: run = optarg; break;
-      case OPT_GPUS: gpus = true; break;
-      case OPT_DIFF: diff = true; break;
-      case OPT_TRIAGE: to.definition = optarg; break;
-      case OPT_AGAINST: to.against = optarg; break;
-      case OPT_THEIR_BASE: to.their_base = optarg; break;
-      case OPT_SUPERSET: to.require_superset = true; break;
-      case OPT_ALLOW_UNSAFE_BASE: vo.allow_unsafe_base = true; break;
-      case OPT_AUTHFILE: vo.remote.auth_file = optarg; break;
-      case OPT_VERIFY_SIGNATURE_WITH: vo.verify_signature_with = optarg; break;
-      case OPT_HOST:
-        {
-          ib_error_t e = NULL;
-          if (ib_docker_host_check (optarg, &e) < 0)
-            return ib_error_report ("imgverify", &e);
-          vo.remote.docker_host = optarg;
-        }
-        break;
-      case OPT_REQUIRE_GATES:
-        {
-          ib_error_t err = NULL;
-          if (ib_verify_parse_gates (optarg, &err) < 0)
-            return ib_error_report ("imgverify", &err);
-          vo.require_gates = optarg;
-        }
-        break;
-      case OPT_JIT: jit = true; break;
-      case OPT_HOSTS: cluster.hosts = optarg; break;
-      case OPT_LAUNCHER: cluster.launcher = optarg; break;
-      case OPT_COMM_PORT:
-        cluster.comm_port = atoi (optarg);
-        if (cluster.comm_port < 1 || cluster.comm_port > 65535)
-          {
-            fprintf (stderr, "imgverify: error: --comm-port: `%s` is not a port\n", optarg);
-            return IB_EUSAGE;
-          }
-        break;
-      case OPT_DRY_RUN: cluster.dry_run = true; break;
-      case OPT_NODE_PULL:
-      case OPT_NODE_RANK:
-        node_step = o == OPT_NODE_PULL ? "pull" : "rank";
-        node.ref = optarg;
-        break;
-      case OPT_NODE_SLOTS: node.slots = optarg; break;
-      case OPT_NODE_DEF: node.definition = optarg; break;
-      case OPT_NODE_PROGRAM: node.program = optarg; break;
-      case OPT_DCP: node.dcp = atoi (optarg); break;
-      case OPT_SMOKE_PROGRAM: cluster.program = optarg; break;
-      case OPT_NODE_SWEEP:
-        node_step = "sweep";
-        node.run_id = optarg;
-        break;
-      case OPT_NODE_RUN_ID: node.run_id = optarg; break;
-      case OPT_REPORT:
-        {
-          ib_error_t e = NULL;
-          if (ib_report_spec_check (optarg, &e) < 0)
-            return ib_error_report ("imgverify", &e);
-          if (n_reports == sizeof (reports) / sizeof (*reports))
-            {
-              fprintf (stderr, "imgverify: at most %zu --report\n", n_reports);
-              return IB_EUSAGE;
-            }
-          reports[n_reports++] = optarg;
-          break;
-        }
-      case OPT_GPU:
-      case OPT_DRIVER:
-        {
-          ib_error_t e = NULL;
-          if (ib_target_parse (&target, o == OPT_GPU ? "gpu" : "driver", optarg, o == OPT_GPU ? "--gpu" : "--driver",
-                               &e) < 0)
-            {
-              e->class = IB_EUSAGE;
-              return ib_error_report ("imgverify", &e);
-            }
-          break;
-        }
-      case OPT_TLS_VERIFY:
-        if (ib_parse_tls_verify (optarg, &vo.remote) < 0)
-          {
-            fprintf (stderr, "imgverify: --tls-verify is true or false, not `%s`\n", optarg);
-            return IB_EUSAGE;
-          }
-        break;
-      case OPT_TRANSFER_JOBS:
-        if (ib_parse_transfer_jobs (optarg, &vo.remote) < 0)
-          {
-            fprintf (stderr, "imgverify: --transfer-jobs is a number from 1 to 64, not `%s`\n", optarg);
-            return IB_EUSAGE;
-          }
-        break;
+      case OPT_PY: c->py = true; break;
+      case OPT_KERNELS: c->kernels = true; break;
+      case OPT_NATIVE: c->native = true; break;
+      case OPT_LDD: c->as_ldd = true; break;
+      case OPT_RECIPE: c->recipe = optarg; break;
+      case OPT_JSON: c->json = true; break;
+      case OPT_STORE: c->whole_store = true; break;
+      case OPT_STORE_DIR: c->store = optarg; break;
+      case OPT_DEFINITION: c->vo.definition = optarg; break;
+      case OPT_SMOKE: c->vo.smoke = true; break;
+      case OPT_JOBS: c->vo.jobs = atoi (optarg); break;
+      case OPT_RUN: c->run = optarg; break;
+      case OPT_GPUS: c->gpus = true; break;
+      case OPT_DIFF: c->diff = true; break;
+      case OPT_TRIAGE: c->to.definition = optarg; break;
+      case OPT_AGAINST: c->to.against = optarg; break;
+      case OPT_THEIR_BASE: c->to.their_base = optarg; break;
+      case OPT_SUPERSET: c->to.require_superset = true; break;
+      case OPT_ALLOW_UNSAFE_BASE: c->vo.allow_unsafe_base = true; break;
+      case OPT_AUTHFILE: c->vo.remote.auth_file = optarg; break;
+      case OPT_VERIFY_SIGNATURE_WITH: c->vo.verify_signature_with = optarg; break;
+      case OPT_JIT: c->jit = true; break;
+      case OPT_HOSTS: c->cluster.hosts = optarg; break;
+      case OPT_LAUNCHER: c->cluster.launcher = optarg; break;
+      case OPT_DRY_RUN: c->cluster.dry_run = true; break;
+      case OPT_NODE_PULL: c->node_step = "pull"; c->node.ref = optarg; break;
+      case OPT_NODE_RANK: c->node_step = "rank"; c->node.ref = optarg; break;
+      case OPT_NODE_SLOTS: c->node.slots = optarg; break;
+      case OPT_NODE_DEF: c->node.definition = optarg; break;
+      case OPT_NODE_PROGRAM: c->node.program = optarg; break;
+      case OPT_DCP: c->node.dcp = atoi (optarg); break;
+      case OPT_SMOKE_PROGRAM: c->cluster.program = optarg; break;
+      case OPT_NODE_SWEEP: c->node_step = "sweep"; c->node.run_id = optarg; break;
+      case OPT_NODE_RUN_ID: c->node.run_id = optarg; break;
       case 'h': fputs (usage, stdout); return 0;
-      default: fputs (usage, stderr); return IB_EUSAGE;
-      }
-  if (py && optind < argc)
-    return python_symbols (argc - optind, argv + optind);
-  vo.store = store;
-  vo.json = json;
-  vo.reports = reports;
-  vo.n_reports = n_reports;
-  if (node_step && optind == argc)
-    {
-      node.store = store;
-      node.remote = vo.remote;
-      return strcmp (node_step, "pull") == 0   ? ib_node_pull_main (&node)
-             : strcmp (node_step, "rank") == 0 ? ib_node_rank_main (&node)
-                                               : ib_node_sweep_main (&node);
-    }
-  if (cluster.hosts || cluster.launcher || cluster.dry_run || cluster.comm_port || cluster.program)
-    {
-      if (!(cluster.hosts && vo.smoke && optind + 1 == argc))
+      default:
         {
-          fprintf (stderr, "imgverify: error: --hosts, --launcher, --comm-port, --smoke-program and --dry-run go "
-                           "with --smoke --hosts H1,H2,... REF\n");
-          return IB_EUSAGE;
+          int rc = checked_option (c, o, optarg);
+          if (rc >= 0)
+            return rc;
         }
-      ib_error_t e = NULL;
-      struct ib_hosts h;
-      enum ib_launcher l;
-      if (ib_hosts_parse (cluster.hosts, &h, &e) < 0 || ib_launcher_choose (cluster.launcher, &l, &e) < 0)
-        return ib_error_report ("imgverify", &e);
-      ib_hosts_clear (&h);
-      vo.cluster = &cluster;
-    }
-  if (run && optind < argc)
-    return run_in_image (store, &vo.remote, run, gpus, argc - optind, argv + optind);
-  if (recipe && optind + 1 >= argc)
+      }
+  c->vo.store = c->store;
+  c->vo.json = c->json;
+  c->vo.reports = c->reports;
+  c->vo.n_reports = c->n_reports;
+  return -1;
+}
+
+/* The smoke test across nodes: --hosts and its options go together, with
+ * --smoke and one REF.  -1, or the exit code of a usage error. */
+static int
+cluster_options (struct cli *c, int n_args)
+{
+  struct ib_cluster_options *cl = &c->cluster;
+  if (!(cl->hosts || cl->launcher || cl->dry_run || cl->comm_port || cl->program))
+    return -1;
+  if (!(cl->hosts && c->vo.smoke && n_args == 1))
     {
-      struct ib_recipe_verify_options ro = { .recipe = recipe, .ref = optind < argc ? argv[optind] : NULL,
-                                             .store = store, .remote = vo.remote, .json = json };
+      fprintf (stderr, "imgverify: error: --hosts, --launcher, --comm-port, --smoke-program and --dry-run go "
+                       "with --smoke --hosts H1,H2,... REF\n");
+      return IB_EUSAGE;
+    }
+  ib_error_t e = NULL;
+  struct ib_hosts h;
+  enum ib_launcher l;
+  if (ib_hosts_parse (cl->hosts, &h, &e) < 0 || ib_launcher_choose (cl->launcher, &l, &e) < 0)
+    return ib_error_report ("imgverify", &e);
+  ib_hosts_clear (&h);
+  c->vo.cluster = cl;
+  return -1;
+}
+
+/* What compares images: --recipe, --diff, --triage.  -1 when none is asked. */
+static int
+comparisons (struct cli *c, int n, char **args)
+{
+  const struct ib_remote_options *remote = &c->vo.remote;
+  if (c->recipe && n <= 1)
+    {
+      struct ib_recipe_verify_options ro = { .recipe = c->recipe, .ref = n ? args[0] : NULL,
+                                             .store = c->store, .remote = *remote, .json = c->json };
       return ib_recipe_verify_run (&ro);
     }
-  if (recipe)
+  if (c->recipe)
     {
       fputs (usage, stderr);
       return IB_EUSAGE;
     }
-  if (diff && optind + 2 == argc)
+  if (c->diff && n == 2)
     {
-      struct ib_diff_options dop = { .store = store, .remote = vo.remote, .json = json };
-      return ib_image_diff_run (argv[optind], argv[optind + 1], &dop);
+      struct ib_diff_options dop = { .store = c->store, .remote = *remote, .json = c->json };
+      return ib_image_diff_run (args[0], args[1], &dop);
     }
-  if (to.definition && to.against && optind == argc)
+  if (c->to.definition && c->to.against && n == 0)
     {
-      to.store = store;
-      to.json = json;
-      to.remote = vo.remote;
-      return ib_triage_run (&to);
+      c->to.store = c->store;
+      c->to.json = c->json;
+      c->to.remote = *remote;
+      return ib_triage_run (&c->to);
     }
-  if (diff || to.definition || to.against || to.their_base || to.require_superset)
+  if (c->diff || c->to.definition || c->to.against || c->to.their_base || c->to.require_superset)
     {
       fputs (usage, stderr);
       return IB_EUSAGE;
     }
-  if (whole_store && optind == argc)
-    return verify_store (&(struct verify_opts){ store, json, vo.jobs });
-  if (native && optind < argc)
-    return native_of_image (store, &vo.remote, argv[optind], argc - optind - 1, argv + optind + 1, as_ldd, json);
-  if (!py && !kernels && !jit && !run && !native && optind + 1 == argc)
-    return ib_verify_image_ref (argv[optind], &vo);
-  struct stat st;
-  const struct ib_target *budget = jit ? &target : NULL;
-  int rc = -1;
-  if ((kernels || jit) && optind < argc && stat (argv[optind], &st) == 0 && !S_ISDIR (st.st_mode))
-    rc = kernels_of_files (argc - optind, argv + optind, json, budget);
-  else if ((kernels || jit) && optind < argc)
-    rc = kernels_of_image (store, &vo.remote, argv[optind], argc - optind - 1, argv + optind + 1, json, budget);
-  ib_target_clear (&target);
+  return -1;
+}
+
+/* Runs the mode the options chose on the N ARGS left after them. */
+static int
+dispatch (struct cli *c, int n, char **args)
+{
+  if (c->py && n > 0)
+    return python_symbols (n, args);
+  if (c->node_step && n == 0)
+    {
+      c->node.store = c->store;
+      c->node.remote = c->vo.remote;
+      return strcmp (c->node_step, "pull") == 0   ? ib_node_pull_main (&c->node)
+             : strcmp (c->node_step, "rank") == 0 ? ib_node_rank_main (&c->node)
+                                                  : ib_node_sweep_main (&c->node);
+    }
+  int rc = cluster_options (c, n);
   if (rc >= 0)
     return rc;
+  if (c->run && n > 0)
+    return run_in_image (c->store, &c->vo.remote, c->run, c->gpus, n, args);
+  if ((rc = comparisons (c, n, args)) >= 0)
+    return rc;
+  if (c->whole_store && n == 0)
+    return verify_store (&(struct verify_opts){ c->store, c->json, c->vo.jobs });
+  if (c->native && n > 0)
+    return native_of_image (c->store, &c->vo.remote, args[0], n - 1, args + 1, c->as_ldd, c->json);
+  if (!c->py && !c->kernels && !c->jit && !c->run && !c->native && n == 1)
+    return ib_verify_image_ref (args[0], &c->vo);
+  struct stat st;
+  const struct ib_target *budget = c->jit ? &c->target : NULL;
+  if ((c->kernels || c->jit) && n > 0 && stat (args[0], &st) == 0 && !S_ISDIR (st.st_mode))
+    return kernels_of_files (n, args, c->json, budget);
+  if ((c->kernels || c->jit) && n > 0)
+    return kernels_of_image (c->store, &c->vo.remote, args[0], n - 1, args + 1, c->json, budget);
   fputs (usage, stderr);
   return IB_EUSAGE;
+}
+
+int
+main (int argc, char **argv)
+{
+  struct cli c = { 0 };
+  int rc = parse_args (argc, argv, &c);
+  if (rc < 0)
+    rc = dispatch (&c, argc - optind, argv + optind);
+  ib_target_clear (&c.target);
+  return rc;
 }
