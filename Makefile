@@ -7,12 +7,16 @@ PREFIX ?= /usr/local
 # fuzzers`).  Each mode has its own folder, so they never mix objects.
 SANITIZE ?=
 BUILD ?= $(if $(filter 1,$(SANITIZE)),build-asan,$(if $(filter fuzz,$(SANITIZE)),build-fuzz,build))
-PKGS := libarchive libcjson libcrypto zlib libzstd liblz4 libcurl
+PKGS := libarchive libcjson libcrypto zlib libzstd liblz4
 CFLAGS ?= -O2 -g
 CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fno-common
 CPPFLAGS += -DIB_IMAGES_DIR='"$(CURDIR)/images"'
 PKG_CONFIG ?= pkg-config
-LDLIBS += $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null || echo -larchive -lcjson -lcrypto -lz -lzstd -llz4 -lcurl) -lm -lpthread -lstdc++
+# libcurl is not linked: registry/curl.c loads it (dlopen) when a transfer
+# needs it, so that a run that talks to no registry and no Docker Engine
+# does not load it and its two dozen libraries (libcurl4-openssl-dev gives
+# the header, and the runtime library libcurl4).
+LDLIBS += $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null || echo -larchive -lcjson -lcrypto -lz -lzstd -llz4) -lm -lpthread -lstdc++
 # ISA-L's igzip inflates layers when its library is there (libisal-dev,
 # which make deps installs; util/gunzip.c), zlib otherwise (an arm64 cross
 # build without libisal-dev:arm64).  ISAL=0 forces zlib.

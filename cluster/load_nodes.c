@@ -1,6 +1,5 @@
 #include "load_nodes.h"
 
-#include <curl/curl.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -194,8 +193,6 @@ ib_load_nodes (struct ib_store *s, const struct ib_image *img, const char *name,
     run.nodes[i].host = hosts[i];
   atomic_init (&run.next, 0);
   atomic_init (&run.stop_drawing, false);
-  /* Before any thread: curl's global set-up is not thread-safe. */
-  curl_global_init (CURL_GLOBAL_DEFAULT);
   unsigned nj = jobs (n);
   pthread_t *t = ib_xcalloc (nj, sizeof (*t));
   unsigned started = 0;
@@ -230,7 +227,6 @@ ib_load_nodes (struct ib_store *s, const struct ib_image *img, const char *name,
   for (size_t i = 0; i < n; i++)
     ib_error_release (&run.nodes[i].err);
   free (run.nodes);
-  curl_global_cleanup ();
   return r;
 }
 

@@ -242,15 +242,6 @@ ib_token_response_parse (const char *body, size_t len)
   return token;
 }
 
-static char *
-escape (CURL *h, const char *s)
-{
-  char *e = curl_easy_escape (h, s, 0);
-  char *out = ib_xstrdup (e ? e : s);
-  curl_free (e);
-  return out;
-}
-
 static int
 credentials_refused (struct ib_registry *r, const char *how, ib_error_t *err)
 {
@@ -269,25 +260,21 @@ fetch_token (struct ib_registry *r, const struct ib_www_authenticate *ch, ib_err
 {
   if (ch->realm == NULL || (strncmp (ch->realm, "https://", 8) && strncmp (ch->realm, "http://", 7)))
     return ib_error (err, IB_EENV, "registry %s: its Bearer challenge names no http(s) realm", r->host);
-  CURL *h = curl_easy_init ();
-  if (h == NULL)
-    return ib_error (err, IB_EENV, "curl_easy_init failed");
   char *url = ib_xasprintf ("%s%sservice=", ch->realm, strchr (ch->realm, '?') ? "&" : "?");
   if (ch->service)
     {
-      cleanup_free char *s = escape (h, ch->service);
+      cleanup_free char *s = ib_url_escape (ch->service);
       char *next = ib_xasprintf ("%s%s", url, s);
       free (url);
       url = next;
     }
   for (size_t i = 0; i < r->auth.n_scopes; i++)
     {
-      cleanup_free char *s = escape (h, r->auth.scopes[i]);
+      cleanup_free char *s = ib_url_escape (r->auth.scopes[i]);
       char *next = ib_xasprintf ("%s&scope=%s", url, s);
       free (url);
       url = next;
     }
-  curl_easy_cleanup (h);
   struct ib_http_call call = { .method = "GET", .url = url, .replayable = true, .max = 1u << 20 };
   /* The token service takes the same credentials as Basic. */
   cleanup_free char *bearer = r->auth.bearer;

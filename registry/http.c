@@ -209,44 +209,44 @@ on_read (char *p, size_t size, size_t n, void *data)
 static CURLcode
 perform_once (struct ib_registry *r, struct ib_http_call *c)
 {
-  CURL *h = r->curl;
-  curl_easy_reset (h);
+  struct ib_curl *h = r->curl;
+  ib_curl_reset (h);
   reset_response (c);
   c->body.done = 0;
-  curl_easy_setopt (h, CURLOPT_URL, c->url);
-  curl_easy_setopt (h, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt (h, CURLOPT_CONNECTTIMEOUT, 30L);
-  curl_easy_setopt (h, CURLOPT_LOW_SPEED_LIMIT, 1L);
-  curl_easy_setopt (h, CURLOPT_LOW_SPEED_TIME, r->stall_s);
-  curl_easy_setopt (h, CURLOPT_SSL_VERIFYPEER, r->tls_verify ? 1L : 0L);
-  curl_easy_setopt (h, CURLOPT_SSL_VERIFYHOST, r->tls_verify ? 2L : 0L);
-  curl_easy_setopt (h, CURLOPT_HEADERFUNCTION, on_header);
-  curl_easy_setopt (h, CURLOPT_HEADERDATA, c);
+  ib_curl_set_ptr (h, CURLOPT_URL, c->url);
+  ib_curl_set_long (h, CURLOPT_NOSIGNAL, 1L);
+  ib_curl_set_long (h, CURLOPT_CONNECTTIMEOUT, 30L);
+  ib_curl_set_long (h, CURLOPT_LOW_SPEED_LIMIT, 1L);
+  ib_curl_set_long (h, CURLOPT_LOW_SPEED_TIME, r->stall_s);
+  ib_curl_set_long (h, CURLOPT_SSL_VERIFYPEER, r->tls_verify ? 1L : 0L);
+  ib_curl_set_long (h, CURLOPT_SSL_VERIFYHOST, r->tls_verify ? 2L : 0L);
+  ib_curl_set_data_fn (h, CURLOPT_HEADERFUNCTION, on_header);
+  ib_curl_set_ptr (h, CURLOPT_HEADERDATA, c);
   struct data_sink sink = { r, c };
-  curl_easy_setopt (h, CURLOPT_WRITEFUNCTION, on_data);
-  curl_easy_setopt (h, CURLOPT_WRITEDATA, &sink);
+  ib_curl_set_data_fn (h, CURLOPT_WRITEFUNCTION, on_data);
+  ib_curl_set_ptr (h, CURLOPT_WRITEDATA, &sink);
   if (strcmp (c->method, "GET") == 0)
     {
       /* Blob storage behind a registry answers with redirects; curl does
        * not send our Authorization header to another host. */
-      curl_easy_setopt (h, CURLOPT_FOLLOWLOCATION, 1L);
-      curl_easy_setopt (h, CURLOPT_MAXREDIRS, 5L);
+      ib_curl_set_long (h, CURLOPT_FOLLOWLOCATION, 1L);
+      ib_curl_set_long (h, CURLOPT_MAXREDIRS, 5L);
     }
   else if (strcmp (c->method, "HEAD") == 0)
-    curl_easy_setopt (h, CURLOPT_NOBODY, 1L);
+    ib_curl_set_long (h, CURLOPT_NOBODY, 1L);
   else if (strcmp (c->method, "POST") == 0 && !c->has_body)
     {
-      curl_easy_setopt (h, CURLOPT_POST, 1L);
-      curl_easy_setopt (h, CURLOPT_POSTFIELDS, "");
-      curl_easy_setopt (h, CURLOPT_POSTFIELDSIZE, 0L);
+      ib_curl_set_long (h, CURLOPT_POST, 1L);
+      ib_curl_set_ptr (h, CURLOPT_POSTFIELDS, "");
+      ib_curl_set_long (h, CURLOPT_POSTFIELDSIZE, 0L);
     }
   else
     {
-      curl_easy_setopt (h, CURLOPT_UPLOAD, 1L);
-      curl_easy_setopt (h, CURLOPT_CUSTOMREQUEST, c->method);
-      curl_easy_setopt (h, CURLOPT_READFUNCTION, on_read);
-      curl_easy_setopt (h, CURLOPT_READDATA, &sink);
-      curl_easy_setopt (h, CURLOPT_INFILESIZE_LARGE, (curl_off_t) (c->has_body ? c->body.len : 0));
+      ib_curl_set_long (h, CURLOPT_UPLOAD, 1L);
+      ib_curl_set_ptr (h, CURLOPT_CUSTOMREQUEST, c->method);
+      ib_curl_set_data_fn (h, CURLOPT_READFUNCTION, on_read);
+      ib_curl_set_ptr (h, CURLOPT_READDATA, &sink);
+      ib_curl_set_off (h, CURLOPT_INFILESIZE_LARGE, (c->has_body ? c->body.len : 0));
     }
   struct curl_slist *hs = NULL;
   cleanup_free char *accept = c->accept ? ib_xasprintf ("Accept: %s", c->accept) : NULL;
@@ -259,10 +259,10 @@ perform_once (struct ib_registry *r, struct ib_http_call *c)
   const char *lines[] = { accept, ctype, crange, auth, resume, "Expect:", "User-Agent: imgbuild" };
   for (size_t i = 0; i < sizeof (lines) / sizeof (lines[0]); i++)
     if (lines[i])
-      hs = curl_slist_append (hs, lines[i]);
-  curl_easy_setopt (h, CURLOPT_HTTPHEADER, hs);
-  CURLcode rc = curl_easy_perform (h);
-  curl_slist_free_all (hs);
+      hs = ib_curl_slist_append (h, hs, lines[i]);
+  ib_curl_set_ptr (h, CURLOPT_HTTPHEADER, hs);
+  CURLcode rc = ib_curl_perform (h);
+  ib_curl_slist_free_all (h, hs);
   r->stats.bytes_up += c->body.done;
   /* The header's secret does not outlive the request. */
   if (auth)
@@ -359,10 +359,10 @@ ib_registry_do (struct ib_registry *r, struct ib_http_call *c, ib_error_t *err)
           cleanup_free char *path = url_path (c->url);
           if (rc == CURLE_PEER_FAILED_VERIFICATION || rc == CURLE_SSL_CACERT_BADFILE)
             return ib_error (err, IB_EENV, "registry %s: its TLS certificate is not trusted (%s); "
-                             "--tls-verify=false accepts it", r->host, curl_easy_strerror (rc));
+                             "--tls-verify=false accepts it", r->host, ib_curl_strerror (r->curl, rc));
           cleanup_free char *tries = attempt > 1 ? ib_xasprintf (" (gave up after %u attempts)", attempt) : NULL;
           return ib_error (err, IB_EENV, "registry %s: %s %s: %s%s", r->host, c->method, path,
-                           curl_easy_strerror (rc), tries ? tries : "");
+                           ib_curl_strerror (r->curl, rc), tries ? tries : "");
         }
       if (c->status == 401 && c->www_auth && auth_rounds++ < 3)
         {

@@ -4,11 +4,11 @@
 #ifndef IB_REGISTRY_HTTP_H
 #define IB_REGISTRY_HTTP_H
 
-#include <curl/curl.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "curl.h"
 #include "registry.h"
 
 #define IB_REGISTRY_MAX_SCOPES 8
@@ -38,7 +38,7 @@ struct ib_registry
   uint64_t chunk_size;
   long stall_s;       /* a transfer slower than 1 byte/s for this long is broken */
   unsigned max_attempts;
-  CURL *curl;         /* one handle: its connections are kept alive */
+  struct ib_curl *curl; /* one handle: its connections are kept alive */
   struct ib_registry_auth auth;
   struct ib_registry_stats stats;
   const struct ib_transfer_report *progress;

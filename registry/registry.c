@@ -83,18 +83,23 @@ ping (struct ib_registry *r, ib_error_t *err)
 static bool
 speaks_tls (const struct ib_registry *r)
 {
-  CURL *h = curl_easy_init ();
-  if (h == NULL)
-    return true;
+  struct ib_curl *h = NULL;
+  ib_error_t ignored = NULL;
+  if (ib_curl_open (NULL, &h, &ignored) < 0)
+    {
+      /* The client's own handle fails the same way, and says why. */
+      ib_error_release (&ignored);
+      return true;
+    }
   cleanup_free char *url = ib_xasprintf ("https://%s/", r->api_host);
-  curl_easy_setopt (h, CURLOPT_URL, url);
-  curl_easy_setopt (h, CURLOPT_CONNECT_ONLY, 1L);
-  curl_easy_setopt (h, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt (h, CURLOPT_CONNECTTIMEOUT, 30L);
-  curl_easy_setopt (h, CURLOPT_SSL_VERIFYPEER, 0L);
-  curl_easy_setopt (h, CURLOPT_SSL_VERIFYHOST, 0L);
-  CURLcode rc = curl_easy_perform (h);
-  curl_easy_cleanup (h);
+  ib_curl_set_ptr (h, CURLOPT_URL, url);
+  ib_curl_set_long (h, CURLOPT_CONNECT_ONLY, 1L);
+  ib_curl_set_long (h, CURLOPT_NOSIGNAL, 1L);
+  ib_curl_set_long (h, CURLOPT_CONNECTTIMEOUT, 30L);
+  ib_curl_set_long (h, CURLOPT_SSL_VERIFYPEER, 0L);
+  ib_curl_set_long (h, CURLOPT_SSL_VERIFYHOST, 0L);
+  CURLcode rc = ib_curl_perform (h);
+  ib_curl_free (h);
   return rc != CURLE_SSL_CONNECT_ERROR;
 }
 
@@ -123,14 +128,13 @@ open_client (const char *host, const char *repo, bool push, const struct ib_remo
   r->chunk_size = (uint64_t) env_number ("IMGBUILD_REGISTRY_CHUNK_SIZE", 64l << 20, 1024);
   r->stall_s = env_number ("IMGBUILD_REGISTRY_STALL_S", 60, 1);
   r->max_attempts = (unsigned) env_number ("IMGBUILD_REGISTRY_ATTEMPTS", 5, 1);
-  r->curl = curl_easy_init ();
   r->progress = opt ? opt->progress : NULL;
   r->refetch = opt && opt->refetch;
   r->push = push;
   r->opt = opt;
   r->jobs = ib_registry_jobs (opt);
   cleanup_free char *scope = ib_xasprintf ("repository:%s:%s", repo, push ? "pull,push" : "pull");
-  int rc = r->curl ? 0 : ib_error (err, IB_EENV, "curl_easy_init failed");
+  int rc = ib_curl_open (NULL, &r->curl, err);
   if (rc == 0 && like)
     ib_registry_auth_copy (&r->auth, &like->auth);
   else if (rc == 0)
@@ -201,8 +205,7 @@ ib_registry_free (struct ib_registry *r)
   if (r == NULL)
     return;
   ib_registry_progress_end (r);
-  if (r->curl)
-    curl_easy_cleanup (r->curl);
+  ib_curl_free (r->curl);
   ib_registry_auth_clear (&r->auth);
   free (r->host);
   free (r->api_host);

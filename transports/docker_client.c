@@ -6,7 +6,6 @@
  * docker CLI does not need. */
 #include "docker_client.h"
 
-#include <curl/curl.h>
 #include <errno.h>
 #include <signal.h>
 #include <spawn.h>
@@ -21,6 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../registry/curl.h"
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
 
@@ -34,7 +34,7 @@ struct ib_docker
   char *text;   /* as the user wrote it */
   char *socket; /* unix: the path; ssh: NULL */
   char *user, *host, *port; /* ssh: user and port may be NULL */
-  CURL *curl;
+  struct ib_curl *curl;
   pid_t *pids;  /* ssh processes started, reaped at the end */
   size_t n_pids;
   int ssh_err;  /* the last ssh's stderr (a memfd) */
@@ -216,7 +216,7 @@ ib_docker_free (struct ib_docker *d)
   if (d == NULL)
     return;
   if (d->curl)
-    curl_easy_cleanup (d->curl); /* closes the socket: ssh sees its end */
+    ib_curl_free (d->curl); /* closes the socket: ssh sees its end */
   /* Done with the node: as the docker CLI does, end the ssh sessions
    * (the remote dial-stdio may wait for the daemon to close its side). */
   for (size_t i = 0; i < d->n_pids; i++)
@@ -277,11 +277,10 @@ ib_docker_open (const char *host, struct ib_docker **out, ib_error_t *err)
       ib_docker_free (d);
       return -1;
     }
-  d->curl = curl_easy_init ();
-  if (d->curl == NULL)
+  if (ib_curl_open (NULL, &d->curl, err) < 0)
     {
       ib_docker_free (d);
-      return ib_error (err, IB_EENV, "curl_easy_init failed");
+      return -1;
     }
   *out = d;
   return 0;
@@ -337,38 +336,38 @@ on_data (char *p, size_t size, size_t n, void *data)
 static void
 setup (struct ib_docker *d, const char *path, struct sink *k)
 {
-  CURL *c = d->curl;
-  curl_easy_reset (c); /* options only: the connection stays */
+  struct ib_curl *c = d->curl;
+  ib_curl_reset (c); /* options only: the connection stays */
   cleanup_free char *url = ib_xasprintf ("%s%s", API, path);
   if (d->socket)
-    curl_easy_setopt (c, CURLOPT_UNIX_SOCKET_PATH, d->socket);
+    ib_curl_set_ptr (c, CURLOPT_UNIX_SOCKET_PATH, d->socket);
   else
     {
-      curl_easy_setopt (c, CURLOPT_UNIX_SOCKET_PATH, d->sock_path);
-      curl_easy_setopt (c, CURLOPT_PREREQFUNCTION, on_connected);
-      curl_easy_setopt (c, CURLOPT_PREREQDATA, d);
+      ib_curl_set_ptr (c, CURLOPT_UNIX_SOCKET_PATH, d->sock_path);
+      ib_curl_set_prereq_fn (c, on_connected);
+      ib_curl_set_ptr (c, CURLOPT_PREREQDATA, d);
     }
-  curl_easy_setopt (c, CURLOPT_URL, url);
-  curl_easy_setopt (c, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt (c, CURLOPT_ERRORBUFFER, d->curl_err);
-  curl_easy_setopt (c, CURLOPT_WRITEFUNCTION, on_data);
-  curl_easy_setopt (c, CURLOPT_WRITEDATA, k);
+  ib_curl_set_ptr (c, CURLOPT_URL, url);
+  ib_curl_set_long (c, CURLOPT_NOSIGNAL, 1L);
+  ib_curl_set_ptr (c, CURLOPT_ERRORBUFFER, d->curl_err);
+  ib_curl_set_data_fn (c, CURLOPT_WRITEFUNCTION, on_data);
+  ib_curl_set_ptr (c, CURLOPT_WRITEDATA, k);
   d->curl_err[0] = '\0';
 }
 
 static int
 perform (struct ib_docker *d, long *status, ib_error_t *err)
 {
-  CURLcode r = curl_easy_perform (d->curl);
+  CURLcode r = ib_curl_perform (d->curl);
   curl_off_t up = 0;
   long req = 0;
-  curl_easy_getinfo (d->curl, CURLINFO_SIZE_UPLOAD_T, &up);
-  curl_easy_getinfo (d->curl, CURLINFO_REQUEST_SIZE, &req);
+  ib_curl_info_off (d->curl, CURLINFO_SIZE_UPLOAD_T, &up);
+  ib_curl_info_long (d->curl, CURLINFO_REQUEST_SIZE, &req);
   d->up += (uint64_t) up + (uint64_t) req;
-  curl_easy_getinfo (d->curl, CURLINFO_RESPONSE_CODE, status);
+  ib_curl_info_long (d->curl, CURLINFO_RESPONSE_CODE, status);
   if (r == CURLE_OK)
     return 0;
-  const char *what = d->curl_err[0] ? d->curl_err : curl_easy_strerror (r);
+  const char *what = d->curl_err[0] ? d->curl_err : ib_curl_strerror (d->curl, r);
   cleanup_free char *said = d->host ? ssh_said (d) : NULL;
   if (said && *said)
     return ib_error (err, IB_EENV, "Docker Engine at %s: %s (ssh: %s)", d->text, what, said);
@@ -427,15 +426,15 @@ ib_docker_post (struct ib_docker *d, const char *path, const char *content_type,
   struct body b = { read, data };
   setup (d, path, &k);
   cleanup_free char *ct = ib_xasprintf ("Content-Type: %s", content_type);
-  struct curl_slist *h = curl_slist_append (NULL, ct);
-  h = curl_slist_append (h, "Transfer-Encoding: chunked");
-  h = curl_slist_append (h, "Expect:");
-  curl_easy_setopt (d->curl, CURLOPT_HTTPHEADER, h);
-  curl_easy_setopt (d->curl, CURLOPT_POST, 1L);
-  curl_easy_setopt (d->curl, CURLOPT_READFUNCTION, on_read);
-  curl_easy_setopt (d->curl, CURLOPT_READDATA, &b);
+  struct curl_slist *h = ib_curl_slist_append (d->curl, NULL, ct);
+  h = ib_curl_slist_append (d->curl, h, "Transfer-Encoding: chunked");
+  h = ib_curl_slist_append (d->curl, h, "Expect:");
+  ib_curl_set_ptr (d->curl, CURLOPT_HTTPHEADER, h);
+  ib_curl_set_long (d->curl, CURLOPT_POST, 1L);
+  ib_curl_set_data_fn (d->curl, CURLOPT_READFUNCTION, on_read);
+  ib_curl_set_ptr (d->curl, CURLOPT_READDATA, &b);
   int r = perform (d, status, err);
-  curl_slist_free_all (h);
+  ib_curl_slist_free_all (d->curl, h);
   if (r == 0 && resp)
     {
       ib_xappend (&k.buf, &k.len, "", 1);
@@ -451,9 +450,9 @@ ib_docker_post_empty (struct ib_docker *d, const char *path, long *status, ib_er
 {
   struct sink k = { .fd = -1 };
   setup (d, path, &k);
-  curl_easy_setopt (d->curl, CURLOPT_POST, 1L);
-  curl_easy_setopt (d->curl, CURLOPT_POSTFIELDSIZE, 0L);
-  curl_easy_setopt (d->curl, CURLOPT_POSTFIELDS, "");
+  ib_curl_set_long (d->curl, CURLOPT_POST, 1L);
+  ib_curl_set_long (d->curl, CURLOPT_POSTFIELDSIZE, 0L);
+  ib_curl_set_ptr (d->curl, CURLOPT_POSTFIELDS, "");
   int r = perform (d, status, err);
   free (k.buf);
   return r;

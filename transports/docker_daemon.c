@@ -5,7 +5,6 @@
  * `POST /images/load` an archive without the leading layers the daemon
  * already has: docker load finds those by chain ID, so a thin image over a
  * 20 GB base costs the daemon its new layers only. */
-#include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -15,6 +14,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "../registry/curl.h"
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
 #include "docker_client.h"
@@ -27,17 +27,6 @@ ib_docker_socket_path (void)
   if (host && strncmp (host, "unix://", 7) == 0)
     return ib_xstrdup (host + 7);
   return ib_xstrdup ("/var/run/docker.sock");
-}
-
-static char *
-escape (const char *s)
-{
-  CURL *c = curl_easy_init ();
-  char *e = curl_easy_escape (c, s, 0);
-  char *out = ib_xstrdup (e ? e : s);
-  curl_free (e);
-  curl_easy_cleanup (c);
-  return out;
 }
 
 static const char *
@@ -64,7 +53,7 @@ daemon_pull (struct ib_store *s, const struct ib_ref *ref, const struct ib_platf
       ib_docker_free (d);
       return ib_error_errno (err, errno, IB_EENV, "create `%s`", tmp);
     }
-  cleanup_free char *name = escape (ref->location);
+  cleanup_free char *name = ib_url_escape (ref->location);
   cleanup_free char *path = ib_xasprintf ("/images/%s/get", name);
   long status = 0;
   int r = ib_docker_get (d, path, fd, NULL, &status, err);
@@ -123,7 +112,7 @@ layers_in_daemon (struct ib_docker *d, const struct ib_image *img, size_t *out, 
 static int
 image_id (struct ib_docker *d, const char *ref, ib_digest *out, ib_error_t *err)
 {
-  cleanup_free char *e = escape (ref);
+  cleanup_free char *e = ib_url_escape (ref);
   cleanup_free char *path = ib_xasprintf ("/images/%s/json", e);
   cJSON *info = NULL;
   if (ib_docker_get_json (d, path, &info, err) < 0)
@@ -144,7 +133,7 @@ tag_image (struct ib_docker *d, const struct ib_image *img, const char *name, ib
 {
   const char *colon = strrchr (name, ':');
   cleanup_free char *bare = colon ? strndup (name, (size_t) (colon - name)) : ib_xstrdup (name);
-  cleanup_free char *repo = escape (bare);
+  cleanup_free char *repo = ib_url_escape (bare);
   cleanup_free char *path = ib_xasprintf ("/images/%s/tag?repo=%s&tag=%s", img->config.digest.s, repo,
                                           colon ? colon + 1 : "latest");
   long status = 0;

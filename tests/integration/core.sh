@@ -263,3 +263,22 @@ t_kill_at_any_moment_keeps_the_store_consistent() {
   "$IB" -q d/dsv41-flash-dcp2 -t after:1 >/dev/null
   "$IV" --store >/dev/null
 }
+
+# libcurl (and the two dozen libraries it needs) is loaded only by a run
+# that talks to a registry or a Docker Engine (registry/curl.c): a build
+# into the local store and a check of a local image open none of it.
+t_local_build_and_check_load_no_libcurl() {
+  mkdir -p d
+  echo one >d/one.txt
+  printf '[image]\nname = local:1\nfrom = scratch\n[copy]\nfile one.txt /one.txt\n[new]\n/\n' >d/image.conf
+  readelf -d "$IB" >dynamic.txt
+  grep -q 'NEEDED.*libc.so.6' dynamic.txt
+  refute grep -q 'libcurl\.so' dynamic.txt
+  traced -f -qq -e trace=openat,open -o build.opens "$IB" -q --smoke=off d >out.txt
+  grep -q 'local:1 sha256:' out.txt
+  grep -q 'libc.so.6' build.opens # the trace saw the loader's opens
+  refute grep -q 'libcurl\.so' build.opens
+  traced -f -qq -e trace=openat,open -o verify.opens "$IV" local:1 >/dev/null 2>verify.err
+  grep -q 'gate integrity *pass' verify.err
+  refute grep -q 'libcurl\.so' verify.opens
+}

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../registry/curl.h"
 #include "../../registry/http.h"
 #include "../../transports/docker_client.h"
 #include "../../transports/refs.h"
@@ -195,4 +196,56 @@ docker_host_syntax (struct test_ctx *t)
         fprintf (stderr, "  %s: %s\n", bad[i].host, err->msg);
       ib_error_release (&err);
     }
+}
+
+/* registry/curl.c: libcurl loaded per handle; what is not libcurl is
+ * refused with why, and each setter refuses an option of another type. */
+void
+curl_loaded_per_handle_and_typed (struct test_ctx *t)
+{
+  struct ib_curl *c = NULL;
+  ib_error_t err = NULL;
+  CHECK (t, ib_curl_open ("/nonexistent/libcurl.so.4", &c, &err) < 0);
+  CHECK (t, c == NULL);
+  CHECK (t, err && err->class == IB_EENV && strstr (err->msg, "cannot open") && strstr (err->msg, "libcurl4"));
+  ib_error_release (&err);
+  CHECK (t, ib_curl_open ("libz.so.1", &c, &err) < 0);
+  CHECK (t, err && err->class == IB_EENV && strstr (err->msg, "libz.so.1 has no curl_version_info"));
+  ib_error_release (&err);
+
+  struct ib_curl *a = NULL, *b = NULL;
+  CHECK (t, ib_curl_open (NULL, &a, &err) == 0);
+  CHECK (t, ib_curl_open (NULL, &b, &err) == 0);
+  if (a == NULL || b == NULL)
+    {
+      fprintf (stderr, "  %s\n", err ? err->msg : "?");
+      ib_error_release (&err);
+      ib_curl_free (a);
+      ib_curl_free (b);
+      return;
+    }
+  CHECK (t, ib_curl_set_long (a, CURLOPT_NOSIGNAL, 1L) == CURLE_OK);
+  CHECK (t, ib_curl_set_long (a, CURLOPT_URL, 1L) == CURLE_BAD_FUNCTION_ARGUMENT);
+  CHECK (t, ib_curl_set_ptr (a, CURLOPT_URL, "http://127.0.0.1:1/") == CURLE_OK);
+  CHECK (t, ib_curl_set_ptr (a, CURLOPT_NOSIGNAL, "1") == CURLE_BAD_FUNCTION_ARGUMENT);
+  CHECK (t, ib_curl_set_ptr (a, CURLOPT_WRITEFUNCTION, "f") == CURLE_BAD_FUNCTION_ARGUMENT);
+  CHECK (t, ib_curl_set_off (a, CURLOPT_INFILESIZE_LARGE, 7) == CURLE_OK);
+  CHECK (t, ib_curl_set_off (a, CURLOPT_INFILESIZE, 7) == CURLE_BAD_FUNCTION_ARGUMENT);
+  CHECK (t, ib_curl_set_data_fn (a, CURLOPT_XFERINFOFUNCTION, NULL) == CURLE_BAD_FUNCTION_ARGUMENT);
+  CHECK (t, ib_curl_set_data_fn (a, CURLOPT_WRITEFUNCTION, NULL) == CURLE_OK);
+  long code = -1;
+  curl_off_t up = -1;
+  CHECK (t, ib_curl_info_long (b, CURLINFO_RESPONSE_CODE, &code) == CURLE_OK && code == 0);
+  CHECK (t, ib_curl_info_long (b, CURLINFO_SIZE_UPLOAD_T, &code) == CURLE_BAD_FUNCTION_ARGUMENT);
+  CHECK (t, ib_curl_info_off (b, CURLINFO_SIZE_UPLOAD_T, &up) == CURLE_OK && up == 0);
+  CHECK (t, ib_curl_info_off (b, CURLINFO_RESPONSE_CODE, &up) == CURLE_BAD_FUNCTION_ARGUMENT);
+  CHECK_STR (t, ib_curl_strerror (a, CURLE_BAD_FUNCTION_ARGUMENT), "A libcurl function was given a bad argument");
+  struct curl_slist *l = ib_curl_slist_append (a, NULL, "Expect:");
+  CHECK (t, l && strcmp (l->data, "Expect:") == 0);
+  ib_curl_slist_free_all (a, l);
+  ib_curl_free (a);
+  ib_curl_free (b);
+
+  cleanup_free char *e = ib_url_escape ("repository:a/b:pull,push ~_.-\xc3\xa9");
+  CHECK_STR (t, e, "repository%3Aa%2Fb%3Apull%2Cpush%20~_.-%C3%A9");
 }
