@@ -20,10 +20,12 @@
 struct ib_blob_writer
 {
   struct ib_store *store;
-  char *tmp_path;
-  int fd;
-  ib_sha256 *hash;
+  char *tmp_path; /* NULL while the bytes are held (HELD_MAX) */
+  int fd;         /* -1 likewise */
+  ib_sha256 *hash; /* NULL: the caller knows the digest (ib_store_put_blob) */
   uint64_t size;
+  char *held;
+  size_t n_held, held_cap;
 };
 
 char *
@@ -211,31 +213,74 @@ ib_store_cache_dir (const struct ib_store *s, const char *kind, char **out, ib_e
   return 0;
 }
 
-int
-ib_blob_writer_new (struct ib_store *s, struct ib_blob_writer **out, ib_error_t *err)
+/* The bytes of a blob go to its temporary file only once they pass this:
+ * below it they wait in memory for the digest, and a blob the store
+ * already holds (a layer built again, an unchanged config) then costs no
+ * file, no fsync and no rename. */
+#define HELD_MAX (1u << 20)
+
+static int
+writer_open (struct ib_store *s, bool hashed, struct ib_blob_writer **out, ib_error_t *err)
 {
   if (s->view)
     return ib_error (err, IB_EENV, "`%s` is read in place: nothing is written to it", s->view->source);
-  /* The temporary file sits in blobs/sha256 so that rename() is atomic; a
-   * name starting with '.' is never a digest, so readers ignore it. */
-  cleanup_free char *tmp = ib_path_join (s->blobs, ".tmp-XXXXXX");
-  int fd = mkostemp (tmp, O_CLOEXEC);
-  if (fd < 0)
-    return ib_error_errno (err, errno, IB_EENV, "create blob in `%s`", s->blobs);
   struct ib_blob_writer *w = ib_xcalloc (1, sizeof (*w));
   w->store = s;
-  w->tmp_path = steal_pointer (&tmp);
-  w->fd = fd;
-  w->hash = ib_sha256_new ();
+  w->fd = -1;
+  w->hash = hashed ? ib_sha256_new () : NULL;
   *out = w;
   return 0;
 }
 
 int
+ib_blob_writer_new (struct ib_store *s, struct ib_blob_writer **out, ib_error_t *err)
+{
+  return writer_open (s, true, out, err);
+}
+
+/* The temporary file, with what was held so far. */
+static int
+writer_spill (struct ib_blob_writer *w, ib_error_t *err)
+{
+  /* It sits in blobs/sha256 so that rename() is atomic; a name starting
+   * with '.' is never a digest, so readers ignore it. */
+  char *tmp = ib_path_join (w->store->blobs, ".tmp-XXXXXX");
+  int fd = mkostemp (tmp, O_CLOEXEC);
+  if (fd < 0)
+    {
+      free (tmp);
+      return ib_error_errno (err, errno, IB_EENV, "create blob in `%s`", w->store->blobs);
+    }
+  w->tmp_path = tmp;
+  w->fd = fd;
+  int r = ib_write_all (fd, w->held, w->n_held, tmp, err);
+  free (w->held);
+  w->held = NULL;
+  w->n_held = w->held_cap = 0;
+  return r;
+}
+
+int
 ib_blob_writer_write (struct ib_blob_writer *w, const void *buf, size_t len, ib_error_t *err)
 {
-  ib_sha256_update (w->hash, buf, len);
+  if (w->hash)
+    ib_sha256_update (w->hash, buf, len);
   w->size += len;
+  if (w->fd < 0 && w->size <= HELD_MAX)
+    {
+      if (w->n_held + len > w->held_cap)
+        {
+          w->held_cap = w->held_cap ? w->held_cap : 64u << 10;
+          while (w->held_cap < w->n_held + len)
+            w->held_cap *= 2;
+          w->held = ib_xrealloc (w->held, w->held_cap);
+        }
+      memcpy (w->held + w->n_held, buf, len);
+      w->n_held += len;
+      return 0;
+    }
+  if (w->fd < 0 && writer_spill (w, err) < 0)
+    return -1;
   return ib_write_all (w->fd, buf, len, w->tmp_path, err);
 }
 
@@ -246,10 +291,50 @@ ib_blob_writer_abort (struct ib_blob_writer *w)
     return;
   if (w->fd >= 0)
     close (w->fd);
-  unlink (w->tmp_path);
+  if (w->tmp_path)
+    unlink (w->tmp_path);
   free (w->tmp_path);
+  free (w->held);
   ib_sha256_free (w->hash);
   free (w);
+}
+
+/* Name the writer's bytes D (checked by the caller) and free the writer.
+ * A blob is visible under its digest only once it is whole and synced
+ * (rename after fsync), so a file already there of the same size is that
+ * blob: the new bytes are dropped, and nothing is written or synced. */
+static int
+writer_publish (struct ib_blob_writer *w, const ib_digest *d, ib_error_t *err)
+{
+  cleanup_free char *final = ib_store_blob_path (w->store, d);
+  struct stat st;
+  if (stat (final, &st) == 0 && S_ISREG (st.st_mode) && (uint64_t) st.st_size == w->size)
+    {
+      ib_blob_writer_abort (w);
+      return 0;
+    }
+  if (w->fd < 0 && writer_spill (w, err) < 0)
+    {
+      ib_blob_writer_abort (w);
+      return -1;
+    }
+  if (fchmod (w->fd, 0644) < 0 || fsync (w->fd) < 0)
+    {
+      ib_error_errno (err, errno, IB_EENV, "sync `%s`", w->tmp_path);
+      ib_blob_writer_abort (w);
+      return -1;
+    }
+  if (rename (w->tmp_path, final) < 0)
+    {
+      ib_error_errno (err, errno, IB_EENV, "rename blob to `%s`", final);
+      ib_blob_writer_abort (w);
+      return -1;
+    }
+  const char *blobs = w->store->blobs;
+  free (w->tmp_path);
+  w->tmp_path = NULL; /* renamed: nothing left to remove */
+  ib_blob_writer_abort (w);
+  return ib_fsync_dir (blobs, err);
 }
 
 int
@@ -271,30 +356,11 @@ ib_blob_writer_commit (struct ib_blob_writer *w, const ib_digest *expected, uint
       ib_blob_writer_abort (w);
       return -1;
     }
-  if (fchmod (w->fd, 0644) < 0 || fsync (w->fd) < 0)
-    {
-      ib_error_errno (err, errno, IB_EENV, "sync `%s`", w->tmp_path);
-      ib_blob_writer_abort (w);
-      return -1;
-    }
-  cleanup_free char *final = ib_store_blob_path (w->store, &got);
-  if (rename (w->tmp_path, final) < 0)
-    {
-      ib_error_errno (err, errno, IB_EENV, "rename blob to `%s`", final);
-      ib_blob_writer_abort (w);
-      return -1;
-    }
   if (out)
     *out = got;
   if (size)
     *size = w->size;
-  const char *blobs = w->store->blobs;
-  close (w->fd);
-  w->fd = -1;
-  free (w->tmp_path);
-  ib_sha256_free (w->hash);
-  free (w);
-  return ib_fsync_dir (blobs, err);
+  return writer_publish (w, &got, err);
 }
 
 int
@@ -321,15 +387,17 @@ ib_store_put_blob (struct ib_store *s, const void *buf, size_t len, ib_digest *o
       pthread_mutex_unlock (&s->view->lock);
       return 0;
     }
+  /* The digest is known: the bytes go to the file unhashed, and unheld. */
   struct ib_blob_writer *w;
-  if (ib_blob_writer_new (s, &w, err) < 0)
+  if (writer_open (s, false, &w, err) < 0)
     return -1;
-  if (ib_blob_writer_write (w, buf, len, err) < 0)
+  w->size = len;
+  if (writer_spill (w, err) < 0 || ib_write_all (w->fd, buf, len, w->tmp_path, err) < 0)
     {
       ib_blob_writer_abort (w);
       return -1;
     }
-  return ib_blob_writer_commit (w, &d, len, NULL, NULL, err);
+  return writer_publish (w, &d, err);
 }
 
 /* Copy at most LIMIT bytes of FD into a new blob checked against D. */

@@ -80,12 +80,14 @@ int ib_store_cache_dir (const struct ib_store *s, const char *kind, char **out, 
  * registry's parallel transfers do): each writes its own temporary file
  * (mkostemp) and rename() names it atomically, so two of one digest leave
  * one whole blob.  ib_store_has_blob and ib_store_cache_dir are safe beside
- * them; a view (read in place) takes no writer. */
+ * them; a view (read in place) takes no writer.  A blob's first MiB waits
+ * in memory: one no larger that the store already holds is never written. */
 int ib_blob_writer_new (struct ib_store *s, struct ib_blob_writer **out, ib_error_t *err);
 int ib_blob_writer_write (struct ib_blob_writer *w, const void *buf, size_t len, ib_error_t *err);
 /* Name the blob by its digest.  With EXPECTED, a different digest (or size,
  * when EXPECTED_SIZE is not UINT64_MAX) is an integrity error and nothing is
- * stored.  The writer is freed either way. */
+ * stored.  A blob the store already holds is kept as it is (no rename, no
+ * fsync).  The writer is freed either way. */
 int ib_blob_writer_commit (struct ib_blob_writer *w, const ib_digest *expected, uint64_t expected_size,
                            ib_digest *out, uint64_t *size, ib_error_t *err);
 void ib_blob_writer_abort (struct ib_blob_writer *w);

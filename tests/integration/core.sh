@@ -282,3 +282,21 @@ t_local_build_and_check_load_no_libcurl() {
   grep -q 'gate integrity *pass' verify.err
   refute grep -q 'libcurl\.so' verify.opens
 }
+
+# A build again of the same image writes no blob the store already holds
+# (store/store.c): the rebuilt layer and config are the same bytes, and
+# their files, inodes and all, stay as they were (a rename of a new copy
+# over them would give them new inodes).
+t_build_again_writes_no_blob_the_store_holds() {
+  build_base
+  "$IB" -q dsv41-flash-dcp2 -t again:1 >one.out
+  ls -i "$IMGBUILD_STORE/blobs/sha256" | sort -k2 >before.txt
+  "$IB" -q dsv41-flash-dcp2 -t again:2 >two.out
+  ls -i "$IMGBUILD_STORE/blobs/sha256" | sort -k2 >after.txt
+  [ "$(cut -d' ' -f2 one.out)" = "$(cut -d' ' -f2 two.out)" ]
+  [ "$(wc -l <before.txt)" -gt 3 ]
+  join -1 2 -2 2 before.txt after.txt | awk '$2 != $3' >replaced.txt
+  [ ! -s replaced.txt ]
+  [ "$(join -1 2 -2 2 before.txt after.txt | wc -l)" = "$(wc -l <before.txt)" ]
+  "$IV" again:2 >/dev/null
+}

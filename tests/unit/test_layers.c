@@ -183,6 +183,76 @@ store_writer_refuses_wrong_digest (struct test_ctx *t)
   ib_store_free (s);
 }
 
+/* Write LEN bytes of BUF in pieces of at most PIECE through a writer. */
+static int
+write_blob (struct ib_store *s, const char *buf, size_t len, size_t piece, ib_digest *d, ib_error_t *err)
+{
+  struct ib_blob_writer *w;
+  if (ib_blob_writer_new (s, &w, err) < 0)
+    return -1;
+  for (size_t at = 0; at < len; at += piece)
+    if (ib_blob_writer_write (w, buf + at, len - at < piece ? len - at : piece, err) < 0)
+      {
+        ib_blob_writer_abort (w);
+        return -1;
+      }
+  uint64_t size = 0;
+  int r = ib_blob_writer_commit (w, NULL, UINT64_MAX, d, &size, err);
+  return r == 0 && size != len ? -1 : r;
+}
+
+static ino_t
+inode_of (struct ib_store *s, const ib_digest *d, off_t *size)
+{
+  cleanup_free char *path = ib_store_blob_path (s, d);
+  struct stat st;
+  if (stat (path, &st) < 0)
+    return 0;
+  *size = st.st_size;
+  return st.st_ino;
+}
+
+/* A blob the store already holds is not written again (its file, inode and
+ * all, stays), whether its bytes were held in memory or passed the first
+ * MiB; a file of another size under its name is replaced. */
+void
+store_writer_keeps_a_blob_it_holds (struct test_ctx *t)
+{
+  ib_error_t err = NULL;
+  struct ib_store *s;
+  cleanup_free char *root = ib_path_join (test_tmpdir (), "store");
+  CHECK (t, ib_store_open (root, &s, &err) == 0);
+  size_t big = (3u << 20) / 2 + 5;
+  cleanup_free char *bytes = ib_xmalloc (big);
+  for (size_t i = 0; i < big; i++)
+    bytes[i] = (char) (i * 7 + i / 4096);
+  ib_digest want_small, want_big, small, big_d;
+  ib_sha256_buf (bytes, 10, &want_small);
+  ib_sha256_buf (bytes, big, &want_big);
+  CHECK (t, write_blob (s, bytes, 10, 3, &small, &err) == 0 && strcmp (small.s, want_small.s) == 0);
+  CHECK (t, write_blob (s, bytes, big, 700000, &big_d, &err) == 0 && strcmp (big_d.s, want_big.s) == 0);
+  char *back = NULL;
+  size_t len = 0;
+  CHECK (t, ib_store_read_blob (s, &big_d, big, &back, &len, &err) == 0 && len == big && memcmp (back, bytes, big) == 0);
+  free (back);
+  off_t size = 0;
+  ino_t small_ino = inode_of (s, &small, &size), big_ino = inode_of (s, &big_d, &size);
+  CHECK (t, small_ino != 0 && big_ino != 0);
+  CHECK (t, write_blob (s, bytes, 10, 10, &small, &err) == 0 && inode_of (s, &small, &size) == small_ino);
+  CHECK (t, write_blob (s, bytes, big, 1u << 16, &big_d, &err) == 0 && inode_of (s, &big_d, &size) == big_ino);
+  CHECK (t, ib_store_put_blob (s, bytes, 10, &small, &err) == 0 && inode_of (s, &small, &size) == small_ino);
+  /* A short file under the digest's name is no copy of the blob. */
+  cleanup_free char *path = ib_store_blob_path (s, &small);
+  CHECK (t, truncate (path, 4) == 0);
+  CHECK (t, write_blob (s, bytes, 10, 10, &small, &err) == 0);
+  CHECK (t, inode_of (s, &small, &size) != small_ino && size == 10);
+  /* No temporary file is left behind. */
+  cleanup_free char *cmd = ib_xasprintf ("test -z \"$(ls -A %s/blobs/sha256 | grep '^[.]')\"", root);
+  CHECK (t, system (cmd) == 0);
+  ib_error_release (&err);
+  ib_store_free (s);
+}
+
 void
 store_tag_replaces_atomically (struct test_ctx *t)
 {
