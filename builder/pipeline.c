@@ -170,8 +170,9 @@ write_overlay (struct ib_build *b, ib_error_t *err)
   double t0 = ib_now ();
   if (ib_layer_write (b->store, b->entries, b->n_entries, &lo, &b->overlay, err) < 0)
     return ib_error_wrap (err, "overlay layer");
-  ib_report_note (b->report, "layer %s: %zu entries, %llu bytes (%.2fs)", b->overlay.desc.digest.s,
-                  b->overlay.n_entries, (unsigned long long) b->overlay.desc.size, ib_now () - t0);
+  ib_report_note (b->report, "layer %s: %zu entries, %llu bytes (%.2fs)%s", b->overlay.desc.digest.s,
+                  b->overlay.n_entries, (unsigned long long) b->overlay.desc.size, ib_now () - t0,
+                  b->overlay.kept ? ", kept from an earlier build of the same files" : "");
   return 0;
 }
 

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
@@ -41,6 +42,11 @@ struct sink
                 * (its close flushes) must not replace it */
 };
 
+/* A layer whose sources hold no more than this is read twice when its blob
+ * is not kept already: once for its diff_id alone, once to compress it.
+ * A larger one is read once, and compressed whatever is kept. */
+#define KEPT_MAX_SOURCE (8u << 20)
+
 static int
 sink_blob (void *data, const void *buf, size_t len, ib_error_t *err)
 {
@@ -56,7 +62,7 @@ sink_write (struct archive *a, void *data, const void *buf, size_t len)
   if (k->failed)
     return -1;
   ib_sha256_update (k->tar_hash, buf, len);
-  if (ib_pgzip_write (k->gz, buf, len, k->err) < 0)
+  if (k->gz && ib_pgzip_write (k->gz, buf, len, k->err) < 0)
     {
       k->failed = true;
       return -1;
@@ -235,29 +241,100 @@ write_tar (struct sink *k, const struct plan *p, long long mtime, ib_error_t *er
   return ret;
 }
 
-int
-ib_layer_write (struct ib_store *s, const struct ib_layer_entry *entries, size_t n,
-                const struct ib_layer_options *opt, struct ib_layer_result *out, ib_error_t *err)
+/* The bytes of the plan's sources, up to LIMIT + 1 (past it, the sum no
+ * longer matters); a source that cannot be read counts as 0, for the tar
+ * pass to refuse it with its own error. */
+static uint64_t
+plan_source_bytes (const struct plan *p, uint64_t limit)
 {
-  struct plan p;
-  if (make_plan (entries, n, &p, err) < 0)
+  uint64_t sum = 0;
+  for (size_t i = 0; i < p->n && sum <= limit; i++)
     {
-      free_plan (&p);
-      return -1;
+      struct stat st;
+      if (p->items[i]->type == IB_ENTRY_FILE && stat (p->items[i]->source, &st) == 0)
+        sum += (uint64_t) st.st_size;
     }
+  return sum;
+}
+
+/* Where the blob of the tar whose digest is DIFF_ID is kept: its name holds
+ * everything the gzip bytes depend on besides the tar (util/pgzip.h: the
+ * level, the block size; and zlib's version, whose deflate makes them). */
+static char *
+kept_path (struct ib_store *s, const ib_digest *diff_id, int level)
+{
+  cleanup_free char *dir = NULL;
+  ib_error_t ignored = NULL;
+  if (ib_store_cache_dir (s, "layer-gz", &dir, &ignored) < 0)
+    {
+      ib_error_release (&ignored);
+      return NULL;
+    }
+  cleanup_free char *name = ib_xasprintf ("%s-gz%d-b%u-zlib%s", ib_digest_hex (diff_id->s), level,
+                                          IB_PGZIP_BLOCK, zlibVersion ());
+  return ib_path_join (dir, name);
+}
+
+/* The blob kept at PATH for the tar DIFF_ID, when the store still holds it
+ * whole: "DIGEST SIZE\n". */
+static bool
+kept_blob (struct ib_store *s, const char *path, const ib_digest *diff_id, struct ib_layer_result *out)
+{
+  cleanup_free char *text = NULL;
+  size_t len = 0;
+  if (ib_read_file (path, 256, &text, &len, NULL) < 0)
+    return false;
+  char hex[65];
+  unsigned long long size;
+  char nl;
+  if (sscanf (text, "sha256:%64[0-9a-f] %llu%c", hex, &size, &nl) != 3 || nl != '\n' || !ib_digest_hex_valid (hex))
+    return false;
+  ib_digest d;
+  snprintf (d.s, sizeof (d.s), "sha256:%s", hex);
+  cleanup_free char *blob = ib_store_blob_path (s, &d);
+  struct stat st;
+  if (stat (blob, &st) < 0 || !S_ISREG (st.st_mode) || (uint64_t) st.st_size != size)
+    return false;
+  out->desc.media_type = ib_xstrdup (IB_MT_OCI_LAYER_GZIP);
+  out->desc.digest = d;
+  out->desc.size = size;
+  out->diff_id = *diff_id;
+  out->kept = true;
+  return true;
+}
+
+static int
+gzip_level (const struct ib_layer_options *opt)
+{
+  return opt->gzip_level >= 1 && opt->gzip_level <= 9 ? opt->gzip_level : 6;
+}
+
+/* The plan's diff_id alone: its tar hashed, not compressed. */
+static int
+tar_digest (const struct plan *p, long long mtime, ib_digest *out, ib_error_t *err)
+{
+  struct sink k = { .err = err, .tar_hash = ib_sha256_new () };
+  int r = write_tar (&k, p, mtime, err);
+  ib_sha256_final (k.tar_hash, out);
+  ib_sha256_free (k.tar_hash);
+  return r;
+}
+
+/* The tar compressed into a new blob. */
+static int
+write_blob (struct ib_store *s, const struct plan *p, const struct ib_layer_options *opt, struct ib_layer_result *out,
+            ib_error_t *err)
+{
   struct sink k = { .err = err };
   if (ib_blob_writer_new (s, &k.blob, err) < 0)
-    {
-      free_plan (&p);
-      return -1;
-    }
+    return -1;
   k.tar_hash = ib_sha256_new ();
-  int level = opt->gzip_level >= 1 && opt->gzip_level <= 9 ? opt->gzip_level : 6;
+  int level = gzip_level (opt);
   /* The thread count changes how fast, never the bytes (util/pgzip.h). */
   int threads = opt->threads > 0 ? opt->threads : ib_pgzip_default_threads ();
   int ret = ib_pgzip_new (level, threads, sink_blob, &k, &k.gz, err);
   if (ret == 0)
-    ret = write_tar (&k, &p, opt->mtime, err);
+    ret = write_tar (&k, p, opt->mtime, err);
   if (ret == 0)
     ret = ib_pgzip_finish (k.gz, err);
   ib_pgzip_free (k.gz);
@@ -265,12 +342,51 @@ ib_layer_write (struct ib_store *s, const struct ib_layer_entry *entries, size_t
     {
       ib_sha256_final (k.tar_hash, &out->diff_id);
       out->desc.media_type = ib_xstrdup (IB_MT_OCI_LAYER_GZIP);
-      out->n_entries = p.n;
       ret = ib_blob_writer_commit (k.blob, NULL, UINT64_MAX, &out->desc.digest, &out->desc.size, err);
     }
   else
     ib_blob_writer_abort (k.blob);
   ib_sha256_free (k.tar_hash);
+  return ret;
+}
+
+int
+ib_layer_write (struct ib_store *s, const struct ib_layer_entry *entries, size_t n,
+                const struct ib_layer_options *opt, struct ib_layer_result *out, ib_error_t *err)
+{
+  struct plan p;
+  int ret = make_plan (entries, n, &p, err);
+  int level = gzip_level (opt);
+  out->kept = false;
+  /* A layer built before (a warm build of the same overlay) has its blob
+   * in the store: its tar's digest finds it, and deflate, the build's
+   * largest cost after the gates, is not run again. */
+  cleanup_free char *kept = NULL;
+  if (ret == 0 && plan_source_bytes (&p, KEPT_MAX_SOURCE) <= KEPT_MAX_SOURCE)
+    {
+      ib_digest diff_id;
+      ret = tar_digest (&p, opt->mtime, &diff_id, err);
+      kept = ret == 0 ? kept_path (s, &diff_id, level) : NULL;
+      if (kept && kept_blob (s, kept, &diff_id, out))
+        {
+          out->n_entries = p.n;
+          free_plan (&p);
+          return 0;
+        }
+    }
+  if (ret == 0)
+    ret = write_blob (s, &p, opt, out, err);
+  if (ret == 0)
+    out->n_entries = p.n;
+  /* Kept under the digest of the tar just compressed (a source changed
+   * since the first pass gives another name, never a wrong blob). */
+  cleanup_free char *name = ret == 0 && kept ? kept_path (s, &out->diff_id, level) : NULL;
+  cleanup_free char *line = name ? ib_xasprintf ("%s %llu\n", out->desc.digest.s,
+                                                 (unsigned long long) out->desc.size)
+                                 : NULL;
+  ib_error_t ignored = NULL;
+  if (line && ib_write_cache_file (name, line, strlen (line), &ignored) < 0)
+    ib_error_release (&ignored);
   free_plan (&p);
   return ret;
 }

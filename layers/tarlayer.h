@@ -11,6 +11,7 @@
 #ifndef IB_TARLAYER_H
 #define IB_TARLAYER_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -45,13 +46,19 @@ struct ib_layer_result
   struct ib_descriptor desc; /* blob: media type, digest, size */
   ib_digest diff_id;
   size_t n_entries;          /* with the parent folders added */
+  bool kept;                 /* the blob was in the store already, kept from an
+                              * earlier build of the same tar: not compressed */
 };
 
 /* SOURCE_DATE_EPOCH when it is set and valid, else 0. */
 long long ib_source_date_epoch (void);
 
 /* Write ENTRIES as one layer blob into the store.  Two entries with one path
- * are an error; so is a source that is not a regular file. */
+ * are an error; so is a source that is not a regular file.  The blob of a
+ * tar written before is kept in the store's cache folder layer-gz/, by the
+ * tar's digest and what the gzip bytes depend on: when the sources hold at
+ * most 8 MiB, the tar is hashed first, and a blob the store still holds is
+ * taken as it is (the same bytes: util/pgzip.h). */
 int ib_layer_write (struct ib_store *s, const struct ib_layer_entry *entries, size_t n,
                     const struct ib_layer_options *opt, struct ib_layer_result *out, ib_error_t *err);
 

@@ -283,7 +283,8 @@ sweep_blobs (struct ib_store *s, const struct marks *m, struct ib_gc_result *out
  * name; entries keyed by content (symbols, nvcc) stay valid for any image
  * and are kept.  A layer's file list (files/) and extracted tree (rootfs/)
  * are keyed by its diff_id, which no blob is named by: they go when no
- * kept image's config names that diff_id; a merged view (views/) and the
+ * kept image's config names that diff_id, as does the blob kept for it
+ * (layer-gz/, layers/tarlayer.c); a merged view (views/) and the
  * verdicts kept per base (native-memo/, sbom-gpu/, sbom-packages/: their
  * names begin with the base's ChainID, link-check/memo.c) go when no kept
  * image begins with those layers.  run/ holds the scratch folders of runs, and none is
@@ -291,7 +292,7 @@ sweep_blobs (struct ib_store *s, const struct marks *m, struct ib_gc_result *out
 static bool
 by_diff_id (const char *kind)
 {
-  static const char *const kinds[] = { "files", "rootfs", "views", "native-memo", "sbom-gpu", "sbom-packages" };
+  static const char *const kinds[] = { "files", "rootfs", "views", "native-memo", "sbom-gpu", "sbom-packages", "layer-gz" };
   for (size_t i = 0; i < sizeof (kinds) / sizeof (*kinds); i++)
     if (strcmp (kind, kinds[i]) == 0)
       return true;

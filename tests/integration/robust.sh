@@ -253,9 +253,15 @@ t_robust_gc_sweeps_the_layer_caches_of_images_no_longer_kept() {
   stray=$(printf 'stray layer' | sha256sum | cut -d' ' -f1)
   printf 'x' >"$S/imgbuild/files/$stray"
   mkdir -p "$S/imgbuild/rootfs/$stray/opt"
+  # The overlay's blob kept by its diff_id (layer-gz/, one: the same layer
+  # over either base), and one for a layer no image names.
+  [ "$(ls "$S/imgbuild/layer-gz" | wc -l)" = 1 ]
+  printf 'x' >"$S/imgbuild/layer-gz/$stray-gz6"
   "$IB" --gc --json >gc.json
   [ ! -e "$S/imgbuild/files/$stray" ]
   [ ! -e "$S/imgbuild/rootfs/$stray" ]
+  [ ! -e "$S/imgbuild/layer-gz/$stray-gz6" ]
+  [ "$(ls "$S/imgbuild/layer-gz" | wc -l)" = 1 ]
   while read -r id; do [ -e "$S/imgbuild/files/$id" ]; done < <(cat a.ids b.ids)
   # Untag a:1: its base layer's list goes; b:1's stay, and both share the
   # overlay's layer (the same bytes over either base), which stays too.

@@ -372,12 +372,17 @@ layer_is_deterministic (struct test_ctx *t)
   struct ib_layer_options o = { .mtime = 0, .gzip_level = 6 };
   struct ib_layer_result r1 = { 0 }, r2 = { 0 }, r3 = { 0 };
   CHECK (t, ib_layer_write (s, e, 3, &o, &r1, &err) == 0);
-  /* Different source mtimes and group/other bits change nothing. */
+  /* Different source mtimes and group/other bits change nothing (in a
+   * store of its own, where the blob is compressed anew, not kept). */
   chmod (e[0].source, 0600);
   chmod (e[1].source, 0666);
   struct timespec old[2] = { { 1000, 0 }, { 1000, 0 } };
   utimensat (AT_FDCWD, e[0].source, old, 0);
-  CHECK (t, ib_layer_write (s, e, 3, &o, &r2, &err) == 0);
+  struct ib_store *s2;
+  cleanup_free char *root2 = ib_path_join (test_tmpdir (), "store2");
+  CHECK (t, ib_store_open (root2, &s2, &err) == 0);
+  CHECK (t, ib_layer_write (s2, e, 3, &o, &r2, &err) == 0 && !r2.kept);
+  ib_store_free (s2);
   CHECK_STR (t, r1.desc.digest.s, r2.desc.digest.s);
   CHECK_STR (t, r1.diff_id.s, r2.diff_id.s);
   /* Parents were added: usr, usr/lib, bin + 3 entries. */
@@ -406,9 +411,6 @@ void
 layer_same_digest_for_any_threads (struct test_ctx *t)
 {
   ib_error_t err = NULL;
-  struct ib_store *s;
-  cleanup_free char *root = ib_path_join (test_tmpdir (), "store");
-  CHECK (t, ib_store_open (root, &s, &err) == 0);
   struct ib_layer_entry e[3];
   make_entries (test_tmpdir (), e);
   size_t len = 3 * 1024 * 1024 + 777;
@@ -421,8 +423,13 @@ layer_same_digest_for_any_threads (struct test_ctx *t)
   static const int threads[] = { 1, 4, 0 };
   for (int i = 0; i < 3; i++)
     {
+      /* A store each: compressed each time, never kept from the last. */
+      struct ib_store *s;
+      cleanup_free char *root = ib_xasprintf ("%s/store%d", test_tmpdir (), i);
+      CHECK (t, ib_store_open (root, &s, &err) == 0);
       struct ib_layer_options o = { .mtime = 0, .gzip_level = 6, .threads = threads[i] };
-      CHECK (t, ib_layer_write (s, e, 3, &o, &r[i], &err) == 0);
+      CHECK (t, ib_layer_write (s, e, 3, &o, &r[i], &err) == 0 && !r[i].kept);
+      ib_store_free (s);
     }
   CHECK_STR (t, r[0].desc.digest.s, r[1].desc.digest.s);
   CHECK_STR (t, r[0].desc.digest.s, r[2].desc.digest.s);
@@ -430,6 +437,55 @@ layer_same_digest_for_any_threads (struct test_ctx *t)
   CHECK (t, r[0].desc.size > 0 && r[0].desc.size < len / 2);
   for (int i = 0; i < 3; i++)
     ib_descriptor_clear (&r[i].desc);
+}
+
+/* A layer written before is kept: the same tar gives its blob again
+ * without compressing it, for as long as the store holds the blob whole
+ * and the record is sound; anything else is compressed anew. */
+void
+layer_kept_blob_is_not_compressed_again (struct test_ctx *t)
+{
+  ib_error_t err = NULL;
+  struct ib_store *s;
+  cleanup_free char *root = ib_path_join (test_tmpdir (), "store");
+  CHECK (t, ib_store_open (root, &s, &err) == 0);
+  struct ib_layer_entry e[3];
+  make_entries (test_tmpdir (), e);
+  struct ib_layer_options o = { .mtime = 0, .gzip_level = 6, .threads = 2 };
+  struct ib_layer_result r[7] = { 0 };
+  CHECK (t, ib_layer_write (s, e, 3, &o, &r[0], &err) == 0 && !r[0].kept);
+  CHECK (t, ib_layer_write (s, e, 3, &o, &r[1], &err) == 0 && r[1].kept);
+  CHECK_STR (t, r[1].desc.digest.s, r[0].desc.digest.s);
+  CHECK_STR (t, r[1].diff_id.s, r[0].diff_id.s);
+  CHECK_STR (t, r[1].desc.media_type, r[0].desc.media_type);
+  CHECK (t, r[1].desc.size == r[0].desc.size && r[1].n_entries == r[0].n_entries);
+  /* Another level is other bytes. */
+  o.gzip_level = 9;
+  CHECK (t, ib_layer_write (s, e, 3, &o, &r[2], &err) == 0 && !r[2].kept);
+  CHECK_STR (t, r[2].diff_id.s, r[0].diff_id.s);
+  o.gzip_level = 6;
+  /* Another content is another tar. */
+  test_write (test_tmpdir (), "src/b.py", "print('B')\n");
+  CHECK (t, ib_layer_write (s, e, 3, &o, &r[3], &err) == 0 && !r[3].kept);
+  CHECK (t, strcmp (r[3].diff_id.s, r[0].diff_id.s) != 0);
+  test_write (test_tmpdir (), "src/b.py", "print('b')\n");
+  /* The blob gone (gc) or short: compressed again, to the same bytes. */
+  cleanup_free char *blob = ib_store_blob_path (s, &r[0].desc.digest);
+  CHECK (t, truncate (blob, 10) == 0);
+  CHECK (t, ib_layer_write (s, e, 3, &o, &r[4], &err) == 0 && !r[4].kept);
+  CHECK_STR (t, r[4].desc.digest.s, r[0].desc.digest.s);
+  CHECK (t, unlink (blob) == 0);
+  CHECK (t, ib_layer_write (s, e, 3, &o, &r[5], &err) == 0 && !r[5].kept);
+  CHECK_STR (t, r[5].desc.digest.s, r[0].desc.digest.s);
+  /* A damaged record is no record. */
+  cleanup_free char *cmd = ib_xasprintf ("for f in %s/imgbuild/layer-gz/%s-gz6-*; do echo sha256:12 3 >$f; done",
+                                         root, ib_digest_hex (r[0].diff_id.s));
+  CHECK (t, system (cmd) == 0);
+  CHECK (t, ib_layer_write (s, e, 3, &o, &r[6], &err) == 0 && !r[6].kept);
+  CHECK_STR (t, r[6].desc.digest.s, r[0].desc.digest.s);
+  for (int i = 0; i < 7; i++)
+    ib_descriptor_clear (&r[i].desc);
+  ib_error_release (&err);
   ib_store_free (s);
 }
 
