@@ -302,7 +302,9 @@ ib_blob_writer_abort (struct ib_blob_writer *w)
 /* Name the writer's bytes D (checked by the caller) and free the writer.
  * A blob is visible under its digest only once it is whole and synced
  * (rename after fsync), so a file already there of the same size is that
- * blob: the new bytes are dropped, and nothing is written or synced. */
+ * blob: the new bytes are dropped, and nothing is written or synced.  The
+ * folder is not synced here: ib_store_tag syncs it once for all the blobs
+ * the tag may name (a crash before loses names no tag holds yet). */
 static int
 writer_publish (struct ib_blob_writer *w, const ib_digest *d, ib_error_t *err)
 {
@@ -330,11 +332,10 @@ writer_publish (struct ib_blob_writer *w, const ib_digest *d, ib_error_t *err)
       ib_blob_writer_abort (w);
       return -1;
     }
-  const char *blobs = w->store->blobs;
   free (w->tmp_path);
   w->tmp_path = NULL; /* renamed: nothing left to remove */
   ib_blob_writer_abort (w);
-  return ib_fsync_dir (blobs, err);
+  return 0;
 }
 
 int
@@ -775,7 +776,12 @@ ib_store_tag (struct ib_store *s, const char *name, const struct ib_descriptor *
   char *text = cJSON_PrintUnformatted (index);
   cJSON_Delete (index);
   cleanup_free char *path = ib_path_join (s->root, "index.json");
-  int ret = ib_write_file_atomic (path, text, strlen (text), 0644, err);
+  /* Every blob the tag names is synced, and so is its name, before the tag
+   * is: one sync of the folder for all the blobs written since the last
+   * (by this run or another: a blob found there is used as it is). */
+  int ret = ib_fsync_dir (s->blobs, err);
+  if (ret == 0)
+    ret = ib_write_file_atomic (path, text, strlen (text), 0644, err);
   free (text);
   return ret < 0 ? ib_error_wrap (err, "tag `%s`", name ? name : manifest->digest.s) : 0;
 }

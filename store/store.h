@@ -87,7 +87,9 @@ int ib_blob_writer_write (struct ib_blob_writer *w, const void *buf, size_t len,
 /* Name the blob by its digest.  With EXPECTED, a different digest (or size,
  * when EXPECTED_SIZE is not UINT64_MAX) is an integrity error and nothing is
  * stored.  A blob the store already holds is kept as it is (no rename, no
- * fsync).  The writer is freed either way. */
+ * fsync).  The blob's name is made durable by the next ib_store_tag, which
+ * syncs the folder once for every blob written before it.  The writer is
+ * freed either way. */
 int ib_blob_writer_commit (struct ib_blob_writer *w, const ib_digest *expected, uint64_t expected_size,
                            ib_digest *out, uint64_t *size, ib_error_t *err);
 void ib_blob_writer_abort (struct ib_blob_writer *w);

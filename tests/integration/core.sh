@@ -302,3 +302,18 @@ t_build_again_writes_no_blob_the_store_holds() {
   [ "$(join -1 2 -2 2 before.txt after.txt | wc -l)" = "$(wc -l <before.txt)" ]
   "$IV" again:2 >/dev/null
 }
+
+# A build that writes several blobs syncs each one's bytes, but the store's
+# blob folder once, before the tag (store/store.c), not once per blob.
+t_build_syncs_the_blob_folder_once_before_its_tag() {
+  build_base
+  traced -f -y -qq -e trace=fsync,rename -o sync.trace "$IB" -q dsv41-flash-dcp2 -t sync:1 >out.txt
+  grep -q '^sync:1 sha256:' out.txt
+  [ "$(grep -c 'fsync([0-9]*<[^>]*/blobs/sha256/\.tmp-' sync.trace)" -ge 3 ]
+  [ "$(grep -c 'fsync([0-9]*<[^>]*/blobs/sha256>)' sync.trace)" = 1 ]
+  # ... after the last blob's rename and before index.json's.
+  grep -n 'rename(\|fsync([0-9]*<[^>]*/blobs/sha256>)' sync.trace | tail -2 >last.txt
+  grep -q 'blobs/sha256>' <(head -1 last.txt)
+  grep -q 'index.json' <(tail -1 last.txt)
+  "$IV" sync:1 >/dev/null
+}
