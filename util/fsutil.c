@@ -168,26 +168,53 @@ ib_fsync_dir (const char *dir, ib_error_t *err)
 }
 
 int
-ib_write_file_atomic (const char *path, const void *buf, size_t len, mode_t mode, ib_error_t *err)
+ib_atomic_file_open (struct ib_atomic_file *f, const char *path, ib_error_t *err)
 {
-  cleanup_free char *tmp = ib_xasprintf ("%s.tmp-XXXXXX", path);
-  cleanup_close int fd = mkostemp (tmp, O_CLOEXEC);
-  if (fd < 0)
-    return ib_error_errno (err, errno, IB_EENV, "create `%s`", tmp);
-  if (ib_write_all (fd, buf, len, tmp, err) < 0 || fchmod (fd, mode) < 0 || fsync (fd) < 0)
+  f->tmp = ib_xasprintf ("%s.tmp-XXXXXX", path);
+  f->fd = mkostemp (f->tmp, O_CLOEXEC);
+  if (f->fd < 0)
     {
-      if (err && *err == NULL)
-        ib_error_errno (err, errno, IB_EENV, "write `%s`", tmp);
-      unlink (tmp);
+      ib_error_errno (err, errno, IB_EENV, "create `%s`", f->tmp);
+      free (f->tmp);
+      f->tmp = NULL;
       return -1;
     }
-  if (rename (tmp, path) < 0)
+  f->path = ib_xstrdup (path);
+  return 0;
+}
+
+void
+ib_atomic_file_abort (struct ib_atomic_file *f)
+{
+  if (f->fd >= 0)
+    close (f->fd);
+  if (f->tmp)
+    unlink (f->tmp);
+  free (f->tmp);
+  free (f->path);
+  *f = (struct ib_atomic_file){ .fd = -1 };
+}
+
+int
+ib_atomic_file_commit (struct ib_atomic_file *f, mode_t mode, bool durable, ib_error_t *err)
+{
+  if (fchmod (f->fd, mode) < 0 || (durable && fsync (f->fd) < 0))
     {
-      int e = errno;
-      unlink (tmp);
-      return ib_error_errno (err, e, IB_EENV, "rename `%s`", path);
+      ib_error_errno (err, errno, IB_EENV, "write `%s`", f->tmp);
+      ib_atomic_file_abort (f);
+      return -1;
     }
-  cleanup_free char *dir = ib_xstrdup (path);
+  if (rename (f->tmp, f->path) < 0)
+    {
+      ib_error_errno (err, errno, IB_EENV, "rename `%s`", f->path);
+      ib_atomic_file_abort (f);
+      return -1;
+    }
+  free (steal_pointer (&f->tmp)); /* renamed: nothing left to unlink */
+  cleanup_free char *dir = ib_xstrdup (f->path);
+  ib_atomic_file_abort (f);
+  if (!durable)
+    return 0;
   char *slash = strrchr (dir, '/');
   if (slash == NULL)
     return ib_fsync_dir (".", err);
@@ -195,21 +222,30 @@ ib_write_file_atomic (const char *path, const void *buf, size_t len, mode_t mode
   return ib_fsync_dir (*dir ? dir : "/", err);
 }
 
+static int
+write_whole (const char *path, const void *buf, size_t len, mode_t mode, bool durable, ib_error_t *err)
+{
+  struct ib_atomic_file f;
+  if (ib_atomic_file_open (&f, path, err) < 0)
+    return -1;
+  if (ib_write_all (f.fd, buf, len, f.tmp, err) < 0)
+    {
+      ib_atomic_file_abort (&f);
+      return -1;
+    }
+  return ib_atomic_file_commit (&f, mode, durable, err);
+}
+
+int
+ib_write_file_atomic (const char *path, const void *buf, size_t len, mode_t mode, ib_error_t *err)
+{
+  return write_whole (path, buf, len, mode, true, err);
+}
+
 int
 ib_write_cache_file (const char *path, const void *buf, size_t len, ib_error_t *err)
 {
-  cleanup_free char *tmp = ib_xasprintf ("%s.tmp-XXXXXX", path);
-  cleanup_close int fd = mkostemp (tmp, O_CLOEXEC);
-  if (fd < 0)
-    return ib_error_errno (err, errno, IB_EENV, "create `%s`", tmp);
-  if (ib_write_all (fd, buf, len, tmp, err) < 0 || fchmod (fd, 0644) < 0 || rename (tmp, path) < 0)
-    {
-      if (err && *err == NULL)
-        ib_error_errno (err, errno, IB_EENV, "write `%s`", path);
-      unlink (tmp);
-      return -1;
-    }
-  return 0;
+  return write_whole (path, buf, len, 0644, false, err);
 }
 
 int

@@ -6,6 +6,7 @@
 #define IB_FSUTIL_H
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -19,6 +20,19 @@ int ib_write_file_atomic (const char *path, const void *buf, size_t len, mode_t 
  * (never torn), without fsync, so thousands of small cache files cost no
  * disk flushes.  Readers must check that the content is complete. */
 int ib_write_cache_file (const char *path, const void *buf, size_t len, ib_error_t *err);
+/* The same for a file written in pieces (a cache too large to hold whole
+ * in memory): open makes PATH.tmp-XXXXXX, the caller writes FD (e.g. with
+ * ib_write_all), commit renames it over PATH (DURABLE: fsync'd first, and
+ * its folder after, as ib_write_file_atomic does), abort removes it; both
+ * release F. */
+struct ib_atomic_file
+{
+  int fd;
+  char *tmp, *path;
+};
+int ib_atomic_file_open (struct ib_atomic_file *f, const char *path, ib_error_t *err);
+int ib_atomic_file_commit (struct ib_atomic_file *f, mode_t mode, bool durable, ib_error_t *err);
+void ib_atomic_file_abort (struct ib_atomic_file *f);
 /* Read a whole file of at most MAX bytes (a larger one is an error). */
 int ib_read_file (const char *path, size_t max, char **out, size_t *len, ib_error_t *err);
 int ib_fsync_dir (const char *dir, ib_error_t *err);

@@ -56,6 +56,14 @@ ib_fs_strings_adopt (struct ib_fs_strings **to, struct ib_fs_strings **from)
 }
 
 void
+ib_fs_strings_release (const struct ib_fs_strings *pool)
+{
+  for (; pool; pool = pool->next)
+    if (pool->map)
+      madvise (pool->map, pool->map_len, MADV_DONTNEED);
+}
+
+void
 ib_fs_strings_free (struct ib_fs_strings *pool)
 {
   while (pool)
@@ -123,13 +131,96 @@ init_head (struct cache_head *h, const struct cache_kind *kind, const ib_digest 
   h->byte_order = BYTE_ORDER_MARK;
 }
 
-static uint32_t
-put_string (char *strings, size_t *used, const char *s)
+/* The file written through a buffer of its own: a base's view of 190,000
+ * entries is 30 MB, and built whole in memory it was the cold build's peak
+ * at 16 GB (63 -> 93 MB while it was written). */
+#define OUT_BUF (64u << 10)
+
+struct out
 {
-  size_t len = strlen (s) + 1, at = *used;
-  memcpy (strings + at, s, len);
-  *used += len;
+  struct ib_atomic_file f;
+  char buf[OUT_BUF];
+  size_t used;
+  int failed;
+  ib_error_t *err;
+};
+
+static void
+out_flush (struct out *o)
+{
+  if (!o->failed && o->used && ib_write_all (o->f.fd, o->buf, o->used, o->f.tmp, o->err) < 0)
+    o->failed = 1;
+  o->used = 0;
+}
+
+static void
+out_put (struct out *o, const void *p, size_t len)
+{
+  while (len > 0)
+    {
+      if (o->used == OUT_BUF)
+        out_flush (o);
+      size_t k = len < OUT_BUF - o->used ? len : OUT_BUF - o->used;
+      memcpy (o->buf + o->used, p, k);
+      o->used += k;
+      p = (const char *) p + k;
+      len -= k;
+    }
+}
+
+/* A string's offset in the file's strings, where the strings are put in
+ * the order their offsets were taken. */
+static uint32_t
+string_at (size_t *used, const char *s)
+{
+  size_t at = *used;
+  *used += strlen (s) + 1;
   return (uint32_t) at;
+}
+
+/* Every this many entries written, the pages of the mapped lists that
+ * L's entries point into are given back: writing a view reads every
+ * entry's digest and path, and the records and strings of a base of
+ * 190,000 entries (30 MB of lists) would otherwise all be in memory at
+ * once. */
+#define RELEASE_EVERY 8192
+
+static void
+put_records (struct out *o, const struct cache_kind *kind, const struct ib_fs_list *l, size_t *used)
+{
+  for (size_t i = 0; i < l->n; i++)
+    {
+      if (i % RELEASE_EVERY == RELEASE_EVERY - 1)
+        ib_fs_strings_release (l->strings);
+      const struct ib_fs_entry *e = &l->e[i];
+      struct cache_rec r = { .size = e->size, .mode = e->mode, .type = e->type };
+      r.layer = kind->layers ? (uint16_t) e->layer : 0;
+      r.path = string_at (used, e->path);
+      r.link = e->link ? string_at (used, e->link) : 0;
+      memcpy (r.digest, e->digest, e->digest[0] ? 64 : 0);
+      out_put (o, &r, sizeof (r));
+    }
+  for (size_t i = 0; i < l->n_hazards; i++)
+    {
+      uint32_t at = string_at (used, l->hazards[i]);
+      out_put (o, &at, sizeof (at));
+    }
+}
+
+static void
+put_strings (struct out *o, const struct ib_fs_list *l)
+{
+  out_put (o, "", 1);
+  for (size_t i = 0; i < l->n; i++)
+    {
+      if (i % RELEASE_EVERY == RELEASE_EVERY - 1)
+        ib_fs_strings_release (l->strings);
+      out_put (o, l->e[i].path, strlen (l->e[i].path) + 1);
+      if (l->e[i].link)
+        out_put (o, l->e[i].link, strlen (l->e[i].link) + 1);
+    }
+  for (size_t i = 0; i < l->n_hazards; i++)
+    out_put (o, l->hazards[i], strlen (l->hazards[i]) + 1);
 }
 
 static int
@@ -154,28 +245,22 @@ cache_save (const char *path, const struct cache_kind *kind, const ib_digest *id
   h.n = l->n;
   h.n_hazards = l->n_hazards;
   h.strings_size = strings_size;
-  size_t recs_at = sizeof (h), hz_at = recs_at + l->n * sizeof (struct cache_rec);
-  size_t strings_at = hz_at + l->n_hazards * sizeof (uint32_t), len = strings_at + strings_size;
-  cleanup_free char *buf = ib_xcalloc (1, len);
-  memcpy (buf, &h, sizeof (h));
-  char *strings = buf + strings_at;
+  cleanup_free struct out *o = ib_xcalloc (1, sizeof (*o));
+  o->err = err;
+  if (ib_atomic_file_open (&o->f, path, err) < 0)
+    return -1;
+  out_put (o, &h, sizeof (h));
   size_t used = 1;
-  for (size_t i = 0; i < l->n; i++)
+  put_records (o, kind, l, &used);
+  put_strings (o, l);
+  out_flush (o);
+  ib_fs_strings_release (l->strings);
+  if (o->failed)
     {
-      const struct ib_fs_entry *e = &l->e[i];
-      struct cache_rec r = { .size = e->size, .mode = e->mode, .type = e->type };
-      r.layer = kind->layers ? (uint16_t) e->layer : 0;
-      r.path = put_string (strings, &used, e->path);
-      r.link = e->link ? put_string (strings, &used, e->link) : 0;
-      memcpy (r.digest, e->digest, e->digest[0] ? 64 : 0);
-      memcpy (buf + recs_at + i * sizeof (r), &r, sizeof (r));
+      ib_atomic_file_abort (&o->f);
+      return -1;
     }
-  for (size_t i = 0; i < l->n_hazards; i++)
-    {
-      uint32_t at = put_string (strings, &used, l->hazards[i]);
-      memcpy (buf + hz_at + i * sizeof (at), &at, sizeof (at));
-    }
-  return ib_write_file_atomic (path, buf, len, 0644, err);
+  return ib_atomic_file_commit (&o->f, 0644, true, err);
 }
 
 int
@@ -289,9 +374,10 @@ cache_load (const char *path, const struct cache_kind *kind, const ib_digest *id
   if (fd < 0 || fstat (fd, &st) < 0 || !S_ISREG (st.st_mode) || (uint64_t) st.st_size < sizeof (struct cache_head))
     return false;
   size_t len = (size_t) st.st_size;
-  /* Private and writable: the strings are the entries' `char *`, and a
-   * write to one (nobody does) must not reach the file. */
-  char *map = mmap (NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+  /* Read-only: the strings are the entries' `char *`, and nobody writes
+   * them; so the pages read can be given back at any time (MADV_DONTNEED
+   * of a written private page would lose the write). */
+  char *map = mmap (NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
   if (map == MAP_FAILED)
     return false;
   struct cache_head h, want;

@@ -20,6 +20,10 @@ char *ib_fs_strings_add (struct ib_fs_strings **pool, const char *s, size_t len)
 /* Move every block of *FROM into *TO (*FROM becomes empty). */
 void ib_fs_strings_adopt (struct ib_fs_strings **to, struct ib_fs_strings **from);
 void ib_fs_strings_free (struct ib_fs_strings *pool);
+/* Give back the pages of the cache files mapped in POOL that reads brought
+ * in (its other blocks stay): a later read takes them from the file again.
+ * The files are mapped read-only, so nothing is lost. */
+void ib_fs_strings_release (const struct ib_fs_strings *pool);
 
 /* Write L, the list of the layer DIFF_ID, to PATH, atomically. */
 int ib_fs_cache_save (const char *path, const ib_digest *diff_id, const struct ib_fs_list *l, ib_error_t *err);

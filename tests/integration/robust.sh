@@ -336,3 +336,54 @@ t_robust_merged_view_of_a_base_is_kept_by_chain_id() {
   ls "$S/imgbuild/sbom-gpu" "$S/imgbuild/sbom-packages" >memos.txt
   refute grep -q "^${chain#sha256:}-" memos.txt
 }
+
+# many_entry_base LAYOUT LAYERS FILES: a base of LAYERS layers of FILES
+# empty regular files each (and their folders), with paths of some 70
+# bytes, as a base of 16 GB has 190,000 entries in 8 layers.
+many_entry_base() {
+  local k
+  umoci init --layout "$1" && umoci new --image "$1:base"
+  for k in $(seq 1 "$2"); do
+    python3 - "m$k.tar" "$k" "$3" <<'PY'
+import sys, tarfile
+out, layer, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+with tarfile.open(out, "w", format=tarfile.GNU_FORMAT) as t:
+    for d in range(0, n, 100):
+        folder = tarfile.TarInfo(f"usr/share/generated-{layer}/package-{d // 100:05d}")
+        folder.type, folder.mode = tarfile.DIRTYPE, 0o755
+        t.addfile(folder)
+        for i in range(d, min(d + 100, n)):
+            f = tarfile.TarInfo(f"{folder.name}/module_with_a_longer_name_{i:06d}.py")
+            f.mode = 0o644
+            t.addfile(f)
+PY
+    umoci raw add-layer --image "$1:base" --tag base "m$k.tar"
+    rm -f "m$k.tar"
+  done
+}
+
+# The memory of a build and of imgverify over a base of many entries is
+# bounded (issue 18: 64 MiB at 16 GB).  Every layer's file list and the
+# merged view are written through a small buffer, not built whole in
+# memory; a list just computed is read back mapped, its digests and paths
+# off the heap; and the pages of the mapped lists that a merge or a write
+# read are given back.  Over 8 layers of 20,000 files the build peaked at
+# 80 MB before (imgverify, which merges and writes the view of the image's
+# 9 layers, at 74 MB); now at 45 and 36 MB.
+t_robust_memory_over_a_base_of_many_entries_bounded() {
+  many_entry_base lm 8 20000
+  mkdir -p def && echo hello >def/hello.txt
+  printf '[image]\nname = x:1\nfrom = scratch\n[copy]\nfile hello.txt /hello.txt\n[new]\n/hello.txt\n' >def/image.conf
+  "$IB" -q --smoke=off --from oci:lm:base def -t x:1 --report json:build.json >x1.out
+  "$IV" x:1 --report json:verify.json 2>verify.err >/dev/null
+  jq -e '.status == "pass"' verify.json
+  local views built verified
+  views=$(ls "$IMGBUILD_STORE/imgbuild/views" | wc -l)
+  [ "$views" -ge 1 ]
+  built=$(jq -e '.resources.peak_rss_kib' build.json)
+  verified=$(jq -e '.resources.peak_rss_kib' verify.json)
+  log "peak RSS over 160,000 entries: build $built KiB, imgverify $verified KiB"
+  # (not under the sanitizers, whose shadow memory is no figure of ours)
+  [ -n "${IB_SANITIZE:-}" ] || [ "$built" -lt $((56 * 1024)) ]
+  [ -n "${IB_SANITIZE:-}" ] || [ "$verified" -lt $((56 * 1024)) ]
+}
