@@ -408,6 +408,9 @@ cache_load (const char *path, const struct cache_kind *kind, const ib_digest *id
       clear_list (l);
       return false;
     }
+  /* The order check read every path: given back, a check reads again only
+   * what it looks at (a view of 190,000 entries has 13 MB of them). */
+  madvise (map, len, MADV_DONTNEED);
   return true;
 }
 

@@ -101,6 +101,9 @@ size_t ib_fsview_glob (const struct ib_fsview *v, const char *pattern, const str
  * second not found already, and so on. */
 size_t ib_fsview_glob_all (const struct ib_fsview *v, const char *const *patterns, size_t n_patterns,
                            const struct ib_fs_entry ***out);
+/* The view's entry I, in path order.  A walk gives back, every 8,192
+ * entries, the pages of the view's mapped lists that it read: its entries'
+ * strings stay valid, read again from the files when needed. */
 const struct ib_fs_entry *ib_fsview_at (const struct ib_fsview *v, size_t i);
 void ib_fsview_free (struct ib_fsview *v);
 
