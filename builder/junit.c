@@ -343,7 +343,10 @@ ib_report_write_files (struct ib_report *r, const char *prog, char *const *specs
       cleanup_free char *body = junit ? text : ib_xasprintf ("%s\n", text);
       if (!junit)
         free (text);
-      if (ib_write_file_atomic (path, body, strlen (body), 0644, err) < 0)
+      /* Whole or not there (a temporary renamed over it), but not synced:
+       * the report is for whoever reads it after the run, not state the
+       * store depends on, and two disk flushes were a tenth of a thin push. */
+      if (ib_write_cache_file (path, body, strlen (body), err) < 0)
         return ib_error_wrap (err, "--report %s", specs[i]);
     }
   return 0;

@@ -380,3 +380,19 @@ t_report_separates_own_memory_from_its_programs() {
     jq -e '.resources.peak_rss_kib > 1024' $f
   done
 }
+
+# A --report file is written whole (a temporary renamed over it) but not
+# synced to disk, nor is its folder (builder/junit.c): it is no store state.
+t_report_file_written_whole_without_a_disk_flush() {
+  mkdir -p d
+  echo one >d/one.txt
+  printf '[image]\nname = rep:1\nfrom = scratch\n[copy]\nfile one.txt /one.txt\n[new]\n/\n' >d/image.conf
+  traced -f -y -qq -e trace=fsync,rename -o t.trace "$IB" -q --smoke=off d --report json:rep.json \
+    --report junit:rep.xml >/dev/null
+  jq -e '.status == "pass"' rep.json >/dev/null
+  grep -q '<testsuites' rep.xml
+  grep -q 'rename(".*rep\.json\.tmp-' t.trace
+  grep -q 'fsync(' t.trace # the store's own syncs: the trace saw them
+  refute grep -q 'fsync([0-9]*<[^>]*rep\.\(json\|xml\)' t.trace
+  refute grep -q "fsync([0-9]*<$PWD>)" t.trace
+}
