@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -12,6 +13,8 @@
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
 #include "../util/gunzip.h"
+#include "inflate_index.h"
+#include "pinflate.h"
 #include "tarcheck.h"
 
 #define IN_CHUNK (256u << 10)
@@ -27,6 +30,9 @@
 /* Below this blob size the reader hashes on its own thread: starting and
  * joining one costs more than it saves (measured: see the commit). */
 #define THREAD_MIN_BLOB (1u << 20)
+/* Below this blob size a layer is read in one piece: an inflate index
+ * (inflate_index.h) is neither recorded nor used. */
+#define INDEX_MIN_BLOB IB_INFLATE_INDEX_SPAN
 
 struct slot
 {
@@ -71,6 +77,10 @@ struct ib_layer_reader
   struct archive *a;
   struct ib_tar_check *check;
   ib_error_t pending; /* an error raised inside a libarchive callback */
+  struct ib_inflate_index *index;          /* the blob's, when it has one */
+  struct ib_pinflate *pin;                 /* inflating on several threads with it */
+  struct ib_inflate_index_writer *record;  /* recording one: it has none */
+  unsigned char *snap;                     /* a checkpoint being recorded */
   void (*progress) (void *, unsigned long long);
   void *progress_data;
 };
@@ -122,10 +132,65 @@ fill_input (struct ib_layer_reader *r)
   return 0;
 }
 
+/* After an inflate step that made MADE bytes: a checkpoint of the index
+ * being recorded when one is due and the inflater stands at one (all the
+ * blob read so far consumed).  The index is derived data: when it cannot
+ * be written, it is not recorded. */
+static void
+record_checkpoint (struct ib_layer_reader *r, size_t made)
+{
+  uint64_t out = r->produced + made;
+  if (r->record == NULL || r->in_pos != r->in_len || !ib_inflate_index_writer_due (r->record, out)
+      || !ib_gunzip_snapshot (r->gz, r->snap))
+    return;
+  ib_error_t e = NULL;
+  if (ib_inflate_index_writer_add (r->record, r->blob_size, out, r->snap, &e) < 0)
+    {
+      ib_inflate_index_writer_free (steal_pointer (&r->record));
+      ib_error_release (&e);
+    }
+}
+
+/* produce with the index: the pieces in order from the inflating threads,
+ * the blob's bytes hashed and counted as the sequential reads do. */
+static ssize_t
+produce_parallel (struct ib_layer_reader *r)
+{
+  for (;;)
+    {
+      struct ib_piece pc;
+      bool truncated = false;
+      int x = ib_pinflate_next (r->pin, &pc, &truncated, &r->pending);
+      if (x < 0 && truncated)
+        return ib_error (&r->pending, IB_EINTEGRITY, "layer %s is truncated", r->blob.digest.s);
+      if (x < 0)
+        return r->pending->class == IB_EINTEGRITY ? ib_error_wrap (&r->pending, "layer %s", r->blob.digest.s) : -1;
+      if (x == 0)
+        {
+          r->stream_end = r->drained = true;
+          return 0;
+        }
+      if (pc.kind == IB_PIECE_BLOB)
+        {
+          ib_hash_worker_submit (r->hw, r->blob_hash, pc.buf, pc.len);
+          r->blob_size += pc.len;
+          if (r->progress)
+            r->progress (r->progress_data, (unsigned long long) pc.len);
+          continue;
+        }
+      r->out = (unsigned char *) pc.buf;
+      r->produced += pc.len;
+      ib_hash_worker_submit (r->hw, r->tar_hash, pc.buf, pc.len);
+      return (ssize_t) pc.len;
+    }
+}
+
 /* Produce up to OUT_CHUNK uncompressed bytes; 0 at the end of the stream. */
 static ssize_t
 produce (struct ib_layer_reader *r)
 {
+  if (r->pin)
+    return produce_parallel (r);
   if (r->out == NULL || r->out_full)
     r->out = next_slot (r, r->out_ring, OUT_SLOTS, OUT_CHUNK, &r->out_i);
   r->out_full = false;
@@ -158,6 +223,7 @@ produce (struct ib_layer_reader *r)
               < 0)
             return ib_error_wrap (&r->pending, "layer %s", r->blob.digest.s);
           r->in_pos += used;
+          record_checkpoint (r, made);
         }
       else
         {
@@ -217,13 +283,13 @@ reader_start (struct ib_layer_reader *r, const struct ib_descriptor *blob, ib_er
 {
   if (r->fd < 0)
     return ib_error_wrap (err, "layer %s", blob->digest.s);
-  if (fill_input (r) < 0)
+  if (r->pin == NULL && fill_input (r) < 0)
     {
       ib_error_release (err);
       *err = steal_pointer (&r->pending);
       return -1;
     }
-  r->codec = sniff (r->in, r->in_len);
+  r->codec = r->pin ? CODEC_GZIP : sniff (r->in, r->in_len);
   if (r->codec == CODEC_GZIP && ib_gunzip_new (&r->gz, err) < 0)
     return -1;
   if (r->codec == CODEC_ZSTD && (r->zs = ZSTD_createDStream ()) == NULL)
@@ -243,9 +309,50 @@ reader_start (struct ib_layer_reader *r, const struct ib_descriptor *blob, ib_er
   return 0;
 }
 
+/* A gzip blob of LENGTH bytes from OFFSET, large enough to be cut: with
+ * its index and THREADS > 1, inflated on THREADS threads; without a usable
+ * index, one is recorded as it is read.  Nothing here can fail the read:
+ * without an index it is read sequentially, as always. */
+static void
+setup_index (struct ib_layer_reader *r, uint64_t offset, uint64_t length, int threads)
+{
+  unsigned char magic[2];
+  if (r->fd < 0 || length < INDEX_MIN_BLOB || ib_gunzip_snapshot_size () == 0
+      || pread (r->fd, magic, 2, (off_t) offset) != 2 || sniff (magic, 2) != CODEC_GZIP)
+    return;
+  ib_error_t e = NULL;
+  if (ib_inflate_index_load (r->store, &r->blob.digest, length, &r->index, &e) < 0)
+    ib_error_release (&e);
+  if (r->index && threads > 1
+      && ib_pinflate_new (r->fd, r->path, offset, length, r->index, threads, &r->pin, &e) < 0)
+    ib_error_release (&e);
+  if (r->index == NULL && ib_inflate_index_writer_new (r->store, &r->blob.digest, &r->record, &e) < 0)
+    ib_error_release (&e);
+  if (r->record)
+    r->snap = ib_xmalloc (ib_gunzip_snapshot_size ());
+}
+
+/* The length of the blob at L: its range, or the rest of its file. */
+static uint64_t
+blob_length (int fd, const struct ib_blob_loc *l)
+{
+  struct stat st;
+  if (l->length != UINT64_MAX)
+    return l->length;
+  return fd >= 0 && fstat (fd, &st) == 0 && (uint64_t) st.st_size > l->offset ? (uint64_t) st.st_size - l->offset
+                                                                                : 0;
+}
+
 int
 ib_layer_reader_open (struct ib_store *s, const struct ib_descriptor *blob, const ib_digest *expected_diff_id,
                       struct ib_layer_reader **out, ib_error_t *err)
+{
+  return ib_layer_reader_open_threads (s, blob, expected_diff_id, 1, out, err);
+}
+
+int
+ib_layer_reader_open_threads (struct ib_store *s, const struct ib_descriptor *blob, const ib_digest *expected_diff_id,
+                              int threads, struct ib_layer_reader **out, ib_error_t *err)
 {
   struct ib_blob_loc loc;
   if (ib_store_locate_blob (s, &blob->digest, &loc, err) < 0)
@@ -265,7 +372,10 @@ ib_layer_reader_open (struct ib_store *s, const struct ib_descriptor *blob, cons
   r->tar_hash = ib_sha256_new ();
   r->check = ib_tar_check_new ();
   r->entry_size = -1;
-  r->hw = ib_hash_worker_new (loc.length >= THREAD_MIN_BLOB && cpus_usable () > 1);
+  setup_index (r, loc.offset, blob_length (r->fd, &loc), threads);
+  /* With several inflating threads, this one hashes: it only waits for
+   * them otherwise. */
+  r->hw = ib_hash_worker_new (r->pin == NULL && loc.length >= THREAD_MIN_BLOB && cpus_usable () > 1);
   if (reader_start (r, blob, err) < 0)
     {
       ib_layer_reader_free (r);
@@ -374,6 +484,10 @@ ib_layer_reader_end (struct ib_layer_reader *r, ib_digest *diff_id, ib_error_t *
         break;
     }
   ib_hash_worker_drain (r->hw);
+  /* A checkpoint that was not where the stream was: the next whole read
+   * records the index again. */
+  if (r->pin && ib_pinflate_fell_back (r->pin))
+    ib_inflate_index_drop (r->store, &r->blob.digest);
   ib_digest blob, tar;
   ib_sha256_final (r->blob_hash, &blob);
   ib_sha256_final (r->tar_hash, &tar);
@@ -389,6 +503,10 @@ ib_layer_reader_end (struct ib_layer_reader *r, ib_digest *diff_id, ib_error_t *
     *diff_id = tar;
   if (r->have_diff_id)
     ib_store_mark_hashed (r->store, &r->blob.digest);
+  /* The blob is what its digest says: its checkpoints are its own. */
+  ib_error_t e = NULL;
+  if (r->record && ib_inflate_index_writer_commit (r->record, r->blob_size, &e) < 0)
+    ib_error_release (&e);
   return 0;
 }
 
@@ -397,8 +515,13 @@ ib_layer_reader_free (struct ib_layer_reader *r)
 {
   if (r == NULL)
     return;
-  /* First: the worker may still be reading the rings' buffers. */
+  /* First: the workers may still be reading the rings' buffers and the
+   * blob. */
   ib_hash_worker_free (r->hw);
+  ib_pinflate_free (r->pin);
+  ib_inflate_index_free (r->index);
+  ib_inflate_index_writer_free (r->record);
+  free (r->snap);
   if (r->a)
     archive_read_free (r->a);
   ib_gunzip_free (r->gz);

@@ -22,6 +22,12 @@ struct ib_layer_reader;
  * (ib_store_mark_hashed), so caches keyed by it may be used. */
 int ib_layer_reader_open (struct ib_store *s, const struct ib_descriptor *blob, const ib_digest *expected_diff_id,
                           struct ib_layer_reader **out, ib_error_t *err);
+/* The same; a gzip blob that has an inflate index (inflate_index.h) is
+ * inflated on THREADS threads when THREADS > 1 (the caller's share of the
+ * CPUs), with the same bytes, verdicts and errors as when read on one. */
+int ib_layer_reader_open_threads (struct ib_store *s, const struct ib_descriptor *blob,
+                                  const ib_digest *expected_diff_id, int threads, struct ib_layer_reader **out,
+                                  ib_error_t *err);
 /* Called with the number of blob bytes read, as they are read (progress). */
 void ib_layer_reader_on_progress (struct ib_layer_reader *r, void (*fn) (void *, unsigned long long), void *data);
 /* 1 and *ENTRY set, 0 at the end, -1 on error. */

@@ -46,6 +46,7 @@ struct pool
   size_t next;
   pthread_mutex_t lock;
   struct ib_progress *progress;
+  int inflate_threads; /* for each layer (layer_reader.h) */
 };
 
 static void
@@ -59,7 +60,7 @@ check_layer (struct pool *p, struct item *it)
 {
   ib_error_t err = NULL;
   struct ib_layer_reader *r;
-  if (ib_layer_reader_open (p->store, &it->desc, &it->diff_id, &r, &err) == 0)
+  if (ib_layer_reader_open_threads (p->store, &it->desc, &it->diff_id, p->inflate_threads, &r, &err) == 0)
     {
       ib_layer_reader_on_progress (r, on_bytes, p->progress);
       struct archive_entry *ae;
@@ -141,6 +142,23 @@ worker (void *data)
     }
 }
 
+/* Layers this large are worth inflating on several threads (when they
+ * have an inflate index): below, a layer is over before they start. */
+#define BIG_LAYER (16ull << 20)
+
+/* The threads each layer may inflate on: the pool's T threads shared by
+ * the big layers, when there are fewer of them than T (one base layer of
+ * most of the image's bytes); else one each, the layers themselves
+ * keeping every thread busy. */
+static int
+inflate_threads (const struct item *items, size_t n, int t)
+{
+  int big = 0;
+  for (size_t i = 0; i < n; i++)
+    big += items[i].is_layer && items[i].desc.size != UINT64_MAX && items[i].desc.size >= BIG_LAYER;
+  return big > 0 && big < t ? t / big : 1;
+}
+
 static void
 run_pool (struct ib_store *s, struct item *items, size_t n, int jobs, struct ib_report *report, const char *what)
 {
@@ -150,6 +168,7 @@ run_pool (struct ib_store *s, struct item *items, size_t n, int jobs, struct ib_
   struct pool p = { .store = s, .items = items, .n = n, .progress = ib_progress_start (report, what, total) };
   pthread_mutex_init (&p.lock, NULL);
   int t = jobs > 0 ? jobs : ib_online_cpus ();
+  p.inflate_threads = inflate_threads (items, n, t);
   if ((size_t) t > n)
     t = (int) (n ? n : 1);
   pthread_t *th = ib_xcalloc ((size_t) t, sizeof (*th));

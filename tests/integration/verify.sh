@@ -268,3 +268,64 @@ t_imgverify_smoke_without_gpus_fails() {
   # Without --smoke, the same image passes: the failure is the smoke test's.
   "$IV" dsv41-flash-dcp2:local >/dev/null
 }
+
+# imgverify's reports with the times and resources taken out.
+verdict_of() { jq -S 'del(.. | .seconds?) | del(.resources)' "$1"; }
+
+# A big gzip layer's inflate index (layers/inflate_index.h): recorded by
+# the first imgverify, used by the next (its two threads) with the same
+# report; a forged one (a checkpoint's history changed, its hash made
+# right) is not believed: the same report, and it is dropped; the blob
+# altered after its index was recorded fails as it does without one; gc
+# removes the index with its blob.
+t_verify_inflate_index_recorded_used_forged_and_swept() {
+  local S=$IMGBUILD_STORE layer idx
+  mkdir d
+  /usr/bin/python3 - d/big.bin <<'PY'
+import random, sys
+r = random.Random(7)
+text = bytes(r.choice(b"abcdefgh \n") for _ in range(1 << 15))
+with open(sys.argv[1], "wb") as f:
+    for i in range(40):  # 40 MiB, half of it random: a layer of about 24 MiB
+        f.write(r.randbytes(1 << 19))
+        f.write(text[i:] + text[:i] * 15)
+PY
+  printf '[image]\nname = big:1\nfrom = scratch\n[copy]\nfile big.bin /big.bin\n[new]\n/\n' >d/image.conf
+  "$IB" -q --smoke=off d -t big:1 >/dev/null
+  layer=$(skopeo inspect "oci:$S:big:1" | jq -r '.Layers[0]' | cut -d: -f2)
+  idx=$S/imgbuild/inflate-index/$layer
+  "$IV" --json big:1 >1.json
+  [ -s "$idx" ]
+  "$IV" --json big:1 >2.json
+  [ -s "$idx" ]
+  diff <(verdict_of 1.json) <(verdict_of 2.json)
+  /usr/bin/python3 - "$idx" <<'PY'
+import hashlib, struct, sys
+b = bytearray(open(sys.argv[1], "rb").read())
+n = struct.unpack("<Q", b[-40:-32])[0]
+snap = (len(b) - 73 - 40) // n - 16
+b[73 + snap - 32768 + 1000] ^= 1  # the first checkpoint's history (its last 32 KiB)
+b[-32:] = hashlib.sha256(b[:-32]).digest()
+open(sys.argv[1], "wb").write(b)
+PY
+  "$IV" --json big:1 >3.json
+  diff <(verdict_of 1.json) <(verdict_of 3.json)
+  [ ! -e "$idx" ]
+  # Recorded again; in a copy of the store, the blob altered after it.
+  "$IV" big:1 >/dev/null
+  [ -s "$idx" ]
+  cp -r "$S" s2
+  flip_byte "s2/blobs/sha256/$layer" 60
+  local rc=0
+  IMGBUILD_STORE=$PWD/s2 "$IV" --json big:1 >4.json || rc=$?
+  [ "$rc" = 4 ]
+  rm -f "s2/imgbuild/inflate-index/$layer"
+  IMGBUILD_STORE=$PWD/s2 "$IV" --json big:1 >5.json || true
+  diff <(verdict_of 4.json) <(verdict_of 5.json)
+  # Untagged and collected, the index goes with its blob.
+  jq -c '.manifests |= map(select(.annotations["org.opencontainers.image.ref.name"] != "big:1"))' "$S/index.json" >i.json
+  cp i.json "$S/index.json"
+  "$IB" --gc >/dev/null
+  [ ! -e "$S/blobs/sha256/$layer" ]
+  [ ! -e "$idx" ]
+}
