@@ -4,7 +4,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
@@ -122,24 +121,6 @@ push (struct worker *w, enum entry_kind kind, unsigned char *buf, size_t len)
   return ok;
 }
 
-static ssize_t
-pread_full (int fd, unsigned char *buf, size_t len, uint64_t off)
-{
-  size_t got = 0;
-  while (got < len)
-    {
-      ssize_t n = pread (fd, buf + got, len - got, (off_t) (off + got));
-      if (n < 0 && errno == EINTR)
-        continue;
-      if (n < 0)
-        return -1;
-      if (n == 0)
-        break;
-      got += (size_t) n;
-    }
-  return (ssize_t) got;
-}
-
 /* A worker on one chunk, or on the rest of the blob after a fallback. */
 struct run
 {
@@ -165,7 +146,7 @@ next_input (struct run *r)
   if ((r->in = take_buffer (r->w)) == NULL)
     return 1;
   size_t want = r->in_end - r->in_pos < BUF ? (size_t) (r->in_end - r->in_pos) : BUF;
-  ssize_t n = pread_full (p->fd, r->in, want, p->offset + r->in_pos);
+  ssize_t n = ib_pread_full (p->fd, r->in, want, p->offset + r->in_pos);
   if (n < 0)
     return ib_error_errno (&r->w->err, errno, IB_EENV, "read `%s`", p->path);
   /* A file cut shorter than the blob: its end is the input's end. */

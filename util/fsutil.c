@@ -138,13 +138,16 @@ ib_write_all (int fd, const void *buf, size_t len, const char *what, ib_error_t 
   return 0;
 }
 
-ssize_t
-ib_read_full (int fd, void *buf, size_t len)
+/* read(2) or, when AT is not negative, pread(2) from AT, until LEN bytes
+ * or the end of the file. */
+static ssize_t
+read_loop (int fd, void *buf, size_t len, off_t at)
 {
   size_t got = 0;
   while (got < len)
     {
-      ssize_t n = read (fd, (char *) buf + got, len - got);
+      ssize_t n = at < 0 ? read (fd, (char *) buf + got, len - got)
+                         : pread (fd, (char *) buf + got, len - got, at + (off_t) got);
       if (n < 0 && errno == EINTR)
         continue;
       if (n < 0)
@@ -154,6 +157,18 @@ ib_read_full (int fd, void *buf, size_t len)
       got += (size_t) n;
     }
   return (ssize_t) got;
+}
+
+ssize_t
+ib_read_full (int fd, void *buf, size_t len)
+{
+  return read_loop (fd, buf, len, -1);
+}
+
+ssize_t
+ib_pread_full (int fd, void *buf, size_t len, uint64_t off)
+{
+  return read_loop (fd, buf, len, (off_t) off);
 }
 
 int

@@ -40,6 +40,8 @@ int ib_fsync_dir (const char *dir, ib_error_t *err);
 int ib_write_all (int fd, const void *buf, size_t len, const char *what, ib_error_t *err);
 /* Read up to LEN bytes; returns bytes read (< LEN only at end of file). */
 ssize_t ib_read_full (int fd, void *buf, size_t len);
+/* The same from offset OFF (pread: FD's position stays, threads may share it). */
+ssize_t ib_pread_full (int fd, void *buf, size_t len, uint64_t off);
 /* LEN bytes of the ELF file WHAT at OFF; a short read is IB_EINTEGRITY
  * (the file is truncated), shared by the two ELF readers. */
 int ib_elf_read_at (int fd, void *buf, size_t len, uint64_t off, const char *what, ib_error_t *err);

@@ -26,17 +26,6 @@
 #define DATA (40u << 20) /* the big file: five spans of output */
 #define HEADER 73        /* inflate_index.c: magic (25), key (32), two sizes */
 
-static void
-sha256_hex (const void *buf, size_t len, ib_digest *out)
-{
-  unsigned char md[32];
-  unsigned int n = 0;
-  EVP_Digest (buf, len, md, &n, EVP_sha256 (), NULL);
-  memcpy (out->s, "sha256:", 7);
-  for (int i = 0; i < 32; i++)
-    snprintf (out->s + 7 + 2 * i, 3, "%02x", md[i]);
-}
-
 /* A tar of one file, runs of random bytes and of text, gzip -1: a layer of
  * about 20 MiB. */
 static unsigned char *
@@ -65,7 +54,7 @@ layer (size_t *tar_len, ib_digest *diff_id, size_t *gz_len)
   archive_write_close (a);
   archive_write_free (a);
   free (data);
-  sha256_hex (tar, *tar_len, diff_id);
+  ib_sha256_buf (tar, *tar_len, diff_id);
   z_stream z = { 0 };
   deflateInit2 (&z, 1, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);
   size_t gz_cap = deflateBound (&z, *tar_len);
