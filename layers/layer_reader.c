@@ -323,6 +323,9 @@ setup_index (struct ib_layer_reader *r, uint64_t offset, uint64_t length, int th
   ib_error_t e = NULL;
   if (ib_inflate_index_load (r->store, &r->blob.digest, length, &r->index, &e) < 0)
     ib_error_release (&e);
+  /* Never more threads than the CPUs this process may run on. */
+  int usable = cpus_usable ();
+  threads = threads < usable ? threads : usable;
   if (r->index && threads > 1
       && ib_pinflate_new (r->fd, r->path, offset, length, r->index, threads, &r->pin, &e) < 0)
     ib_error_release (&e);
