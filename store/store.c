@@ -407,7 +407,7 @@ import_limited (struct ib_store *s, int fd, uint64_t limit, const struct ib_desc
 {
   if (ib_store_has_blob (s, &d->digest))
     return 0;
-  struct ib_blob_writer *w;
+  struct ib_blob_writer *w = NULL; /* aarch64 gcc 12 cannot see that a 0 from ib_blob_writer_new set it */
   if (ib_blob_writer_new (s, &w, err) < 0)
     return -1;
   static const size_t bufsz = 1 << 20;
