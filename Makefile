@@ -73,7 +73,10 @@ $(BUILD)/dcp2_smoke: $(DCP2_SMOKE_SRC) kernels/dcp2/dcp2_math.h kernels/dcp2/kpr
 	$(CC) -O2 -g -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror $(DCP2_SMOKE_SRC) -ldl -lm -o $@
 
 $(BUILD)/%: $(BUILD)/obj/cli/%.o $(BUILD)/libimgbuild.a
-	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+	$(CC) $(LDFLAGS) $(filter %.o,$^) $(filter %.a,$^) $(LDLIBS) -o $@
+# imgverify's GPU-code listings are a file of their own (cli/imgverify_gpu.c);
+# the objects go before the library, so that the archive answers all of them.
+$(BUILD)/imgverify: $(BUILD)/obj/cli/imgverify_gpu.o
 
 $(BUILD)/unit-tests: $(UNIT_SRC) $(BUILD)/libimgbuild.a $(wildcard tests/unit/*.h tests/unit/*.def)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $(UNIT_SRC) $(BUILD)/libimgbuild.a $(LDLIBS) -o $@

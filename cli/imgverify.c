@@ -23,8 +23,7 @@
 #include "../verify/verify.h"
 #include "../verify/verify_image.h"
 #include "../view/fsview.h"
-#include "../kernels/cudabin.h"
-#include "../kernels/jitbudget.h"
+#include "imgverify_gpu.h"
 #include "../kernels/kgate.h"
 #include "../link-check/linkgate.h"
 #include "../transports/docker_client.h"
@@ -267,179 +266,6 @@ static const char usage[] =
     "When several checks fail, the code is that of the first in this order:\n"
     "integrity, symbols, native, kernels, smoke (a required gate that did not run\n"
     "counts as its gate's failure).\n";
-
-static void
-print_kernel_table (const char *path, const struct ib_cuda_file *f)
-{
-  if (f->n == 0)
-    {
-      printf ("%s: no GPU code\n", path);
-      return;
-    }
-  printf ("%s\n", path);
-  size_t relocatable = 0;
-  for (size_t i = 0; i < f->n; i++)
-    {
-      const struct ib_cuda_entry *e = &f->e[i];
-      /* Apart: nvlink's input, not code the CUDA runtime loads. */
-      if (e->relocatable)
-        {
-          relocatable++;
-          continue;
-        }
-      char arch[32];
-      ib_cuda_entry_arch (e, arch, sizeof (arch));
-      printf ("  %-5s %-12s %-5s %10llu B %10llu B  %zu kernel%s", ib_cuda_kind_name (e->kind), arch, e->compression,
-              (unsigned long long) e->size, (unsigned long long) e->uncompressed_size, e->n_kernels,
-              e->n_kernels == 1 ? "" : "s");
-      for (size_t k = 0; k < e->n_kernels && k < 4; k++)
-        printf ("%s%s", k ? ", " : ": ", e->kernels[k]);
-      printf ("%s\n", e->n_kernels > 4 ? ", ..." : "");
-    }
-  if (relocatable)
-    printf ("  and %zu relocatable entries in __nv_relfatbin (-rdc: linked at build time, never loaded)\n",
-            relocatable);
-}
-
-static void
-emit_kernels (cJSON *list, bool json, const char *path, const struct ib_cuda_file *f)
-{
-  if (!json)
-    {
-      print_kernel_table (path, f);
-      return;
-    }
-  cJSON *j = ib_cuda_file_json (f);
-  cJSON_AddItemToObjectCS (j, "path", cJSON_CreateString (path));
-  cJSON_AddItemToArray (list, j);
-}
-
-/* What --kernels and --jit-budget print: the GPU code of some files. */
-struct code_set
-{
-  size_t n;
-  char **paths;
-  struct ib_cuda_file **code;
-};
-
-static void
-code_set_add (struct code_set *cs, const char *path, struct ib_cuda_file *f)
-{
-  cs->paths = ib_xrealloc (cs->paths, (cs->n + 1) * sizeof (*cs->paths));
-  cs->code = ib_xrealloc (cs->code, (cs->n + 1) * sizeof (*cs->code));
-  cs->paths[cs->n] = ib_xstrdup (path);
-  cs->code[cs->n++] = f;
-}
-
-static void
-code_set_clear (struct code_set *cs)
-{
-  for (size_t i = 0; i < cs->n; i++)
-    {
-      free (cs->paths[i]);
-      ib_cuda_file_free (cs->code[i]);
-    }
-  free (cs->paths);
-  free (cs->code);
-}
-
-/* The table or JSON of --kernels, or with BUDGET the JIT budget against it. */
-static void
-emit_code (const struct code_set *cs, bool json, bool image, const struct ib_target *budget)
-{
-  cJSON *doc = NULL;
-  if (budget)
-    {
-      struct ib_jit_budget *jb = ib_jit_budget_compute ((const char *const *) cs->paths, cs->code, cs->n, budget);
-      if (json)
-        doc = ib_jit_budget_json (jb);
-      else
-        ib_jit_budget_print (stdout, jb);
-      ib_jit_budget_free (jb);
-    }
-  else
-    {
-      doc = json ? cJSON_CreateObject () : NULL;
-      cJSON *list = doc ? cJSON_AddArrayToObject (doc, "files") : NULL;
-      for (size_t i = 0; i < cs->n; i++)
-        if (cs->code[i]->n || json || !image)
-          emit_kernels (list, json, cs->paths[i], cs->code[i]);
-    }
-  if (doc)
-    {
-      char *text = cJSON_PrintUnformatted (doc);
-      puts (text);
-      free (text);
-      cJSON_Delete (doc);
-    }
-}
-
-/* GPU code in files on disk. */
-static int
-kernels_of_files (int n, char **files, bool json, const struct ib_target *budget)
-{
-  struct code_set cs = { 0 };
-  int rc = 0;
-  for (int i = 0; i < n; i++)
-    {
-      ib_error_t err = NULL;
-      struct ib_cuda_file *f = NULL;
-      int fd = open (files[i], O_RDONLY | O_CLOEXEC);
-      if (fd < 0)
-        ib_error_errno (&err, errno, IB_EUSAGE, "open `%s`", files[i]);
-      else if (ib_cuda_inspect (fd, files[i], &f, &err) == 0)
-        code_set_add (&cs, files[i], f);
-      if (fd >= 0)
-        close (fd);
-      if (err)
-        rc = ib_error_report ("imgverify", &err);
-    }
-  emit_code (&cs, json, false, budget);
-  code_set_clear (&cs);
-  return rc;
-}
-
-/* GPU code in the files of an image that match GLOBS (default: shared
- * objects, cubins, fatbins), read out of its layers through the store. */
-static int
-kernels_of_image (const char *store_path, const struct ib_remote_options *remote, const char *ref, int n_globs,
-                  char **globs, bool json, const struct ib_target *budget)
-{
-  ib_error_t err = NULL;
-  cleanup_free char *root = ib_store_default_path (store_path);
-  struct ib_store *s = NULL;
-  struct ib_image *img = NULL;
-  struct ib_fsview *view = NULL;
-  const struct ib_fs_entry **files = NULL;
-  size_t n = 0;
-  struct ib_cuda_file **code = NULL;
-  int r = ib_image_open_in_place (root, ref, NULL, remote, &s, &img, &err);
-  if (r == 0)
-    r = ib_fsview_of_image (s, img, &view, &err);
-  if (r == 0)
-    n = ib_kernels_glob_files (view, globs, (size_t) n_globs, &files);
-  if (r == 0)
-    {
-      code = ib_xcalloc (n ? n : 1, sizeof (*code));
-      r = ib_kernels_inspect_entries (s, img, files, n, code, NULL, &err);
-    }
-  struct code_set cs = { 0 };
-  for (size_t i = 0; code && i < n; i++)
-    {
-      cleanup_free char *path = ib_xasprintf ("/%s", files[i]->path);
-      if (code[i])
-        code_set_add (&cs, path, code[i]);
-    }
-  if (r == 0)
-    emit_code (&cs, json, true, budget);
-  code_set_clear (&cs);
-  free (code);
-  free (files);
-  ib_fsview_free (view);
-  ib_image_free (img);
-  ib_store_free (s);
-  return r < 0 ? ib_error_report ("imgverify", &err) : 0;
-}
 
 static void
 print_native_problem (void *data, bool is_error, const char *msg)
@@ -984,9 +810,9 @@ dispatch (struct cli *c, int n, char **args)
   struct stat st;
   const struct ib_target *budget = c->jit ? &c->target : NULL;
   if ((c->kernels || c->jit) && n > 0 && stat (args[0], &st) == 0 && !S_ISDIR (st.st_mode))
-    return kernels_of_files (n, args, c->json, budget);
+    return iv_kernels_of_files (n, args, c->json, budget);
   if ((c->kernels || c->jit) && n > 0)
-    return kernels_of_image (c->store, &c->vo.remote, args[0], n - 1, args + 1, c->json, budget);
+    return iv_kernels_of_image (c->store, &c->vo.remote, args[0], n - 1, args + 1, c->json, budget);
   fputs (usage, stderr);
   return IB_EUSAGE;
 }
