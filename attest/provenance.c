@@ -176,6 +176,103 @@ ib_provenance_write (struct ib_store *s, const struct ib_image *img, cJSON *cons
   return ib_artifact_write (s, img, IB_MT_INTOTO, layers, definition, out, err);
 }
 
+static int
+read_json (struct ib_store *s, const ib_digest *d, size_t max, cJSON **out, ib_error_t *err)
+{
+  cleanup_free char *text = NULL;
+  size_t len;
+  if (ib_store_read_blob (s, d, max, &text, &len, err) < 0)
+    return -1;
+  *out = cJSON_ParseWithLength (text, len);
+  return *out ? 0 : ib_error (err, IB_EINTEGRITY, "blob %s is not JSON", d->s);
+}
+
+/* Forget the times a build stamps into STATEMENT: SLSA's run metadata
+ * (invocation, start, finish), each gate's and the smoke test's seconds,
+ * the SBOM's creation time.  Nothing else in the statements changes from
+ * one build of the same inputs to the next (the image's own `created`
+ * comes from the definition, not the clock). */
+static void
+drop_times (cJSON *statement)
+{
+  cJSON *p = cJSON_GetObjectItemCaseSensitive (statement, "predicate");
+  cJSON_DeleteItemFromObjectCaseSensitive (cJSON_GetObjectItemCaseSensitive (p, "runDetails"), "metadata");
+  cJSON_DeleteItemFromObjectCaseSensitive (cJSON_GetObjectItemCaseSensitive (p, "creationInfo"), "created");
+  cJSON_DeleteItemFromObjectCaseSensitive (cJSON_GetObjectItemCaseSensitive (p, "smoke"), "seconds");
+  cJSON *g;
+  cJSON_ArrayForEach (g, cJSON_GetObjectItemCaseSensitive (p, "gates"))
+  cJSON_DeleteItemFromObjectCaseSensitive (g, "seconds");
+}
+
+/* Whether the layers of the artifact BLOBS (ib_store_artifact_blobs: its
+ * manifest, its config, then one statement a layer) say what STATEMENTS
+ * say, times aside.  Any blob that cannot be read means no. */
+static bool
+says_the_same (struct ib_store *s, const struct ib_descriptor *blobs, size_t n_blobs, cJSON *const *statements,
+               size_t n)
+{
+  if (n_blobs != n + 2)
+    return false;
+  bool same = true;
+  for (size_t i = 0; same && i < n; i++)
+    {
+      cJSON *old = NULL;
+      ib_error_t e = NULL;
+      if (blobs[i + 2].media_type == NULL || strcmp (blobs[i + 2].media_type, IB_MT_INTOTO) != 0
+          || read_json (s, &blobs[i + 2].digest, 64u << 20, &old, &e) < 0)
+        {
+          ib_error_release (&e);
+          return false;
+        }
+      cJSON *now = cJSON_Duplicate (statements[i], true);
+      drop_times (old);
+      drop_times (now);
+      same = cJSON_Compare (old, now, true);
+      cJSON_Delete (old);
+      cJSON_Delete (now);
+    }
+  return same;
+}
+
+/* The attestation artifact about IMG from DEFINITION that the store
+ * already lists and that says what STATEMENTS say, times aside: a rebuild
+ * that changes nothing keeps it, as it keeps the image's digest, so that a
+ * push after it finds all of it in the registry already (three new blobs
+ * and two manifest writes a push, otherwise, for a record that says
+ * nothing new).  True with *OUT set when there is one; an artifact that
+ * cannot be read is not that one (the new record is written). */
+static bool
+earlier_record (struct ib_store *s, const struct ib_image *img, const char *definition, cJSON *const *statements,
+                size_t n, struct ib_descriptor *out)
+{
+  struct ib_descriptor *arts = NULL;
+  size_t n_arts = 0;
+  ib_error_t e = NULL;
+  if (ib_store_find_referrers (s, &img->manifest.digest, &arts, &n_arts, &e) < 0)
+    {
+      ib_error_release (&e);
+      return false;
+    }
+  bool found = false;
+  for (size_t k = 0; !found && k < n_arts; k++)
+    {
+      cleanup_free char *def = ib_store_artifact_definition (s, &arts[k].digest);
+      cleanup_free char *type = ib_store_artifact_type (s, &arts[k].digest);
+      struct ib_descriptor *blobs = NULL;
+      size_t n_blobs = 0;
+      if (def == NULL || strcmp (def, definition) != 0 || type == NULL || strcmp (type, IB_MT_INTOTO) != 0)
+        continue;
+      if (ib_store_artifact_blobs (s, &arts[k], &blobs, &n_blobs, &e) == 0)
+        found = says_the_same (s, blobs, n_blobs, statements, n);
+      ib_error_release (&e);
+      ib_descriptors_free (blobs, n_blobs);
+      if (found)
+        ib_descriptor_copy (out, &arts[k]);
+    }
+  ib_descriptors_free (arts, n_arts);
+  return found;
+}
+
 int
 ib_provenance_write_build (struct ib_build *b, struct ib_descriptor *out, ib_error_t *err)
 {
@@ -189,7 +286,10 @@ ib_provenance_write_build (struct ib_build *b, struct ib_descriptor *out, ib_err
   int r = ib_sbom_of_build (b, &sbom, err);
   if (r == 0)
     st[n++] = ib_attest_statement (b->image, b->name, IB_PREDICATE_SPDX, sbom);
-  if (r == 0)
+  if (r == 0 && earlier_record (b->store, b->image, definition, st, n, out))
+    ib_report_note (b->report, "the record of an earlier build of the same inputs stands: attestation %s",
+                    out->digest.s);
+  else if (r == 0)
     r = ib_provenance_write (b->store, b->image, st, n, definition, out, err);
   for (size_t i = 0; i < n; i++)
     cJSON_Delete (st[i]);
@@ -201,17 +301,6 @@ ib_provenance_definition (const cJSON *doc)
 {
   const cJSON *f = cJSON_GetObjectItemCaseSensitive (cJSON_GetObjectItemCaseSensitive (doc, "definition"), "file");
   return cJSON_IsString (f) ? f->valuestring : "";
-}
-
-static int
-read_json (struct ib_store *s, const ib_digest *d, size_t max, cJSON **out, ib_error_t *err)
-{
-  cleanup_free char *text = NULL;
-  size_t len;
-  if (ib_store_read_blob (s, d, max, &text, &len, err) < 0)
-    return -1;
-  *out = cJSON_ParseWithLength (text, len);
-  return *out ? 0 : ib_error (err, IB_EINTEGRITY, "blob %s is not JSON", d->s);
 }
 
 /* The record of an in-toto artifact M: every statement is checked to be

@@ -19,7 +19,9 @@
  * content) keep both, each with its own gate sections and results.  The
  * definition is named by its file's absolute path, in the record and in
  * the artifact's annotation IB_ANNOTATION_DEFINITION; a rebuild from the
- * same file replaces its own record only. */
+ * same file replaces its own record only, and keeps it when its statements
+ * say the same, the times a build stamps aside (so a push of the rebuild
+ * finds the record in the registry already). */
 #ifndef IB_PROVENANCE_H
 #define IB_PROVENANCE_H
 
@@ -41,7 +43,9 @@ int ib_provenance_write (struct ib_store *s, const struct ib_image *img, cJSON *
 int ib_artifact_write (struct ib_store *s, const struct ib_image *img, const char *artifact_type, cJSON *layers,
                        const char *definition, struct ib_descriptor *out, ib_error_t *err);
 /* The attestations of a build whose gates have run (attest.h: SLSA, the
- * record of ib_provenance_of_build, the SBOM), written as above. */
+ * record of ib_provenance_of_build, the SBOM), written as above; or, when
+ * the store lists a record of the image from the same definition that
+ * says the same but for its times, that one (nothing written). */
 int ib_provenance_write_build (struct ib_build *b, struct ib_descriptor *out, ib_error_t *err);
 /* Every provenance document recorded for IMG in the store, in the order
  * they were recorded (*N is 0 when there is none).  Free with

@@ -39,7 +39,11 @@
 #   push-new-*  to an empty loopback registry: imgbuild (warm build + push),
 #               skopeo copy, docker push
 #   push-thin-* base already in the registry (another repository):
-#               imgbuild --from docker://REG/base --push, skopeo copy, docker push
+#               imgbuild --from docker://REG/base --push, skopeo copy, docker push;
+#               every run a new tag, and imgbuild's build under one local
+#               name (bench:thin), as a CI pipeline rebuilds its image: a
+#               rebuild of the same inputs keeps its attestation
+#               (attest/provenance.c), one under a new name records a new one
 # Knobs: BENCH_RUNS (3), BENCH_COLD_RUNS (BENCH_RUNS), BENCH_WARM_RUNS
 # (BENCH_RUNS; warm builds and umoci inserts take a fraction of a second,
 # and their medians want more runs than a 16 GB pass can afford),
@@ -427,8 +431,8 @@ run_scenario() {
   start_registry
   skopeo copy -q --dest-tls-verify=false "oci:$layout:base" "docker://$P:$PORT/base:1"
   for r in $(seq 1 "$RUNS"); do
-    REPORT=1 measure "$sc" push-thin-imgbuild "$IB" "${ibf[@]}" --from "docker://$P:$PORT/base:1" "$W/def" -t "bench:t$r" --push "docker://$P:$PORT/thin-ib:$r"
-    measure "$sc" push-thin-skopeo skopeo copy -q --dest-tls-verify=false "oci:$W/store:bench:t1" "docker://$P:$PORT/thin-sk:$r"
+    REPORT=1 measure "$sc" push-thin-imgbuild "$IB" "${ibf[@]}" --from "docker://$P:$PORT/base:1" "$W/def" -t bench:thin --push "docker://$P:$PORT/thin-ib:$r"
+    measure "$sc" push-thin-skopeo skopeo copy -q --dest-tls-verify=false "oci:$W/store:bench:thin" "docker://$P:$PORT/thin-sk:$r"
   done
   record "$sc" push-thin-imgbuild "imgbuild warm build --from the registry's base + --push"
   record "$sc" push-thin-skopeo "skopeo copy, base already in the registry (another repository)"

@@ -365,10 +365,11 @@ put_manifest_blob (struct ib_registry *reg, struct ib_store *s, const struct ib_
 /* The referrers tag `sha256-HEX` of IMG: an index of the artifacts about
  * it.  Others may have listed theirs (signatures, SBOMs): they are kept;
  * an earlier record of the same definition is replaced, and with it the
- * signatures of it (ib_referrer_replaces). */
+ * signatures of it (ib_referrer_replaces).  *TEXT is the index with
+ * ARTIFACT listed; *LISTED says whether the registry's is that already. */
 static int
-put_referrers_index (struct ib_registry *reg, struct ib_store *s, const struct ib_image *img,
-                     const struct ib_descriptor *artifact, ib_error_t *err)
+referrers_index (struct ib_registry *reg, struct ib_store *s, const struct ib_image *img,
+                 const struct ib_descriptor *artifact, char **text, bool *listed, ib_error_t *err)
 {
   cleanup_free char *def = ib_store_artifact_definition (s, &artifact->digest);
   cleanup_free char *type = ib_store_artifact_type (s, &artifact->digest);
@@ -412,9 +413,41 @@ put_referrers_index (struct ib_registry *reg, struct ib_store *s, const struct i
   if (def)
     cJSON_AddStringToObject (cJSON_AddObjectToObject (entry, "annotations"), IB_ANNOTATION_DEFINITION, def);
   cJSON_AddItemToArray (list, entry);
-  cleanup_free char *text = cJSON_PrintUnformatted (index);
+  *text = cJSON_PrintUnformatted (index);
   cJSON_Delete (index);
-  return ib_registry_put_manifest (reg, tag, IB_MT_OCI_INDEX, text, strlen (text), err);
+  *listed = old && strlen (*text) == len && memcmp (*text, old, len) == 0;
+  return 0;
+}
+
+/* The artifact A (its blobs are there) and the referrers tag that lists
+ * it.  A rebuild that changed nothing keeps its record (provenance.c), and
+ * the registry has it listed already: nothing is written then, as skopeo
+ * writes nothing for a blob that is there. */
+static int
+push_referrer (struct ib_registry *reg, struct ib_store *s, const struct ib_image *img,
+               const struct ib_descriptor *a, ib_error_t *err)
+{
+  cleanup_free char *index = NULL, *there = NULL, *media = NULL;
+  bool listed;
+  size_t len;
+  ib_digest d;
+  ib_error_t e = NULL;
+  if (referrers_index (reg, s, img, a, &index, &listed, err) < 0)
+    return -1;
+  if (listed && ib_registry_get_manifest (reg, a->digest.s, &there, &len, &media, &d, &e) == 0)
+    return 0;
+  if (e && e->class != IB_ENOTFOUND)
+    {
+      *err = e;
+      return -1;
+    }
+  ib_error_release (&e);
+  if (put_manifest_blob (reg, s, a, NULL, err) < 0)
+    return -1;
+  if (listed)
+    return 0;
+  cleanup_free char *tag = ib_xasprintf ("sha256-%s", ib_digest_hex (img->manifest.digest.s));
+  return ib_registry_put_manifest (reg, tag, IB_MT_OCI_INDEX, index, strlen (index), err);
 }
 
 /* The artifacts about IMG in the store (the provenance), and their blobs
@@ -491,9 +524,7 @@ push_referrers (struct ib_registry *reg, struct ib_store *s, const struct ib_ima
     {
       if (a->n_blobs[k] == 0)
         continue;
-      rc = put_manifest_blob (reg, s, &a->blobs[k][0], NULL, err);
-      if (rc == 0)
-        rc = put_referrers_index (reg, s, img, &a->blobs[k][0], err);
+      rc = push_referrer (reg, s, img, &a->blobs[k][0], err);
     }
   return rc < 0 ? ib_error_wrap (err, "provenance") : 0;
 }

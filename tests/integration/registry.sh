@@ -208,10 +208,12 @@ t_registry_gives_up_clearly_and_tags_nothing() {
     "registry $PROXY: put manifest: PUT /v2/dcp2/manifests/sha256:[0-9a-f]{64}: HTTP 500 \(UNAVAILABLE: .*\), gave up after 3 attempts" \
     "$IB" --from "docker://$PROXY/dsv41-flash-b12x:local" dsv41-flash-dcp2 --push "docker://$PROXY/dcp2:1"
   refute skopeo inspect --tls-verify=false "docker://$REG/dcp2:1"
-  # Every chunk dropped: the upload gives up; still no tag.
+  # Every chunk dropped: the upload gives up; still no tag.  (Under
+  # another name: a new record, whose blobs have to go up; the same build
+  # again would keep the record the first attempt sent.)
   printf 'PATCH /blobs/uploads/ drop 1000\n' >faults
   IMGBUILD_REGISTRY_ATTEMPTS=2 IMGBUILD_REGISTRY_CHUNK_SIZE=4096 expect_fail 8 "upload blob sha256:.*attempts" \
-    "$IB" --from "docker://$PROXY/dsv41-flash-b12x:local" dsv41-flash-dcp2 --push "docker://$PROXY/dcp2:2"
+    "$IB" --from "docker://$PROXY/dsv41-flash-b12x:local" dsv41-flash-dcp2 -t again:1 --push "docker://$PROXY/dcp2:2"
   refute skopeo inspect --tls-verify=false "docker://$REG/dcp2:2"
   all_tags_whole
 }
@@ -570,6 +572,48 @@ t_registry_push_sends_no_request_it_does_not_need() {
     "$digest" ]
   [ "$(skopeo inspect --tls-verify=false "docker://$REG/par4:1" | jq -r .Digest)" = "$digest" ]
   all_tags_whole
+}
+
+# A rebuild whose inputs did not change keeps its attestation (times
+# aside, it says what the last one said, and its blobs are in the
+# registry): its push writes one thing, the new tag, as skopeo's copy of
+# an image the registry has would.  The rebuild is a second later, so
+# every time the record stamps differs.  A rebuild under another name
+# records another invocation: a new record, pushed in place of the old.
+t_registry_rebuild_of_the_same_inputs_writes_only_its_tag() {
+  registry_start open
+  proxy_start
+  head -c 65536 /dev/urandom >f
+  printf 'FROM scratch\n# imgbuild:new /f\nCOPY f /f\n' >Dockerfile
+  "$IB" -q --smoke=off -f Dockerfile -t same:1 --push "docker://$PROXY/same:1" . >out1.txt
+  digest=$(cut -d' ' -f2 out1.txt)
+  records() {
+    jq -r --arg d "$digest" '.manifests[] | select(.annotations["vnd.imgbuild.subject"] == $d) | .digest' \
+      "$IMGBUILD_STORE/index.json"
+  }
+  listed() {
+    curl -sf "http://$REG/v2/same/manifests/sha256-${digest#sha256:}" \
+      -H 'Accept: application/vnd.oci.image.index.v1+json' | jq -c '[.manifests[].digest]'
+  }
+  prov=$(records)
+  sleep 1.1
+  : >proxy.jsonl
+  "$IB" --smoke=off -f Dockerfile -t same:1 --push "docker://$PROXY/same:2" . >out2.txt 2>err.txt
+  [ "$(cut -d' ' -f2 out2.txt)" = "$digest" ]
+  [ "$(records)" = "$prov" ]
+  grep "the record of an earlier build of the same inputs stands: attestation $prov" err.txt
+  proxied '[.[] | select(.method != "GET" and .method != "HEAD") | .method + " " + .path]' >writes.json
+  cat writes.json
+  jq -e '. == ["PUT /v2/same/manifests/2"]' writes.json
+  [ "$(listed)" = "[\"$prov\"]" ]
+  IMGBUILD_STORE=$PWD/fresh "$IV" --json "docker://$REG/same:2" >v.json
+  jq -e '.status == "pass" and (.gates[] | select(.name == "provenance") | .status == "pass")' v.json
+  : >proxy.jsonl
+  "$IB" -q --smoke=off -f Dockerfile -t other:1 --push "docker://$PROXY/same:3" . >/dev/null
+  prov2=$(records)
+  [ "$prov2" != "$prov" ]
+  [ "$(proxied "[.[] | select(.method == \"PUT\" and (.path | endswith(\"/manifests/$prov2\")))] | length")" = 1 ]
+  [ "$(listed)" = "[\"$prov2\"]" ]
 }
 
 # An attestation blob that cannot go up fails the push before any manifest
