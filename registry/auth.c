@@ -1,10 +1,16 @@
 /* Credentials and tokens.  The registry says what it wants in a 401's
  * WWW-Authenticate: Basic (send the auth file's user:password), or Bearer
  * (ask the token service at its realm for a token carrying the scopes, with
- * the same credentials if there are any).  Why the care with secrets: these
- * logs end up in CI output, so no message names a password, a token, or
- * the Authorization header; a refusal names the registry and the file the
- * credentials came from. */
+ * the same credentials if there are any).  This file decides and keeps
+ * the state; it sends nothing: the HTTP exchange (http.c) asks it what a
+ * challenge calls for and fetches the token itself, so the exchange
+ * depends on authentication and not the other way round.  Why the care
+ * with secrets: these logs end up in CI output, so no message names a
+ * password, a token, or the Authorization header; a refusal names the
+ * registry and the file the credentials came from. */
+#include "auth.h"
+
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -15,7 +21,7 @@
 
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
-#include "http.h"
+#include "curl.h"
 
 #define MAX_AUTH_FILE (1u << 20)
 
@@ -254,9 +260,10 @@ credentials_refused (struct ib_registry *r, const char *how, ib_error_t *err)
                    r->host, r->host, how);
 }
 
-/* GET REALM?service=..&scope=.. → {"token": ...} or {"access_token": ...}. */
+/* REALM?service=..&scope=.. for the scopes wanted, or an error when the
+ * challenge CH names no http(s) realm. */
 static int
-fetch_token (struct ib_registry *r, const struct ib_www_authenticate *ch, ib_error_t *err)
+token_url (struct ib_registry *r, const struct ib_www_authenticate *ch, char **out, ib_error_t *err)
 {
   if (ch->realm == NULL || (strncmp (ch->realm, "https://", 8) && strncmp (ch->realm, "http://", 7)))
     return ib_error (err, IB_EENV, "registry %s: its Bearer challenge names no http(s) realm", r->host);
@@ -275,59 +282,78 @@ fetch_token (struct ib_registry *r, const struct ib_www_authenticate *ch, ib_err
       free (url);
       url = next;
     }
-  struct ib_http_call call = { .method = "GET", .url = url, .replayable = true, .max = 1u << 20 };
-  /* The token service takes the same credentials as Basic. */
-  cleanup_free char *bearer = r->auth.bearer;
-  r->auth.bearer = NULL;
+  *out = url;
+  return 0;
+}
+
+bool
+ib_registry_auth_token_begin (struct ib_registry *r)
+{
+  /* The token no longer serves: refused, or a scope was added since. */
+  drop_secret (&r->auth.bearer);
   bool was_basic = r->auth.use_basic;
   r->auth.use_basic = r->auth.basic != NULL;
-  int rc = ib_registry_do (r, &call, err);
+  return was_basic;
+}
+
+void
+ib_registry_auth_token_end (struct ib_registry *r, bool was_basic)
+{
   r->auth.use_basic = was_basic;
-  drop_secret (&bearer);
-  if (rc == 0 && (call.status == 401 || call.status == 403))
-    rc = credentials_refused (r, " at its token service", err);
-  else if (rc == 0 && call.status != 200)
-    rc = ib_error (err, IB_EENV, "registry %s: its token service answered HTTP %ld", r->host, call.status);
-  if (rc == 0 && (r->auth.bearer = ib_token_response_parse (call.buf, call.len)) == NULL)
-    rc = ib_error (err, IB_EENV, "registry %s: its token service sent no token", r->host);
-  if (call.buf)
-    OPENSSL_cleanse (call.buf, call.len);
-  ib_http_call_clear (&call);
-  return rc;
 }
 
 int
-ib_registry_auth_challenge (struct ib_registry *r, const char *header, bool again, bool *retry, ib_error_t *err)
+ib_registry_auth_token_answer (struct ib_registry *r, long status, const char *body, size_t len, ib_error_t *err)
+{
+  if (status == 401 || status == 403)
+    return credentials_refused (r, " at its token service", err);
+  if (status != 200)
+    return ib_error (err, IB_EENV, "registry %s: its token service answered HTTP %ld", r->host, status);
+  /* A token the request's own challenge fetched is replaced, not leaked. */
+  drop_secret (&r->auth.bearer);
+  if ((r->auth.bearer = ib_token_response_parse (body, len)) == NULL)
+    return ib_error (err, IB_EENV, "registry %s: its token service sent no token", r->host);
+  return 0;
+}
+
+/* A Bearer challenge: its scopes join those wanted; a token refused again
+ * for no new scope is a denial, else one is needed from the realm. */
+static int
+bearer_challenge (struct ib_registry *r, const struct ib_www_authenticate *ch, bool again, char **token,
+                  ib_error_t *err)
+{
+  bool had_token = r->auth.bearer != NULL, grew = false;
+  for (const char *p = ch->scope ? ch->scope : ""; *p;)
+    {
+      size_t n = strcspn (p, " ");
+      if (n)
+        grew |= want_scope (r, p, n);
+      p += n + (p[n] == ' ');
+    }
+  if (!had_token || grew || !again)
+    return token_url (r, ch, token, err);
+  if (r->auth.basic)
+    return ib_error (err, IB_EENV, "registry %s denied %s to the credentials for %s from `%s`", r->host,
+                     ch->scope ? ch->scope : "access", r->host, r->auth.auth_file);
+  return credentials_refused (r, "", err);
+}
+
+int
+ib_registry_auth_challenge (struct ib_registry *r, const char *header, bool again, char **token, ib_error_t *err)
 {
   struct ib_www_authenticate ch;
   ib_www_authenticate_parse (header, &ch);
   int rc = 0;
-  *retry = false;
+  *token = NULL;
   if (strcasecmp (ch.scheme, "Basic") == 0)
     {
       if (r->auth.basic == NULL || r->auth.use_basic)
         rc = credentials_refused (r, "", err);
       else
-        *retry = r->auth.use_basic = true;
+        r->auth.use_basic = true;
     }
   else if (strcasecmp (ch.scheme, "Bearer") == 0)
-    {
-      bool had_token = r->auth.bearer != NULL, grew = false;
-      for (const char *p = ch.scope ? ch.scope : ""; *p;)
-        {
-          size_t n = strcspn (p, " ");
-          if (n)
-            grew |= want_scope (r, p, n);
-          p += n + (p[n] == ' ');
-        }
-      if (had_token && !grew && again)
-        rc = r->auth.basic ? ib_error (err, IB_EENV, "registry %s denied %s to the credentials for %s from `%s`",
-                                       r->host, ch.scope ? ch.scope : "access", r->host, r->auth.auth_file)
-                           : credentials_refused (r, "", err);
-      else
-        rc = fetch_token (r, &ch, err);
-      *retry = rc == 0;
-    }
+    rc = bearer_challenge (r, &ch, again, token, err);
   else
     rc = ib_error (err, IB_EENV, "registry %s asks for `%s` authentication, which imgbuild does not speak", r->host,
                    ch.scheme);

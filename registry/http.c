@@ -1,11 +1,16 @@
 /* One HTTP exchange with a registry: the curl handle kept per client (so
- * its connections are reused), the retry policy, and where response bodies
- * go.  Why retry here: a registry behind a load balancer answers 502/503
- * while it restarts, 429 when it throttles, and drops connections; a push
- * of a large image must survive all three. */
+ * its connections are reused), the retry policy, where response bodies
+ * go, and the answer to a 401 (auth.c says what its challenge calls for;
+ * a token is fetched here, as any other request).  Why retry here: a
+ * registry behind a load balancer answers 502/503 while it restarts, 429
+ * when it throttles, and drops connections; a push of a large image must
+ * survive all three. */
+#include "http.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
+#include <openssl/crypto.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,7 +21,7 @@
 
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
-#include "http.h"
+#include "auth.h"
 
 void
 ib_http_call_clear (struct ib_http_call *c)
@@ -144,7 +149,7 @@ blob_data (struct ib_registry *r, struct ib_http_call *c, const char *p, size_t 
   if (ib_blob_writer_write (c->writer, p, len, &c->writer_err) < 0)
     return 0;
   c->blob_done += len;
-  ib_registry_progress_add (r, len);
+  ib_registry_bar_add (&r->bar, len);
   /* A registry that sends more than the descriptor says is not let fill
    * the disk. */
   if (c->blob_done > c->blob->size)
@@ -200,7 +205,7 @@ on_read (char *p, size_t size, size_t n, void *data)
       if (got <= 0)
         return CURL_READFUNC_ABORT;
       want = (size_t) got;
-      ib_registry_progress_add (k->r, want);
+      ib_registry_bar_add (&k->r->bar, want);
     }
   b->done += want;
   return want;
@@ -331,6 +336,37 @@ open_sink (struct ib_http_call *c, ib_error_t *err)
   return ib_blob_writer_new (c->store, &c->writer, err);
 }
 
+/* GET URL, the token request auth.c asked for, with the credentials the
+ * token service takes, and hand auth.c its answer.  It is an exchange like
+ * any other (retried, and its own 401 answered). */
+static int
+fetch_token (struct ib_registry *r, char *url, ib_error_t *err)
+{
+  struct ib_http_call call = { .method = "GET", .url = url, .replayable = true, .max = 1u << 20 };
+  bool was_basic = ib_registry_auth_token_begin (r);
+  int rc = ib_registry_do (r, &call, err);
+  ib_registry_auth_token_end (r, was_basic);
+  if (rc == 0)
+    rc = ib_registry_auth_token_answer (r, call.status, call.buf, call.len, err);
+  /* The answer's copy of the token is wiped, not only freed. */
+  if (call.buf)
+    OPENSSL_cleanse (call.buf, call.len);
+  ib_http_call_clear (&call);
+  return rc;
+}
+
+/* A 401's challenge WWW_AUTH answered as auth.c says (AGAIN: the request
+ * was just refused with the header the last answer gave): 0 when the
+ * request is worth sending again. */
+static int
+answer_challenge (struct ib_registry *r, const char *www_auth, bool again, ib_error_t *err)
+{
+  char *token_url = NULL;
+  if (ib_registry_auth_challenge (r, www_auth, again, &token_url, err) < 0)
+    return -1;
+  return token_url ? fetch_token (r, token_url, err) : 0;
+}
+
 int
 ib_registry_do (struct ib_registry *r, struct ib_http_call *c, ib_error_t *err)
 {
@@ -366,14 +402,10 @@ ib_registry_do (struct ib_registry *r, struct ib_http_call *c, ib_error_t *err)
         }
       if (c->status == 401 && c->www_auth && auth_rounds++ < 3)
         {
-          bool retry = false;
-          if (ib_registry_auth_challenge (r, c->www_auth, auth_rounds > 1, &retry, err) < 0)
+          if (answer_challenge (r, c->www_auth, auth_rounds > 1, err) < 0)
             return -1;
-          if (retry)
-            {
-              attempt--;
-              continue;
-            }
+          attempt--;
+          continue;
         }
       if (retryable_status (c->status) && again)
         {

@@ -17,7 +17,8 @@
 
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
-#include "http.h"
+#include "client.h"
+#include "registry.h"
 
 struct run
 {
@@ -85,22 +86,9 @@ work (void *data)
       return NULL;
     }
   w->base = w->reg->stats;
-  w->reg->progress_to = m;
-  w->reg->progress_lock = &w->run->lock;
+  ib_registry_bar_feed (&w->reg->bar, &m->bar, &w->run->lock);
   take_blobs (w->run, w->reg);
   return NULL;
-}
-
-static void
-add_stats (struct ib_registry_stats *to, const struct ib_registry_stats *s, const struct ib_registry_stats *base)
-{
-  to->bytes_down += s->bytes_down - base->bytes_down;
-  to->bytes_up += s->bytes_up - base->bytes_up;
-  to->blobs_fetched += s->blobs_fetched - base->blobs_fetched;
-  to->blobs_uploaded += s->blobs_uploaded - base->blobs_uploaded;
-  to->blobs_mounted += s->blobs_mounted - base->blobs_mounted;
-  to->blobs_present += s->blobs_present - base->blobs_present;
-  to->retries += s->retries - base->retries;
 }
 
 static bool
@@ -118,7 +106,7 @@ static void
 run_parallel (struct run *run, size_t jobs)
 {
   struct worker *w = ib_xcalloc (jobs, sizeof (*w)); /* jobs - 1 used; never 0 bytes */
-  run->main->progress_lock = &run->lock;
+  ib_registry_bar_feed (&run->main->bar, NULL, &run->lock);
   for (size_t k = 0; k < jobs - 1; k++)
     {
       w[k].run = run;
@@ -128,11 +116,11 @@ run_parallel (struct run *run, size_t jobs)
   for (size_t k = 0; k < jobs - 1; k++)
     if (w[k].started)
       pthread_join (w[k].thread, NULL);
-  run->main->progress_lock = NULL;
+  ib_registry_bar_feed (&run->main->bar, NULL, NULL);
   for (size_t k = 0; k < jobs - 1; k++)
     if (w[k].reg)
       {
-        add_stats (&run->main->stats, &w[k].reg->stats, &w[k].base);
+        ib_registry_stats_add (&run->main->stats, &w[k].reg->stats, &w[k].base);
         ib_registry_free (w[k].reg);
       }
   free (w);

@@ -13,6 +13,7 @@
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
 #include "../layers/image.h"
+#include "auth.h"
 #include "http.h"
 
 #define MANIFEST_ACCEPT                                                                                          \
@@ -128,7 +129,7 @@ open_client (const char *host, const char *repo, bool push, const struct ib_remo
   r->chunk_size = (uint64_t) env_number ("IMGBUILD_REGISTRY_CHUNK_SIZE", 64l << 20, 1024);
   r->stall_s = env_number ("IMGBUILD_REGISTRY_STALL_S", 60, 1);
   r->max_attempts = (unsigned) env_number ("IMGBUILD_REGISTRY_ATTEMPTS", 5, 1);
-  r->progress = opt ? opt->progress : NULL;
+  r->bar.report = opt ? opt->progress : NULL;
   r->refetch = opt && opt->refetch;
   r->push = push;
   r->opt = opt;
@@ -170,33 +171,24 @@ ib_registry_open_like (const struct ib_registry *m, struct ib_registry **out, ib
   return open_client (m->host, m->repo, m->push, m->opt, m->scheme, m, out, err);
 }
 
+/* The bar and the counters are progress.c's; the caller knows them
+ * through its client. */
 void
 ib_registry_progress_begin (struct ib_registry *r, const char *what, uint64_t total)
 {
-  ib_registry_progress_end (r);
-  if (r->progress && r->progress->start && total > 0)
-    r->progress_handle = r->progress->start (r->progress->data, what, total);
+  ib_registry_bar_begin (&r->bar, what, total);
 }
 
 void
 ib_registry_progress_add (struct ib_registry *r, uint64_t n)
 {
-  struct ib_registry *bar = r->progress_to ? r->progress_to : r;
-  if (bar->progress_handle == NULL || bar->progress->add == NULL)
-    return;
-  if (r->progress_lock)
-    pthread_mutex_lock (r->progress_lock);
-  bar->progress->add (bar->progress_handle, n);
-  if (r->progress_lock)
-    pthread_mutex_unlock (r->progress_lock);
+  ib_registry_bar_add (&r->bar, n);
 }
 
 void
 ib_registry_progress_end (struct ib_registry *r)
 {
-  if (r->progress_handle && r->progress->end)
-    r->progress->end (r->progress_handle);
-  r->progress_handle = NULL;
+  ib_registry_bar_end (&r->bar);
 }
 
 void
@@ -204,7 +196,7 @@ ib_registry_free (struct ib_registry *r)
 {
   if (r == NULL)
     return;
-  ib_registry_progress_end (r);
+  ib_registry_bar_end (&r->bar);
   ib_curl_free (r->curl);
   ib_registry_auth_clear (&r->auth);
   free (r->host);

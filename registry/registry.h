@@ -17,13 +17,7 @@
 #include "../store/descriptor.h"
 #include "../store/store.h"
 #include "../layers/transport.h"
-
-/* Bytes and blobs moved by one client: the tests and the report count them. */
-struct ib_registry_stats
-{
-  uint64_t bytes_down, bytes_up;
-  unsigned blobs_fetched, blobs_uploaded, blobs_mounted, blobs_present, retries;
-};
+#include "progress.h" /* struct ib_registry_stats */
 
 struct ib_registry;
 
@@ -31,6 +25,10 @@ struct ib_registry;
  * as well as pull. */
 int ib_registry_open (const char *host, const char *repo, bool push, const struct ib_remote_options *opt,
                       struct ib_registry **out, ib_error_t *err);
+/* Another client of M's repository, opened as M was, over the scheme M
+ * settled on and with its credentials and token (the parallel transfers'
+ * workers). */
+int ib_registry_open_like (const struct ib_registry *m, struct ib_registry **out, ib_error_t *err);
 void ib_registry_free (struct ib_registry *r);
 const struct ib_registry_stats *ib_registry_stats (const struct ib_registry *r);
 /* Blob bytes moved from now until ib_registry_progress_end count towards a

@@ -1,10 +1,10 @@
-/* layers/registry*: references, credentials, challenges (no network: the
+/* registry/: references, credentials, challenges (no network: the
  * integration suite talks to real registries). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "../../registry/curl.h"
-#include "../../registry/http.h"
+#include "../../registry/auth.h"
 #include "../../transports/docker_client.h"
 #include "../../transports/refs.h"
 #include "../../util/cleanup.h"
@@ -90,12 +90,13 @@ registry_credentials_from_auth_files (struct test_ctx *t)
   CHECK_STR (t, r->auth.auth_file, file);
   /* Nothing is sent before the registry asks for Basic. */
   CHECK (t, ib_registry_auth_header (r) == NULL);
-  bool retry = false;
-  CHECK (t, ib_registry_auth_challenge (r, "Basic realm=\"x\"", false, &retry, &err) == 0 && retry);
+  /* Basic asked for: the header changes, and no token is needed. */
+  char *url = NULL;
+  CHECK (t, ib_registry_auth_challenge (r, "Basic realm=\"x\"", false, &url, &err) == 0 && url == NULL);
   cleanup_free char *h = ib_registry_auth_header (r);
   CHECK_STR (t, h, "Authorization: Basic dXNlcjpwYXNz");
   /* Refused once sent: the message names the registry and the file only. */
-  CHECK (t, ib_registry_auth_challenge (r, "Basic realm=\"x\"", true, &retry, &err) < 0);
+  CHECK (t, ib_registry_auth_challenge (r, "Basic realm=\"x\"", true, &url, &err) < 0);
   CHECK (t, err && strstr (err->msg, "refused the credentials for 127.0.0.1:5000") && !strstr (err->msg, "dXNl"));
   ib_error_release (&err);
   free_fake (r);
@@ -103,7 +104,7 @@ registry_credentials_from_auth_files (struct test_ctx *t)
   /* A host with no entry: anonymous, and a clear message when asked. */
   r = fake_registry ("elsewhere:5000");
   CHECK (t, ib_registry_auth_init (r, &opt, &err) == 0 && r->auth.basic == NULL);
-  CHECK (t, ib_registry_auth_challenge (r, "Basic realm=\"x\"", false, &retry, &err) < 0);
+  CHECK (t, ib_registry_auth_challenge (r, "Basic realm=\"x\"", false, &url, &err) < 0);
   CHECK (t, err && strstr (err->msg, "asks for credentials and none are known"));
   ib_error_release (&err);
   free_fake (r);
@@ -131,27 +132,75 @@ registry_bearer_scopes (struct test_ctx *t)
   ib_registry_auth_want (r, "repository:base:pull");
   CHECK (t, r->auth.n_scopes == 2 && r->auth.bearer == NULL);
   /* A challenge without an http(s) realm is refused plainly. */
-  bool retry = true;
+  char *url = NULL;
   ib_error_t err = NULL;
-  CHECK (t, ib_registry_auth_challenge (r, "Bearer service=\"s\",scope=\"repository:x:pull\"", false, &retry, &err) < 0);
-  CHECK (t, !retry && err && strstr (err->msg, "names no http(s) realm"));
+  CHECK (t, ib_registry_auth_challenge (r, "Bearer service=\"s\",scope=\"repository:x:pull\"", false, &url, &err) < 0);
+  CHECK (t, url == NULL && err && strstr (err->msg, "names no http(s) realm"));
   CHECK (t, r->auth.n_scopes == 3);
   ib_error_release (&err);
   /* A token refused once may have expired: it is fetched again (here the
    * realm is missing, so the attempt shows as that error); refused twice
    * for the same scopes, it is a denial. */
   r->auth.bearer = ib_xstrdup ("tok");
-  CHECK (t, ib_registry_auth_challenge (r, "Bearer service=\"s\",scope=\"repository:x:pull\"", false, &retry, &err) < 0);
+  CHECK (t, ib_registry_auth_challenge (r, "Bearer service=\"s\",scope=\"repository:x:pull\"", false, &url, &err) < 0);
   CHECK (t, err && strstr (err->msg, "names no http(s) realm"));
   ib_error_release (&err);
   free (r->auth.bearer);
   r->auth.bearer = ib_xstrdup ("tok");
-  CHECK (t, ib_registry_auth_challenge (r, "Bearer service=\"s\",scope=\"repository:x:pull\"", true, &retry, &err) < 0);
+  CHECK (t, ib_registry_auth_challenge (r, "Bearer service=\"s\",scope=\"repository:x:pull\"", true, &url, &err) < 0);
   CHECK (t, err && strstr (err->msg, "asks for credentials") && !strstr (err->msg, "tok"));
   ib_error_release (&err);
-  CHECK (t, ib_registry_auth_challenge (r, "Negotiate", false, &retry, &err) < 0);
+  CHECK (t, ib_registry_auth_challenge (r, "Negotiate", false, &url, &err) < 0);
   CHECK (t, err && strstr (err->msg, "`Negotiate`"));
   ib_error_release (&err);
+  free_fake (r);
+}
+
+/* A Bearer challenge with a realm: the URL of the token request (every
+ * scope wanted, escaped), then the token service's answers as auth.c
+ * takes them; the request itself is http.c's. */
+void
+registry_token_request (struct test_ctx *t)
+{
+  struct ib_registry *r = fake_registry ("h:1");
+  r->auth.basic = ib_xstrdup ("dXNlcjpwYXNz");
+  r->auth.auth_file = ib_xstrdup ("/a/config.json");
+  ib_registry_auth_want (r, "repository:app:pull,push");
+  r->auth.bearer = ib_xstrdup ("tok");
+  char *url = NULL;
+  ib_error_t err = NULL;
+  CHECK (t, ib_registry_auth_challenge (r, "Bearer realm=\"https://auth.example/token?a=1\",service=\"reg svc\","
+                                           "scope=\"repository:base:pull\"",
+                                        false, &url, &err) == 0);
+  CHECK_STR (t, url, "https://auth.example/token?a=1&service=reg%20svc&scope=repository%3Aapp%3Apull%2Cpush"
+                     "&scope=repository%3Abase%3Apull");
+  free (url);
+  /* The token service gets the credentials and no token; Basic goes back
+   * to what it was once the request is done. */
+  bool was_basic = ib_registry_auth_token_begin (r);
+  CHECK (t, !was_basic && r->auth.bearer == NULL);
+  cleanup_free char *h = ib_registry_auth_header (r);
+  CHECK_STR (t, h, "Authorization: Basic dXNlcjpwYXNz");
+  ib_registry_auth_token_end (r, was_basic);
+  CHECK (t, !r->auth.use_basic);
+  static const struct
+  {
+    long status;
+    const char *body, *why;
+  } bad[] = {
+    { 401, "", "refused the credentials for h:1 from `/a/config.json` at its token service" },
+    { 500, "", "its token service answered HTTP 500" },
+    { 200, "{\"token\":\"\"}", "its token service sent no token" },
+  };
+  for (size_t i = 0; i < sizeof (bad) / sizeof (*bad); i++)
+    {
+      CHECK (t, ib_registry_auth_token_answer (r, bad[i].status, bad[i].body, strlen (bad[i].body), &err) < 0);
+      CHECK (t, err && strstr (err->msg, bad[i].why) && !strstr (err->msg, "dXNl"));
+      ib_error_release (&err);
+    }
+  const char *ok = "{\"access_token\":\"t0k\"}";
+  CHECK (t, ib_registry_auth_token_answer (r, 200, ok, strlen (ok), &err) == 0);
+  CHECK_STR (t, r->auth.bearer, "t0k");
   free_fake (r);
 }
 
