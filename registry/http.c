@@ -342,7 +342,8 @@ open_sink (struct ib_http_call *c, ib_error_t *err)
 static int
 fetch_token (struct ib_registry *r, char *url, ib_error_t *err)
 {
-  struct ib_http_call call = { .method = "GET", .url = url, .replayable = true, .max = 1u << 20 };
+  struct ib_http_call call = { .method = "GET", .url = url, .replayable = true, .no_challenge = true,
+                                .max = 1u << 20 };
   bool was_basic = ib_registry_auth_token_begin (r);
   int rc = ib_registry_do (r, &call, err);
   ib_registry_auth_token_end (r, was_basic);
@@ -400,7 +401,7 @@ ib_registry_do (struct ib_registry *r, struct ib_http_call *c, ib_error_t *err)
           return ib_error (err, IB_EENV, "registry %s: %s %s: %s%s", r->host, c->method, path,
                            ib_curl_strerror (r->curl, rc), tries ? tries : "");
         }
-      if (c->status == 401 && c->www_auth && auth_rounds++ < 3)
+      if (c->status == 401 && c->www_auth && !c->no_challenge && auth_rounds++ < 3)
         {
           if (answer_challenge (r, c->www_auth, auth_rounds > 1, err) < 0)
             return -1;

@@ -30,6 +30,9 @@ struct ib_http_call
   struct ib_http_body body;
   bool has_body;
   bool replayable;   /* may be sent again as it is after a failure */
+  bool no_challenge; /* a 401 comes back as it is: a token request's own
+                        (answering it would ask for another token, and so
+                        on, as deep as a hostile token service likes) */
   /* where a response body goes: the store (a blob), or a small buffer */
   struct ib_store *store;
   const struct ib_descriptor *blob;

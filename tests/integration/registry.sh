@@ -128,6 +128,43 @@ t_registry_bearer_tokens_and_scoped_mount() {
   refute grep -q -e wrong-Secret-42 -e "$(printf ci:wrong-Secret-42 | base64 -w0)" stderr.txt stdout.txt
 }
 
+# A token service that answers the token request with a Bearer challenge
+# of its own (naming itself) is refused, after one token request: a token
+# request answers no challenge (answering it asked for another token, and
+# that one's for another, as deep as the service liked: the end of the
+# stack).
+t_registry_token_service_that_challenges_itself_is_refused() {
+  cat >loop.py <<'PY'
+import os, sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+class H(BaseHTTPRequestHandler):
+    def do_GET(self):
+        with open(sys.argv[2], "a") as f:
+            f.write(self.path + "\n")
+        realm = "http://127.0.0.1:%d/token" % self.server.server_address[1]
+        self.send_response(401)
+        self.send_header("WWW-Authenticate", 'Bearer realm="%s",service="loop",scope="repository:x:pull"' % realm)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+    do_HEAD = do_GET
+    def log_message(self, *a):
+        pass
+s = ThreadingHTTPServer(("127.0.0.1", 0), H)
+with open(sys.argv[1] + ".tmp", "w") as f:
+    f.write(str(s.server_address[1]))
+os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+s.serve_forever()
+PY
+  service loop.log python3 loop.py loop.port requests.txt
+  wait_for_file loop.port
+  local host=127.0.0.1:$(cat loop.port)
+  IMGBUILD_STORE=$PWD/v expect_fail 8 \
+    "registry $host asks for credentials and none are known for it .* at its token service" \
+    "$IV" "docker://$host/x:1"
+  cat requests.txt
+  [ "$(grep -c '^/token' requests.txt)" = 1 ]
+}
+
 # The workers' clients start with their caller's token: a push on four
 # threads with nothing to mount asks the token service once (the caller's
 # ping), not once more per worker.
