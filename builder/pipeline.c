@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "../transports/refs.h"
+#include "../view/pull_lists.h"
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
 #include "pipeline.h"
@@ -83,8 +84,19 @@ resolve_base (struct ib_build *b, ib_error_t *err)
   struct ib_remote_options remote = b->opt->remote;
   ib_report_transfers (b->report, &progress);
   remote.progress = &progress;
-  if (ib_image_pull (b->store, from, plat ? &platform : NULL, &remote, &b->base, err) < 0)
+  /* The base's layers are listed as they arrive from a registry, beside
+   * the rest of the download (view/pull_lists.h). */
+  struct ib_pull_listener listener;
+  struct ib_pull_lister *lister = ib_pull_lister_start (b->store, &listener);
+  remote.listener = lister ? &listener : NULL;
+  int pulled = ib_image_pull (b->store, from, plat ? &platform : NULL, &remote, &b->base, err);
+  struct ib_pull_lister_stats listed;
+  ib_pull_lister_finish (lister, pulled < 0, &listed);
+  if (pulled < 0)
     return -1;
+  if (listed.listed > 0)
+    ib_report_note (b->report, "base %s: %zu of %zu layers listed while the pull went on", from, listed.listed,
+                    listed.layers);
   b->first_overlay_layer = b->base->n_layers;
   /* --platform picks from an index; a single image of another platform is
    * not silently relabelled. */

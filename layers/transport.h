@@ -28,6 +28,19 @@ struct ib_transfer_report
   void *data;
 };
 
+/* Told, from a transfer's thread, as each blob of an image being pulled
+ * is in the store (hashed, its digest right): I = 0 for IMG's config, I =
+ * k + 1 for its layer k.  IMG is the pull's own (its manifest and its
+ * descriptors; no diff_ids: the config may not be there yet), valid only
+ * during the call, which must only hand the work on (view/pull_lists.h).
+ * A blob the store already had is told of too.  Only a registry's pull
+ * calls it: the others read their source in place or in one piece. */
+struct ib_pull_listener
+{
+  void (*arrived) (void *data, const struct ib_image *img, size_t i);
+  void *data;
+};
+
 /* What the command line says about remote transports. */
 struct ib_remote_options
 {
@@ -41,6 +54,7 @@ struct ib_remote_options
   const char *docker_host; /* docker-daemon: references: the Docker Engine
                               (transports/docker_client.h); NULL: $DOCKER_HOST,
                               else the local socket */
+  const struct ib_pull_listener *listener; /* NULL: none */
 };
 
 /* "true"/"false" of --tls-verify=BOOL into OPT. */

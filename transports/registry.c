@@ -5,7 +5,9 @@
  * is fetched once per store, so a second build over the same base moves
  * only its manifest.  Each blob pulled is remembered with the repository it
  * came from (imgbuild/sources/), so that a push to another repository of
- * the same registry mounts it instead of sending it again.
+ * the same registry mounts it instead of sending it again, and is told to
+ * the pull's listener (layers/transport.h), so that a build lists a layer
+ * while the others are still on their way.
  *
  * Pushing sends the blobs the repository lacks, the provenance artifact
  * (by digest, with the referrers tag `sha256-HEX` that the distribution
@@ -244,6 +246,8 @@ struct blob_job
   struct ib_store *s;
   const char *host;     /* a push's registry, for mounts */
   const char *location; /* HOST/REPO, remembered as each blob's source */
+  const struct ib_image *img;               /* a pull's */
+  const struct ib_pull_listener *listener; /* a pull's; NULL: none */
 };
 
 /* FN on the config and the layers of IMG (index 0 is the config), in
@@ -268,6 +272,8 @@ fetch_one (struct ib_registry *reg, const struct ib_descriptor *d, size_t i, voi
     return -1;
   if (i > 0)
     remember_source (job->s, &d->digest, job->location);
+  if (job->listener)
+    job->listener->arrived (job->listener->data, job->img, i);
   return 0;
 }
 
@@ -307,7 +313,11 @@ registry_pull (struct ib_store *s, const struct ib_ref *ref, const struct ib_pla
   cleanup_free char *what = ib_xasprintf ("pull docker://%s:%s", ref->location, ref->name);
   ib_registry_progress_begin (reg, what, missing);
   if (rc == 0)
-    rc = each_image_blob (reg, img, fetch_one, &(struct blob_job){ s, NULL, ref->location }, err);
+    {
+      struct blob_job job = { .s = s, .location = ref->location, .img = img,
+                              .listener = ref->remote ? ref->remote->listener : NULL };
+      rc = each_image_blob (reg, img, fetch_one, &job, err);
+    }
   ib_registry_progress_end (reg);
   unsigned fetched = ib_registry_stats (reg)->blobs_fetched;
   uint64_t bytes = ib_registry_stats (reg)->bytes_down - before;
@@ -553,7 +563,8 @@ registry_push (struct ib_store *s, const struct ib_image *img, const struct ib_r
   cleanup_free char *host = NULL, *repo = NULL;
   split (ref->location, &host, &repo);
   cleanup_free char *what = ib_xasprintf ("push docker://%s:%s", ref->location, ref->name);
-  int rc = push_blobs (reg, img, &a, &(struct blob_job){ s, host, ref->location }, what, err);
+  struct blob_job job = { .s = s, .host = host, .location = ref->location };
+  int rc = push_blobs (reg, img, &a, &job, what, err);
   if (rc == 0)
     rc = push_referrers (reg, s, img, &a, err);
   /* The manifest last: by digest, or under its tag (one PUT: a registry

@@ -455,6 +455,58 @@ eight_layers() {
 # The most requests the proxy had at once among those JQ-FILTER selects.
 most_in_flight() { proxied "[.[] | select($1) | .inflight] | max"; }
 
+# A base pulled from a registry is listed as it arrives (view/pull_lists.h):
+# the last layer's download is held by the proxy until the test lets it
+# go, and meanwhile the lists of the layers before it appear in the store's
+# cache, by diff_id.  Without the lister they would only come after the
+# whole pull, and the wait below would run out.
+t_registry_base_listed_while_it_downloads() {
+  registry_start open
+  proxy_start
+  local i
+  for i in 1 2 3; do
+    head -c 300000 /dev/urandom >"p$i.bin"
+    echo "print($i)" >"m$i.py"
+    { [ "$i" = 1 ] && echo 'FROM scratch' || echo "FROM b:$((i - 1))"
+      echo "# imgbuild:new /opt/p$i.bin"; echo "# imgbuild:new /opt/m$i.py"
+      echo "COPY p$i.bin /opt/p$i.bin"
+      echo "COPY m$i.py /opt/m$i.py"; } >"D$i"
+    IMGBUILD_STORE=$PWD/s0 "$IB" -q --smoke=off -f "D$i" -t "b:$i" . >/dev/null
+  done
+  IMGBUILD_STORE=$PWD/s0 "$IB" -q --smoke=off -f D3 -t b:3 --push "docker://$PROXY/b3:1" . >/dev/null
+  printf 'FROM b:3\n# imgbuild:new /top\nCOPY top /top\n' >Dover
+  echo top >top
+  skopeo inspect --config "oci:$PWD/s0:b:3" | jq -r '.rootfs.diff_ids[]' | sed 's/^sha256://' >diff_ids
+  skopeo inspect --raw "oci:$PWD/s0:b:3" | jq -r '.layers[].digest' >layers
+  [ "$(wc -l <diff_ids)" = 3 ]
+  printf 'GET /blobs/%s$ wait:%s/go 1\n' "$(sed -n 3p layers)" "$PWD" >faults
+  IMGBUILD_STORE=$PWD/fresh "$IB" --smoke=off --transfer-jobs 1 --from "docker://$PROXY/b3:1" -f Dover -t over:1 . \
+    >over.out 2>over.err &
+  local pid=$! listed=0
+  for i in $(seq 1 1200); do
+    [ -e "fresh/imgbuild/files/$(sed -n 1p diff_ids)" ] && [ -e "fresh/imgbuild/files/$(sed -n 2p diff_ids)" ] \
+      && listed=1 && break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  # Two layers listed while the third is still on its way: the build is
+  # waiting for it, and its list is not there.
+  local waiting=0
+  kill -0 "$pid" 2>/dev/null && waiting=1
+  [ -e "fresh/imgbuild/files/$(sed -n 3p diff_ids)" ] && waiting=0
+  touch go
+  wait "$pid"
+  cat over.err
+  echo "listed before the last layer came: $listed; build still waiting for it: $waiting"
+  [ "$listed" = 1 ]
+  [ "$waiting" = 1 ]
+  grep -q "base docker://$PROXY/b3:1: 3 of 3 layers listed while the pull went on" over.err
+  # The same image as one built over the base straight from the store.
+  IMGBUILD_STORE=$PWD/s0 "$IB" -q --smoke=off -f Dover -t over:1 . >/dev/null
+  [ "$(skopeo inspect --raw "oci:$PWD/fresh:over:1" | jq -c .layers)" = \
+    "$(skopeo inspect --raw "oci:$PWD/s0:over:1" | jq -c .layers)" ]
+}
+
 t_registry_parallel_push_same_image_as_serial() {
   registry_start open
   proxy_start

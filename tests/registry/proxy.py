@@ -21,6 +21,9 @@ RULES, read again on every request, has lines `METHOD PATH-REGEX ACTION COUNT`:
   corrupt       forward, and flip one bit in the middle of the response body
   delay:SECONDS wait before forwarding, logged as one request (to make
                 concurrent transfers overlap where they can)
+  wait:FILE     hold the request until FILE exists, then forward it (a
+                transfer that cannot end before the test lets it: what
+                the client does meanwhile is then seen without timing it)
 Each rule fires for the first COUNT matching requests; COUNT as SKIP+N lets
 SKIP matching requests pass first.
 
@@ -140,6 +143,9 @@ class Proxy(BaseHTTPRequestHandler):
             time.sleep(float(fault.split(":")[1]))
         if fault and fault.startswith("delay:"):
             time.sleep(float(fault.split(":")[1]))
+        if fault and fault.startswith("wait:"):
+            while not os.path.exists(fault.split(":", 1)[1]):
+                time.sleep(0.05)
         conn = http.client.HTTPConnection("127.0.0.1", UPSTREAM, timeout=120)
         conn.putrequest(self.command, self.path, skip_host=True, skip_accept_encoding=True)
         for k, v in self.headers.items():

@@ -1,0 +1,151 @@
+/* The lister of a pull (pull_lists.h): one thread, fed by the pull's
+ * transfer threads through a queue under one mutex.
+ *
+ * One thread, not one per layer: a list pass already keeps two cores busy
+ * (inflating on one, hashing on the other: layers/layer_reader.c), the
+ * downloads need a share of them too, and the indexers a pass feeds were
+ * written for one pass at a time. */
+#include "pull_lists.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../util/cleanup.h"
+#include "../util/fsutil.h"
+#include "fsview.h"
+
+struct ib_pull_lister
+{
+  struct ib_store *s;
+  pthread_t thread;
+  pthread_mutex_t lock; /* everything below */
+  pthread_cond_t wake;
+  struct ib_descriptor manifest; /* the pulled image's, once its config came */
+  bool have_config;
+  size_t *arrived; /* layer numbers, in the order their blobs came */
+  size_t n_arrived, cap, next;
+  bool over, failed;
+  struct ib_pull_lister_stats stats;
+};
+
+static void
+arrived (void *data, const struct ib_image *img, size_t i)
+{
+  struct ib_pull_lister *l = data;
+  pthread_mutex_lock (&l->lock);
+  if (i == 0 && !l->have_config)
+    {
+      ib_descriptor_copy (&l->manifest, &img->manifest);
+      l->have_config = true;
+    }
+  else if (i > 0)
+    {
+      if (l->n_arrived == l->cap)
+        {
+          l->cap = l->cap ? 2 * l->cap : 16;
+          l->arrived = ib_xrealloc (l->arrived, l->cap * sizeof (*l->arrived));
+        }
+      l->arrived[l->n_arrived++] = i - 1;
+    }
+  pthread_cond_signal (&l->wake);
+  pthread_mutex_unlock (&l->lock);
+}
+
+/* The next layer to list, with the lock held: false when the lister is to
+ * stop (the pull failed, or it is over and every layer that came is done). */
+static bool
+next_layer (struct ib_pull_lister *l, size_t *layer)
+{
+  while (!l->failed && !(l->over && (!l->have_config || l->next == l->n_arrived))
+         && !(l->have_config && l->next < l->n_arrived))
+    pthread_cond_wait (&l->wake, &l->lock);
+  if (l->failed || !l->have_config || l->next == l->n_arrived)
+    return false;
+  *layer = l->arrived[l->next++];
+  return true;
+}
+
+/* List layer K of IMG as the build would (fsview.c caches it); a layer it
+ * cannot list is the build's own pass's to report. */
+static void
+list_layer (struct ib_pull_lister *l, const struct ib_image *img, size_t k)
+{
+  struct ib_fs_list *list;
+  ib_error_t e = NULL;
+  if (k < img->n_layers && ib_fs_list_layer (l->s, &img->layers[k], &img->diff_ids[k], &list, &e) == 0)
+    {
+      ib_fs_list_free (list);
+      pthread_mutex_lock (&l->lock);
+      l->stats.listed++;
+      pthread_mutex_unlock (&l->lock);
+    }
+  ib_error_release (&e);
+}
+
+static void *
+run (void *data)
+{
+  struct ib_pull_lister *l = data;
+  struct ib_image *img = NULL;
+  size_t k;
+  pthread_mutex_lock (&l->lock);
+  while (next_layer (l, &k))
+    {
+      pthread_mutex_unlock (&l->lock);
+      /* The config is in the store now: the manifest was put there before
+       * any blob was fetched.  An image that does not load is not listed. */
+      ib_error_t e = NULL;
+      if (img == NULL && ib_image_load (l->s, &l->manifest, NULL, &img, &e) < 0)
+        ib_error_release (&e);
+      if (img)
+        list_layer (l, img, k);
+      pthread_mutex_lock (&l->lock);
+      l->stats.layers = img ? img->n_layers : 0;
+    }
+  pthread_mutex_unlock (&l->lock);
+  ib_image_free (img);
+  return NULL;
+}
+
+struct ib_pull_lister *
+ib_pull_lister_start (struct ib_store *s, struct ib_pull_listener *listener)
+{
+  struct ib_pull_lister *l = ib_xcalloc (1, sizeof (*l));
+  l->s = s;
+  pthread_mutex_init (&l->lock, NULL);
+  pthread_cond_init (&l->wake, NULL);
+  if (pthread_create (&l->thread, NULL, run, l) != 0)
+    {
+      /* No thread: no listener either; the build lists after the pull. */
+      pthread_cond_destroy (&l->wake);
+      pthread_mutex_destroy (&l->lock);
+      free (l);
+      *listener = (struct ib_pull_listener){ 0 };
+      return NULL;
+    }
+  *listener = (struct ib_pull_listener){ .arrived = arrived, .data = l };
+  return l;
+}
+
+void
+ib_pull_lister_finish (struct ib_pull_lister *l, bool pull_failed, struct ib_pull_lister_stats *stats)
+{
+  if (stats)
+    *stats = (struct ib_pull_lister_stats){ 0 };
+  if (l == NULL)
+    return;
+  pthread_mutex_lock (&l->lock);
+  l->over = true;
+  l->failed = pull_failed;
+  pthread_cond_signal (&l->wake);
+  pthread_mutex_unlock (&l->lock);
+  pthread_join (l->thread, NULL);
+  if (stats)
+    *stats = l->stats;
+  pthread_cond_destroy (&l->wake);
+  pthread_mutex_destroy (&l->lock);
+  ib_descriptor_clear (&l->manifest);
+  free (l->arrived);
+  free (l);
+}
