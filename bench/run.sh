@@ -8,7 +8,8 @@
 #   real     scripts/real-base.sh: Debian bookworm + python3-torch + scipy
 #            (one layer, ~2 GB uncompressed)
 #   gpu      real + one layer of /usr/local/cuda/lib64 (the CUDA toolkit's
-#            own large libraries: cuBLAS, cuFFT, cuDNN, NCCL, ...)
+#            own large libraries: cuBLAS, cuFFT, cuDNN, NCCL, ...); its
+#            definition adds [kernels] (NCCL's, for the GB10) and [target]
 #   gen:N    real + generated layers (~2 GB each) up to N GB uncompressed:
 #            a realistic mix of Python trees, shared objects without GPU
 #            code (the base's own, salted), with GPU code (CUDA's), and
@@ -187,7 +188,14 @@ make_gpu_base() { # DIR
   rm -rf "$1.tmp" && mkdir -p "$1.tmp"
   copy_layout "$real" "$1.tmp/oci"
   say "gpu: a layer of /usr/local/cuda/lib64 ($(du -shL /usr/local/cuda/lib64 | cut -f1))"
-  add_layer "$1.tmp/oci:real" base / usr/local/cuda/lib64
+  # /usr/local/cuda and its lib64 are symbolic links (to cuda-13.0, to
+  # targets/…/lib): the layer holds the files under the path the image
+  # uses, staged as hard links.
+  rm -rf "$WORK/gpustage" && mkdir -p "$WORK/gpustage/usr/local/cuda/lib64"
+  cp -al "$(readlink -f /usr/local/cuda/lib64)/." "$WORK/gpustage/usr/local/cuda/lib64/" 2>/dev/null \
+    || cp -a "$(readlink -f /usr/local/cuda/lib64)/." "$WORK/gpustage/usr/local/cuda/lib64/"
+  add_layer "$1.tmp/oci:real" base "$WORK/gpustage" usr
+  rm -rf "$WORK/gpustage"
   echo $(($(du -sb "$(real_base rootfs)" | cut -f1) + $(du -sb /usr/local/cuda/lib64/ | cut -f1))) >"$1.tmp/uncompressed"
   mv "$1.tmp" "$1"
 }
@@ -315,7 +323,7 @@ stop_registry() {
 }
 
 # ---- one scenario --------------------------------------------------------
-overlay() { # DIR LAYOUT: the definition and the same files staged for umoci/docker
+overlay() { # DIR LAYOUT SCENARIO: the definition and the same files staged for umoci/docker
   local dir=$1 rootfs
   rootfs=$(real_base rootfs)
   mkdir -p "$dir/def" "$dir/ctx/stage"
@@ -329,6 +337,13 @@ overlay() { # DIR LAYOUT: the definition and the same files staged for umoci/doc
       echo "COPY stage/$SITE/$f /$SITE/$f" >>"$dir/ctx/Dockerfile.copies"
     done
     printf '[symbols]\npython-path /%s\ncheck-package torch\n[native]\npackage torch scipy\n' "$SITE"
+    # Over CUDA's libraries, the GPU-code gates too, as the real image has
+    # them: NCCL's kernels for the GB10 (its 218 MB library read as a stream),
+    # and the fleet's driver, PTX and JIT checks of every GPU library.
+    if [ "$3" = gpu ]; then
+      printf '[kernels]\ntarget 12.1\nrequire /usr/local/cuda/lib64/libnccl.so* %s\n[target]\ngpu = 12.1\ndriver = 580.95.05\n' \
+        'ncclDevKernel_SendRecv ncclDevKernel_AllGather_RING_LL'
+    fi
   } >"$dir/def/image.conf"
   { echo "FROM bench-base:1"; cat "$dir/ctx/Dockerfile.copies"; } >"$dir/ctx/Dockerfile"
   rm "$dir/ctx/Dockerfile.copies"
@@ -357,7 +372,7 @@ run_scenario() {
   for b in "${blobs[@]}"; do comp=$((comp + $(stat -c %s "$layout/blobs/sha256/$b"))); done
   printf '%s\tinput\t%d\t%d\t%d\t0\t0\t%s\n' "$sc" "$nl" "$unc" "$comp" "$(date -u +%FT%TZ)" >>"$RES/$sc.tsv"
   say "$sc: $nl layers, $((unc / 1048576)) MiB uncompressed, $((comp / 1048576)) MiB compressed"
-  overlay "$W" "$layout"
+  overlay "$W" "$layout" "$sc"
   export IMGBUILD_STORE=$W/store
   local ibf=(--smoke=off --allow-unsafe-base)
 

@@ -484,8 +484,10 @@ t_registry_base_listed_while_it_downloads() {
     >over.out 2>over.err &
   local pid=$! listed=0
   for i in $(seq 1 1200); do
-    [ -e "fresh/imgbuild/files/$(sed -n 1p diff_ids)" ] && [ -e "fresh/imgbuild/files/$(sed -n 2p diff_ids)" ] \
-      && listed=1 && break
+    if [ -e "fresh/imgbuild/files/$(sed -n 1p diff_ids)" ] && [ -e "fresh/imgbuild/files/$(sed -n 2p diff_ids)" ]; then
+      listed=1
+      break
+    fi
     kill -0 "$pid" 2>/dev/null || break
     sleep 0.1
   done
