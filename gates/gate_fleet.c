@@ -96,6 +96,32 @@ ptx_versions (struct ib_build *b, const struct ib_fleet_scope *sc, ib_error_t *e
   return 0;
 }
 
+/* The two walks of the budget over the image's files (kgate.h: one
+ * file's GPU code in memory at a time). */
+struct budget_walk
+{
+  struct ib_jit_budget *jb;
+  const struct ib_fs_entry *const *files;
+};
+
+static int
+budget_learn (void *data, size_t i, const struct ib_cuda_file *code, ib_error_t *err)
+{
+  (void) i, (void) err;
+  ib_jit_budget_learn (((struct budget_walk *) data)->jb, code);
+  return 0;
+}
+
+static int
+budget_add (void *data, size_t i, const struct ib_cuda_file *code, ib_error_t *err)
+{
+  (void) err;
+  struct budget_walk *w = data;
+  cleanup_free char *path = ib_xasprintf ("/%s", w->files[i]->path);
+  ib_jit_budget_add (w->jb, path, code);
+  return 0;
+}
+
 /* Every shared object, cubin and fatbin of the image: what would JIT at
  * first use.  Warnings only; the required list is the kernel gate's. */
 static int
@@ -103,12 +129,11 @@ jit_budget (struct ib_build *b, const struct ib_fleet_scope *sc, ib_error_t *err
 {
   cleanup_free const struct ib_fs_entry **files = NULL;
   size_t n = ib_kernels_glob_files (sc->view, NULL, 0, &files);
-  struct ib_cuda_file **code = ib_xcalloc (n ? n : 1, sizeof (*code));
-  cleanup_free char **paths = ib_xcalloc (n ? n : 1, sizeof (*paths));
-  int r = ib_kernels_inspect_entries (b->store, b->image, files, n, code, NULL, err);
-  for (size_t i = 0; i < n; i++)
-    paths[i] = ib_xasprintf ("/%s", files[i]->path);
-  struct ib_jit_budget *jb = r == 0 ? ib_jit_budget_compute ((const char *const *) paths, code, n, sc->target) : NULL;
+  struct budget_walk w = { ib_jit_budget_new (sc->target), files };
+  int r = ib_kernels_each_file (b->store, b->image, files, n, budget_learn, &w, err);
+  if (r == 0)
+    r = ib_kernels_each_file (b->store, b->image, files, n, budget_add, &w, err);
+  struct ib_jit_budget *jb = r == 0 ? w.jb : NULL;
   size_t jit = 0, none = 0;
   for (size_t i = 0; jb && i < jb->n; i++)
     {
@@ -130,13 +155,7 @@ jit_budget (struct ib_build *b, const struct ib_fleet_scope *sc, ib_error_t *err
   if (jb)
     ib_report_note (b->report, "jit-budget: %zu files, %zu kernels would JIT at first use, %zu have no code for the target",
                     n, jit, none);
-  ib_jit_budget_free (jb);
-  for (size_t i = 0; i < n; i++)
-    {
-      ib_cuda_file_free (code[i]);
-      free (paths[i]);
-    }
-  free (code);
+  ib_jit_budget_free (w.jb);
   return r;
 }
 

@@ -107,16 +107,21 @@ str_cmp (const void *a, const void *b)
   return strcmp (*(const char *const *) a, *(const char *const *) b);
 }
 
-struct ctx
+/* What the budget learns before its rows: the kernels that some file runs
+ * without a JIT (their PTX elsewhere is never compiled), as copies of
+ * their names, sorted and unique once the first row is added. */
+struct ib_jit_budget_state
 {
   const struct ib_compute_capability *gpus;
   size_t n_gpus;
-  const char **runnable; /* kernels with runnable SASS in some file, sorted */
-  size_t n_runnable;
+  char **runnable;
+  size_t n_runnable, cap_runnable;
+  bool sorted;
 };
 
 static void
-file_budget (struct ib_jit_file *out, const struct ib_cuda_file *f, const struct ctx *c, unsigned driver_ptx)
+file_budget (struct ib_jit_file *out, const struct ib_cuda_file *f, const struct ib_jit_budget_state *c,
+             unsigned driver_ptx)
 {
   for (size_t i = 0; f && i < f->n; i++)
     {
@@ -144,7 +149,7 @@ file_budget (struct ib_jit_file *out, const struct ib_cuda_file *f, const struct
       out->kernels++;
       if (sass_runs_everywhere (p + i, j - i, c->gpus, c->n_gpus))
         out->runs++;
-      else if (in_sorted (c->runnable, c->n_runnable, p[i].name))
+      else if (in_sorted ((const char *const *) c->runnable, c->n_runnable, p[i].name))
         out->covered++;
       else if (ptx_covers (p + i, j - i, c->gpus, c->n_gpus))
         {
@@ -169,43 +174,73 @@ file_budget (struct ib_jit_file *out, const struct ib_cuda_file *f, const struct
 }
 
 struct ib_jit_budget *
+ib_jit_budget_new (const struct ib_target *target)
+{
+  struct ib_jit_budget *b = ib_xcalloc (1, sizeof (*b));
+  b->driver_ptx = ib_driver_max_ptx (ib_target_driver (target));
+  b->state = ib_xcalloc (1, sizeof (*b->state));
+  b->state->gpus = ib_target_gpus (target, &b->state->n_gpus);
+  return b;
+}
+
+void
+ib_jit_budget_learn (struct ib_jit_budget *b, const struct ib_cuda_file *code)
+{
+  struct ib_jit_budget_state *c = b->state;
+  size_t np;
+  struct pair *p = pairs_of (code, &np);
+  for (size_t a = 0; a < np;)
+    {
+      size_t e = a;
+      while (e < np && strcmp (p[e].name, p[a].name) == 0)
+        e++;
+      if (sass_runs_everywhere (p + a, e - a, c->gpus, c->n_gpus))
+        {
+          if (c->n_runnable == c->cap_runnable)
+            {
+              c->cap_runnable = c->cap_runnable ? 2 * c->cap_runnable : 64;
+              c->runnable = ib_xrealloc (c->runnable, c->cap_runnable * sizeof (*c->runnable));
+            }
+          c->runnable[c->n_runnable++] = ib_xstrdup (p[a].name);
+          c->sorted = false;
+        }
+      a = e;
+    }
+  free (p);
+}
+
+void
+ib_jit_budget_add (struct ib_jit_budget *b, const char *path, const struct ib_cuda_file *code)
+{
+  struct ib_jit_budget_state *c = b->state;
+  if (!c->sorted && c->n_runnable > 1) /* ib_qsort (NULL, 0, ...) is undefined (UBSan) */
+    {
+      ib_qsort (c->runnable, c->n_runnable, sizeof (*c->runnable), str_cmp);
+      size_t k = 1;
+      for (size_t i = 1; i < c->n_runnable; i++)
+        if (strcmp (c->runnable[i], c->runnable[k - 1]) != 0)
+          c->runnable[k++] = c->runnable[i];
+        else
+          free (c->runnable[i]);
+      c->n_runnable = k;
+    }
+  c->sorted = true;
+  b->f = ib_xrealloc (b->f, (b->n + 1) * sizeof (*b->f));
+  struct ib_jit_file *f = &b->f[b->n++];
+  memset (f, 0, sizeof (*f));
+  f->path = ib_xstrdup (path);
+  file_budget (f, code, c, b->driver_ptx);
+}
+
+struct ib_jit_budget *
 ib_jit_budget_compute (const char *const *paths, struct ib_cuda_file *const *code, size_t n,
                        const struct ib_target *target)
 {
-  struct ctx c = { 0 };
-  c.gpus = ib_target_gpus (target, &c.n_gpus);
-  /* Kernels that some file runs without a JIT: their PTX elsewhere is
-   * never compiled. */
+  struct ib_jit_budget *b = ib_jit_budget_new (target);
   for (size_t i = 0; i < n; i++)
-    {
-      size_t np;
-      struct pair *p = pairs_of (code[i], &np);
-      for (size_t a = 0; a < np;)
-        {
-          size_t b = a;
-          while (b < np && strcmp (p[b].name, p[a].name) == 0)
-            b++;
-          if (sass_runs_everywhere (p + a, b - a, c.gpus, c.n_gpus))
-            {
-              c.runnable = ib_xrealloc (c.runnable, (c.n_runnable + 1) * sizeof (*c.runnable));
-              c.runnable[c.n_runnable++] = p[a].name;
-            }
-          a = b;
-        }
-      free (p);
-    }
-  if (c.n_runnable > 1) /* ib_qsort (NULL, 0, ...) is undefined (UBSan) */
-    ib_qsort (c.runnable, c.n_runnable, sizeof (*c.runnable), str_cmp);
-  struct ib_jit_budget *b = ib_xcalloc (1, sizeof (*b));
-  b->driver_ptx = ib_driver_max_ptx (ib_target_driver (target));
-  b->f = ib_xcalloc (n ? n : 1, sizeof (*b->f));
-  b->n = n;
+    ib_jit_budget_learn (b, code[i]);
   for (size_t i = 0; i < n; i++)
-    {
-      b->f[i].path = ib_xstrdup (paths[i]);
-      file_budget (&b->f[i], code[i], &c, b->driver_ptx);
-    }
-  free (c.runnable);
+    ib_jit_budget_add (b, paths[i], code[i]);
   return b;
 }
 
@@ -226,6 +261,13 @@ ib_jit_budget_free (struct ib_jit_budget *b)
       free (f->path);
     }
   free (b->f);
+  if (b->state)
+    {
+      for (size_t i = 0; i < b->state->n_runnable; i++)
+        free (b->state->runnable[i]);
+      free (b->state->runnable);
+      free (b->state);
+    }
   free (b);
 }
 

@@ -33,16 +33,27 @@ struct ib_jit_file
   char **jit_names, **none_names;
 };
 
+struct ib_jit_budget_state;
+
 struct ib_jit_budget
 {
   size_t n;
   struct ib_jit_file *f;
   unsigned driver_ptx; /* the newest PTX ISA the target's driver JITs */
+  struct ib_jit_budget_state *state; /* what ib_jit_budget_learn learned */
 };
 
 /* The budget of N files (PATHS[i] with CODE[i]) against TARGET. */
 struct ib_jit_budget *ib_jit_budget_compute (const char *const *paths, struct ib_cuda_file *const *code, size_t n,
                                              const struct ib_target *target);
+/* The same, one file's GPU code at a time: the records of every file of
+ * CUDA 13.0's lib64 (1,204 files, cuBLASLt's alone lists its kernels
+ * for a dozen architectures) took a build from 52 to 83 MB at once.  Every file goes to ib_jit_budget_learn (which kernels
+ * it runs without a JIT, kept by name), then every file again, in order,
+ * to ib_jit_budget_add (its row); none may be learned after the first add. */
+struct ib_jit_budget *ib_jit_budget_new (const struct ib_target *target);
+void ib_jit_budget_learn (struct ib_jit_budget *b, const struct ib_cuda_file *code);
+void ib_jit_budget_add (struct ib_jit_budget *b, const char *path, const struct ib_cuda_file *code);
 void ib_jit_budget_free (struct ib_jit_budget *b);
 cJSON *ib_jit_budget_json (const struct ib_jit_budget *b);
 /* A table for people; files without GPU code are left out. */

@@ -129,6 +129,60 @@ ib_kernels_inspect_entries (struct ib_store *s, const struct ib_image *img, cons
   return r;
 }
 
+int
+ib_kernels_each_file (struct ib_store *s, const struct ib_image *img, const struct ib_fs_entry *const *files,
+                      size_t n, int (*fn) (void *data, size_t i, const struct ib_cuda_file *code, ib_error_t *err),
+                      void *data, ib_error_t *err)
+{
+  cleanup_free char *cache = NULL;
+  if (ib_store_cache_dir (s, "kernels", &cache, err) < 0)
+    return -1;
+  /* Those the cache lacks, inspected together (a record is only loaded
+   * here to see that it is there). */
+  cleanup_free const struct ib_fs_entry **wanted = ib_xcalloc (n ? n : 1, sizeof (*wanted));
+  size_t n_wanted = 0;
+  for (size_t i = 0; i < n; i++)
+    {
+      struct ib_cuda_file *f = ib_kernels_cache_load (cache, files[i]->digest);
+      if (f == NULL)
+        wanted[n_wanted++] = files[i];
+      ib_cuda_file_free (f);
+    }
+  struct ib_cuda_file **got = ib_xcalloc (n_wanted ? n_wanted : 1, sizeof (*got));
+  int r = n_wanted ? ib_kernels_inspect_entries (s, img, wanted, n_wanted, got, NULL, err) : 0;
+  /* Saved: dropped, read back one at a time below. */
+  for (size_t k = 0; r == 0 && k < n_wanted; k++)
+    {
+      struct ib_cuda_file *f = ib_kernels_cache_load (cache, wanted[k]->digest);
+      if (f)
+        {
+          ib_cuda_file_free (got[k]);
+          got[k] = NULL;
+        }
+      ib_cuda_file_free (f);
+    }
+  for (size_t i = 0, k = 0; r == 0 && i < n; i++)
+    {
+      struct ib_cuda_file *f = ib_kernels_cache_load (cache, files[i]->digest);
+      const struct ib_cuda_file *code = f;
+      /* WANTED is in the order of FILES: its next one that is this file */
+      size_t j = k;
+      while (f == NULL && j < n_wanted && wanted[j] != files[i])
+        j++;
+      if (f == NULL && j < n_wanted)
+        {
+          code = got[j];
+          k = j + 1;
+        }
+      r = fn (data, i, code, err);
+      ib_cuda_file_free (f);
+    }
+  for (size_t k = 0; k < n_wanted; k++)
+    ib_cuda_file_free (got[k]);
+  free (got);
+  return r;
+}
+
 size_t
 ib_kernels_glob_files (const struct ib_fsview *view, char *const *globs, size_t n_globs,
                        const struct ib_fs_entry ***out)

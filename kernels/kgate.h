@@ -43,6 +43,13 @@ int ib_kernels_check (struct ib_store *s, const struct ib_image *img, const stru
 int ib_kernels_inspect_entries (struct ib_store *s, const struct ib_image *img,
                                 const struct ib_fs_entry *const *files, size_t n, struct ib_cuda_file **out,
                                 size_t *inspected, ib_error_t *err);
+/* FN on the GPU code of each of FILES in turn, one record in memory at a
+ * time (from the cache); those not cached yet are inspected first, in one
+ * read of the layers, and only those whose record could not be cached are
+ * kept until the end.  A negative FN stops the walk with its error. */
+int ib_kernels_each_file (struct ib_store *s, const struct ib_image *img, const struct ib_fs_entry *const *files,
+                          size_t n, int (*fn) (void *data, size_t i, const struct ib_cuda_file *code, ib_error_t *err),
+                          void *data, ib_error_t *err);
 
 /* The regular files of VIEW matching any of GLOBS (default, N_GLOBS 0:
  * *.so *.so.* *.cubin *.fatbin), each once.  *OUT is malloc'd. */
