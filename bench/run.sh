@@ -370,7 +370,8 @@ run_scenario() {
   nl=${#blobs[@]}
   comp=0
   for b in "${blobs[@]}"; do comp=$((comp + $(stat -c %s "$layout/blobs/sha256/$b"))); done
-  printf '%s\tinput\t%d\t%d\t%d\t0\t0\t%s\n' "$sc" "$nl" "$unc" "$comp" "$(date -u +%FT%TZ)" >>"$RES/$sc.tsv"
+  printf '%s\tinput\t%d\t%d\t%d\t0\t0\t%s\t%s\n' "$sc" "$nl" "$unc" "$comp" "$(date -u +%FT%TZ)" \
+    "$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null)" >>"$RES/$sc.tsv"
   say "$sc: $nl layers, $((unc / 1048576)) MiB uncompressed, $((comp / 1048576)) MiB compressed"
   overlay "$W" "$layout" "$sc"
   export IMGBUILD_STORE=$W/store
