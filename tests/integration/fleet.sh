@@ -140,8 +140,16 @@ t_jit_budget_before_and_after_prebake() {
   # After prebake, its SASS is in the image: nothing JITs, in the build's
   # gate (which walks the files one record at a time, twice: what runs
   # anywhere, then each file's row) as in imgverify's listing.
+  # (the budget kept by an earlier build of the fixture's store dropped)
+  rm -rf "$IMGBUILD_STORE/imgbuild/jitbudget"
   "$IB" dsv41-flash-dcp2 >/dev/null 2>build.err
-  grep -q 'jit-budget: [0-9]* files, 0 kernels would JIT at first use' build.err
+  grep -q 'jit-budget: [0-9]* files, 0 kernels would JIT at first use, [0-9]* have no code for the target$' build.err
+  # Built again over the same GPU files: the budget kept by the first build,
+  # word for word, and no record walked.
+  "$IB" dsv41-flash-dcp2 -t again:1 >/dev/null 2>again.err
+  grep -q 'jit-budget: [0-9]* files, 0 kernels would JIT at first use, [0-9]* have no code for the target (kept from a build with the same GPU files and target)' again.err
+  diff <(grep 'jit-budget: warning' build.err) <(grep 'jit-budget: warning' again.err)
+  [ "$(grep -c 'jit-budget: warning' build.err)" -gt 0 ]
   "$IV" --jit-budget --json dsv41-flash-dcp2:local >after.json
   jq -e '[.files[].jit] | add == 0' after.json
   jq -e '[.files[] | select(.path | endswith("libflashinfer_dcp.so"))][0].covered_elsewhere == 1' after.json
