@@ -7,6 +7,7 @@
 
 #include "../kernels/fleet.h"
 #include "../kernels/jitbudget.h"
+#include "../kernels/kindex.h"
 #include "../store/digest.h"
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
@@ -145,6 +146,7 @@ budget_memo_path (struct ib_store *s, const struct ib_target *t, const struct ib
   ib_driver_version_str (ib_target_driver (t), dv, sizeof (dv));
   ib_sha256 *h = ib_sha256_new ();
   ib_sha256_update (h, BUDGET_MEMO, sizeof (BUDGET_MEMO));
+  ib_sha256_update (h, IB_KERNELS_CACHE_MAGIC, sizeof (IB_KERNELS_CACHE_MAGIC));
   ib_sha256_update (h, dv, strlen (dv) + 1);
   size_t ng;
   const struct ib_compute_capability *g = ib_target_gpus (t, &ng);

@@ -19,7 +19,6 @@
 #include "../util/fsutil.h"
 #include "kindex.h"
 
-#define CACHE_MAGIC "imgbuild-kernels 3" /* 2: relocatable, ptx_version; 3: offset, stored */
 #define FATBIN_MAGIC 0xBA55ED50u /* read as cudabin.c reads it */
 #define ELF_HEAD 64              /* sizeof (Elf64_Ehdr): less is no ELF object for cudabin.c */
 
@@ -52,7 +51,7 @@ ib_kernels_cache_load (const char *dir, const char *digest)
   cJSON *j = cJSON_Parse (text);
   const cJSON *magic = cJSON_GetObjectItemCaseSensitive (j, "cache");
   struct ib_cuda_file *f = NULL;
-  if (cJSON_IsString (magic) && strcmp (magic->valuestring, CACHE_MAGIC) == 0)
+  if (cJSON_IsString (magic) && strcmp (magic->valuestring, IB_KERNELS_CACHE_MAGIC) == 0)
     ib_cuda_file_from_json (j, &f, NULL);
   cJSON_Delete (j);
   return f;
@@ -63,7 +62,7 @@ ib_kernels_cache_save (const char *dir, const char *digest, const struct ib_cuda
 {
   cJSON *j = ib_cuda_file_json (f);
   /* Last, so that a file cut short does not parse. */
-  cJSON_AddStringToObject (j, "cache", CACHE_MAGIC);
+  cJSON_AddStringToObject (j, "cache", IB_KERNELS_CACHE_MAGIC);
   char *text = cJSON_PrintUnformatted (j);
   cJSON_Delete (j);
   cleanup_free char *path = ib_path_join (dir, digest);

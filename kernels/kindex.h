@@ -17,6 +17,9 @@
  * what was saved for DIGEST, NULL when there is none or it does not parse
  * (a file cut short, another version's record). */
 void ib_kernels_cache_save (const char *dir, const char *digest, const struct ib_cuda_file *f);
+/* The records' version: a record of another is not read, and what is
+ * kept from records (the JIT budget, gates/gate_fleet.c) names it. */
+#define IB_KERNELS_CACHE_MAGIC "imgbuild-kernels 3" /* 2: relocatable, ptx_version; 3: offset, stored */
 struct ib_cuda_file *ib_kernels_cache_load (const char *dir, const char *digest);
 
 /* The inspection's indexer (store/indexer.h): in the pass that
