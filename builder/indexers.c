@@ -22,6 +22,15 @@ ib_build_indexers_add (struct ib_build_indexers *x, const struct ib_definition *
   if (x->kernels_on)
     ib_store_add_indexer (s, &x->kernels.ix);
   ib_error_release (&e);
+  /* The toolchains and driver gates' CUDA versions: without them a
+   * cold build reads CUDA's libraries out of their layer once more. */
+  if (d->target.present)
+    {
+      x->cudaver_on = ib_cudaver_indexer_init (s, &x->cudaver, &e) == 0;
+      if (x->cudaver_on)
+        ib_store_add_indexer (s, &x->cudaver.ix);
+      ib_error_release (&e);
+    }
   /* The native gate's records, and the symbol gate's too: its syntax
    * check runs the image's interpreter in a chroot of the files the loader
    * maps for it (builder/pyroot.c), found from these records; without
@@ -61,6 +70,8 @@ ib_build_indexers_clear (struct ib_build_indexers *x)
     ib_sbom_indexer_clear (&x->sbom);
   if (x->kernels_on)
     ib_kernels_indexer_clear (&x->kernels);
+  if (x->cudaver_on)
+    ib_cudaver_indexer_clear (&x->cudaver);
   for (size_t i = 0; i < x->n_defaults; i++)
     free (x->defaults[i]);
   free (x->defaults);

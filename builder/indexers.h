@@ -2,17 +2,18 @@
  * registered on the build's store before the first file list is made:
  * the native gate's when it has [native] or a python-path (the syntax
  * check's chroot is found from its records), the symbol gate's when it has
- * [symbols] (its checked packages), the SBOM's and its GPU-code list's
- * always.  With them a cold
- * build reads each base layer once, for its file list and every record
- * the gates and the SBOM then take from their caches, instead of once
- * more per gate and round. */
+ * [symbols] (its checked packages), the toolchains gate's CUDA versions
+ * when it has [target], the SBOM's and its GPU-code list's always.  With
+ * them a cold build reads each base layer once, for its file list and
+ * every record the gates and the SBOM then take from their caches,
+ * instead of once more per gate and round. */
 #ifndef IB_BUILD_INDEXERS_H
 #define IB_BUILD_INDEXERS_H
 
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "../kernels/cudaver.h"
 #include "../kernels/kgate.h"
 #include "../link-check/linkgate.h"
 #include "../symbol-check/symgate.h"
@@ -21,8 +22,9 @@
 
 struct ib_build_indexers
 {
-  bool native_on, python_on, sbom_on, kernels_on;
+  bool native_on, python_on, sbom_on, kernels_on, cudaver_on;
   struct ib_native_indexer native;
+  struct ib_cudaver_indexer cudaver;
   struct ib_kernels_indexer kernels;
   struct ib_sbom_indexer sbom;
   struct ib_python_indexer python;

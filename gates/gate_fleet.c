@@ -24,7 +24,7 @@ fleet_gate (struct ib_build *b, const char *name, fleet_check check, ib_error_t 
   if (ib_build_image_view (b, &view, err) < 0)
     return -1;
   struct ib_gate_sink k = { b->report, name, NULL, 0 };
-  struct ib_fleet_scope sc = { b->store, b->image, view, &b->def->target, ib_gate_sink_problem, &k, NULL };
+  struct ib_fleet_scope sc = { b->store, b->image, view, &b->def->target, ib_gate_sink_problem, &k, NULL, NULL };
   if (check (b, &sc, err) < 0)
     {
       ib_gate_sink_finish (&k, IB_EKERNELS, NULL);
@@ -34,13 +34,19 @@ fleet_gate (struct ib_build *b, const char *name, fleet_check check, ib_error_t 
 }
 
 /* The toolchains found also go into the JSON report: "toolchains":
- * [{"kind","path","cuda","note"}]. */
+ * [{"kind","path","cuda","note"}]; and a note says how their versions
+ * were found: in a cold build, every record made by the file-list pass
+ * and no layer read again (kernels/cudaver.h). */
 static int
 toolchains (struct ib_build *b, const struct ib_fleet_scope *sc, ib_error_t *err)
 {
   struct ib_fleet_scope with = *sc;
+  struct ib_fleet_reads reads = { 0, 0, 0 };
   with.details = cJSON_CreateArray ();
+  with.reads = &reads;
   int r = ib_fleet_toolchains (&with, err);
+  ib_report_note (b->report, "toolchains: CUDA versions of %zu files: %zu read in %zu layer passes, %zu cached",
+                  reads.cached + reads.read, reads.read, reads.layer_passes, reads.cached);
   cJSON *doc = ib_report_json (b->report);
   cJSON_DeleteItemFromObjectCaseSensitive (doc, "toolchains");
   cJSON_AddItemToObject (doc, "toolchains", with.details);

@@ -8,6 +8,7 @@
 #include "../view/extract.h"
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
+#include "cudaver.h"
 
 const char *
 ib_image_env (const struct ib_image *img, const char *key)
@@ -27,6 +28,10 @@ ib_image_env (const struct ib_image *img, const char *key)
 
 /* ---- CUDA versions of image files, cached by content digest -------------- */
 
+/* The records are made in the file-list pass (cudaver.h's indexer); a
+ * file without one (indexers off, a store made before them, a file reached
+ * by another name) is read from its layer, and its record made by the same
+ * code. */
 struct version_job
 {
   const char *cache;
@@ -41,16 +46,27 @@ version_extracted (void *data, const struct ib_fs_entry *e, struct ib_layer_read
   struct version_job *job = data;
   cleanup_close int fd = -1;
   unsigned v = 0;
-  if (ib_reader_spool (r, job->cache, &fd, err) < 0 || ib_cuda_version_of_fd (fd, &v, err) < 0)
+  if (ib_reader_spool (r, job->cache, &fd, err) < 0 || ib_cudaver_of_fd_save (job->cache, e->digest, fd, &v, err) < 0)
     return ib_error_wrap (err, "/%s", e->path);
-  char text[32];
-  int len = snprintf (text, sizeof (text), "%u\n", v);
-  cleanup_free char *path = ib_path_join (job->cache, e->digest);
-  ib_write_cache_file (path, text, (size_t) len, NULL);
   for (size_t i = 0; i < job->n; i++)
     if (job->files[i] == e)
       job->out[i] = v;
   return 0;
+}
+
+/* How many layers WANTED's files come from: the passes ib_extract_entries makes. */
+static size_t
+layers_of (const struct ib_fs_entry *const *wanted, size_t n)
+{
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++)
+    {
+      size_t j = 0;
+      while (j < i && wanted[j]->layer != wanted[i]->layer)
+        j++;
+      k += j == i;
+    }
+  return k;
 }
 
 int
@@ -64,13 +80,15 @@ ib_fleet_cuda_versions (const struct ib_fleet_scope *sc, const struct ib_fs_entr
   size_t n_wanted = 0;
   for (size_t i = 0; i < n; i++)
     {
-      cleanup_free char *path = ib_path_join (cache, files[i]->digest);
-      cleanup_free char *text = NULL;
       out[i] = 0;
-      if (files[i]->digest[0] && ib_read_file (path, 64, &text, NULL, NULL) == 0)
-        out[i] = (unsigned) strtoul (text, NULL, 10);
-      else
+      if (!ib_cudaver_cache_load (cache, files[i]->digest, &out[i]))
         wanted[n_wanted++] = files[i];
+    }
+  if (sc->reads)
+    {
+      sc->reads->cached += n - n_wanted;
+      sc->reads->read += n_wanted;
+      sc->reads->layer_passes += layers_of (wanted, n_wanted);
     }
   struct version_job job = { cache, files, out, n };
   return ib_extract_entries (sc->store, sc->img, wanted, n_wanted, version_extracted, &job, err);
@@ -91,21 +109,6 @@ struct tools
   struct tool *t;
 };
 
-static const char *
-tool_kind (const char *path)
-{
-  static const char *const exact[] = { "ptxas", "nvcc", "nvdisasm", "cuobjdump", NULL };
-  const char *base = strrchr (path, '/') ? strrchr (path, '/') + 1 : path;
-  for (int i = 0; exact[i]; i++)
-    if (strcmp (base, exact[i]) == 0)
-      return exact[i];
-  if (strncmp (base, "libnvrtc.so", 11) == 0)
-    return "libnvrtc";
-  if (strncmp (base, "libnvJitLink.so", 15) == 0)
-    return "libnvJitLink";
-  return NULL;
-}
-
 static int
 find_tools (const struct ib_fleet_scope *sc, struct tools *out, ib_error_t *err)
 {
@@ -114,7 +117,7 @@ find_tools (const struct ib_fleet_scope *sc, struct tools *out, ib_error_t *err)
   for (size_t i = 0; i < n; i++)
     {
       const struct ib_fs_entry *e = ib_fsview_at (sc->view, i);
-      const char *kind = e->type == IB_FS_FILE ? tool_kind (e->path) : NULL;
+      const char *kind = e->type == IB_FS_FILE ? ib_cudaver_tool_kind (e->path) : NULL;
       if (kind == NULL)
         continue;
       out->t = ib_xrealloc (out->t, (out->n + 1) * sizeof (*out->t));

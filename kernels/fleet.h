@@ -23,6 +23,14 @@
 #include "../util/requirement.h"
 #include "target.h"
 
+/* How ib_fleet_cuda_versions found the versions it was asked for: a
+ * record cached (in a store that never saw the image: made by the
+ * file-list pass, cudaver.h), or the file read out of its layer. */
+struct ib_fleet_reads
+{
+  size_t cached, read, layer_passes;
+};
+
 struct ib_fleet_scope
 {
   struct ib_store *store;
@@ -32,6 +40,7 @@ struct ib_fleet_scope
   ib_problem_fn fn;
   void *data;
   cJSON *details; /* an array: one object per file looked at (may be NULL) */
+  struct ib_fleet_reads *reads; /* counted into when not NULL */
 };
 
 int ib_fleet_toolchains (const struct ib_fleet_scope *sc, ib_error_t *err);

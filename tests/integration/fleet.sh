@@ -161,3 +161,53 @@ t_jit_budget_before_and_after_prebake() {
   "$IV" --json dsv41-flash-dcp2:local >v.json
   jq -e '[.gates[] | select(.name == ("toolchains", "driver", "ptx", "jit-budget")) | .status] == ["pass", "pass", "pass", "pass"]' v.json
 }
+
+# Issue 18: the toolchains' CUDA versions made in the file-list pass
+# (kernels/cudaver.c's indexer).  A cold build (a store that never saw the
+# base) finds every version cached and reads no layer for them; with the
+# indexers off (IMGBUILD_NO_INDEXERS=1) the gate reads the files from the
+# base's layer itself, as a store made before the indexer does.  Both
+# decide the same, and every record the gate made is byte for byte the
+# indexer's.  The files: real ones (a 54 MB NVRTC whose version string is
+# 42 MB in, read in 1 MiB steps), cuobjdump, and nvcc as Debian ships it,
+# a shell script with no version string (a record of 0), reached also
+# through a link (libnvrtc.so.11.2, the driver gate's glob).
+t_toolchain_versions_made_in_the_list_pass() {
+  local c lib
+  c=$(cuda118)
+  lib=/usr/lib/x86_64-linux-gnu
+  fleet_image base t-base:1 "file $c/amd64/usr/bin/ptxas /usr/bin/ptxas mode=0755
+file $c/amd64/usr/bin/cuobjdump /usr/bin/cuobjdump mode=0755
+file $c/amd64/usr/bin/nvcc /usr/bin/nvcc mode=0755
+file $c/amd64$lib/libnvrtc.so.11.8.89 $lib/libnvrtc.so.11.8.89
+symlink $lib/libnvrtc.so.11.2 libnvrtc.so.11.8.89" ''
+  "$IB" -q base --output "oci:$PWD/layout:base" >/dev/null
+  echo x >x
+  mkdir over
+  cp x over/
+  printf '[image]\nname = t-over:1\nfrom = oci:%s/layout:base\n[copy]\nfile x /opt/x\n[new]\n/opt/x\n' "$PWD" >over/image.conf
+  printf '[env]\nTRITON_PTXAS_PATH = /usr/bin/ptxas\n[target]\ngpu = 8.0\ndriver = 515.105.01\n' >>over/image.conf
+  for mode in one own; do
+    off=
+    [ "$mode" = own ] && off=1
+    (export IMGBUILD_NO_INDEXERS=$off IMGBUILD_STORE="$PWD/s-$mode"
+     "$IB" --smoke=off --report "json:$mode.json" over >"$mode.out" 2>"$mode.err")
+    jq -e '[.gates[] | select(.name == ("toolchains", "driver")) | .status] == ["pass", "pass"]' "$mode.json"
+    jq -c '.toolchains' "$mode.json" >"$mode.tools"
+    grep -E '^imgbuild: (toolchains|driver): ' "$mode.err" | grep -v 'CUDA versions of' >"$mode.problems" || true
+  done
+  cmp one.out own.out # the same manifest digest
+  cmp one.tools own.tools
+  cmp one.problems own.problems
+  # Not vacuous: every kind read, the script has no version, the driver gate warned.
+  jq -e '. == [{"kind":"cuobjdump","path":"/usr/bin/cuobjdump","cuda":"11.8"},{"kind":"nvcc","path":"/usr/bin/nvcc","cuda":null,"note":"no version string"},{"kind":"ptxas","path":"/usr/bin/ptxas","cuda":"11.8"},{"kind":"libnvrtc","path":"/usr/lib/x86_64-linux-gnu/libnvrtc.so.11.8.89","cuda":"11.8"},{"kind":"TRITON_PTXAS_PATH","path":"/usr/bin/ptxas","cuda":"11.8"}]' one.tools
+  grep -q 'warning: /usr/lib/x86_64-linux-gnu/libnvrtc.so.11.8.89: NVRTC of CUDA 11.8 on driver 515.105.01' one.problems
+  # The cold build read no layer for the versions; without the indexer the gate did.
+  grep -q '^imgbuild: toolchains: CUDA versions of 4 files: 0 read in 0 layer passes, 4 cached$' one.err
+  grep -q '^imgbuild: toolchains: CUDA versions of 4 files: 4 read in 1 layer passes, 0 cached$' own.err
+  # Every record the gate made is the indexer's, byte for byte, and no other.
+  diff -r s-own/imgbuild/cudaver s-one/imgbuild/cudaver
+  [ "$(ls s-one/imgbuild/cudaver | wc -l)" = 4 ]
+  grep -qx 0 s-one/imgbuild/cudaver/"$(sha256sum "$c/amd64/usr/bin/nvcc" | cut -c1-64)"
+  grep -qx 11080 s-one/imgbuild/cudaver/"$(sha256sum "$c/amd64$lib/libnvrtc.so.11.8.89" | cut -c1-64)"
+}
