@@ -5,9 +5,10 @@
  * and nvJitLink are ~100 MB, beyond IB_INDEX_TEXT_MAX and far beyond what
  * the pass may hold (issue 18: 64 MiB for the whole build), and their
  * version string lies ~80% of the way in.  The spool costs nothing more:
- * every one of these files is an ELF object, which the kernels indexer
- * has spooled already (one spool per file for every indexer that wants
- * it), and ib_cuda_version_of_fd scans it in 1 MiB reads. */
+ * these files are ELF objects (but for a wrapper script, a few bytes),
+ * which the kernels indexer has spooled already (one spool per file for
+ * every indexer that wants it), and ib_cuda_version_of_fd scans it in
+ * 1 MiB reads, as the gate's own read of the file does. */
 #include "cudaver.h"
 
 #include <stdio.h>
@@ -75,8 +76,10 @@ index_file (void *data, const char *path, const char *digest, const char *text, 
 {
   struct ib_cudaver_indexer *x = data;
   (void) path, (void) text, (void) len;
+  if (fd < 0)
+    return;
   cleanup_free char *cpath = ib_path_join (x->cache, digest);
-  if (fd < 0 || access (cpath, F_OK) == 0)
+  if (access (cpath, F_OK) == 0)
     return; /* the same content seen before */
   unsigned v;
   ib_error_t e = NULL;
