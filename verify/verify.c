@@ -159,6 +159,16 @@ inflate_threads (const struct item *items, size_t n, int t)
   return big > 0 && big < t ? t / big : 1;
 }
 
+/* What the pass costs, and why it is not the inflate alone: every layer is
+ * inflated and both of its streams are hashed, the blob for its digest and
+ * the tar for its diff_id.  On gen:30 (14 gzip layers, 14 GB, 30 GB of tar;
+ * the 2-core Xeon of bench/RESULTS.md, SHA-NI at ~1.1 GB/s a core) that is
+ * ~100 core-seconds of ISA-L (`igzip -dc` of the layers) and 44 GB of
+ * SHA-256, ~40 more: 148 core-seconds were measured, and perf puts 93% of a
+ * layer's in those two (61% inflate, 33% SHA-256), 4% in the kernel (read's
+ * copy), 2% in libarchive, the tar checks and the threads.  The workers keep
+ * 2 or more threads runnable 99% of the time, so on 2 cores the pass takes
+ * that work over 2 (~74 s alone), not the inflate floor over 2 (50 s). */
 static void
 run_pool (struct ib_store *s, struct item *items, size_t n, int jobs, struct ib_report *report, const char *what)
 {
