@@ -106,6 +106,12 @@ next_slot (struct ib_layer_reader *r, struct slot *ring, unsigned n, size_t size
   return ring[*i].buf;
 }
 
+/* The blob is read(2) into the ring, not mapped.  Mapping it (the pages
+ * given back 1 MiB behind, a SIGBUS guard for a file cut short) took
+ * imgverify of a 1.14 GB gen:30 layer from 0.28-0.37 s of system time to
+ * 0.14-0.16 s, but its user time rose about as much (the inflater then
+ * reads pages that the copy no longer brought into the cache), its wall
+ * time was longer in 3 runs of 3, and its peak RSS 3 MiB higher. */
 static int
 fill_input (struct ib_layer_reader *r)
 {
