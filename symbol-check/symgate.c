@@ -93,14 +93,12 @@ need_defs (struct sg_ctx *c, const struct ib_fs_entry *e, const struct ib_fs_ent
 static int
 load_checked_files (struct sg_ctx *c, ib_error_t *err)
 {
-  const struct ib_fs_entry **wanted = NULL;
-  size_t n = 0;
-  for (size_t i = 0; i < ib_fsview_count (c->view); i++)
-    {
-      const struct ib_fs_entry *e = ib_fsview_at (c->view, i);
-      if (e->layer >= c->r->first_checked_layer && sg_is_py_under_root (c, e))
-        sg_want (&wanted, &n, e);
-    }
+  const struct ib_fs_entry **wanted = NULL, **upper = NULL;
+  size_t n = 0, n_upper = ib_fsview_from_layer (c->view, c->r->first_checked_layer, &upper);
+  for (size_t i = 0; i < n_upper; i++)
+    if (sg_is_py_under_root (c, upper[i]))
+      sg_want (&wanted, &n, upper[i]);
+  free (upper);
   c->st->files_checked = n;
   int r = 0;
   if (!sg_checked_from_caches (c, wanted, n))

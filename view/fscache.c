@@ -233,6 +233,10 @@ cache_save (const char *path, const struct cache_kind *kind, const ib_digest *id
       strings_size += strlen (l->e[i].path) + 1 + (l->e[i].link ? strlen (l->e[i].link) + 1 : 0);
       if (kind->layers && (l->e[i].layer < 0 || l->e[i].layer > UINT16_MAX))
         return 0; /* more layers than a record holds (OCI runtimes stop at 128): not cached */
+      /* A view's order is proven here, once: it is read in place, its
+       * records found by binary search and never all checked. */
+      if (kind->layers && i > 0 && strcmp (l->e[i - 1].path, l->e[i].path) >= 0)
+        return 0;
     }
   for (size_t i = 0; i < l->n_hazards; i++)
     strings_size += strlen (l->hazards[i]) + 1;
@@ -364,10 +368,12 @@ clear_list (struct ib_fs_list *l)
   memset (l, 0, sizeof (*l));
 }
 
-/* N_LAYERS bounds the records' layers: 1 for a list, whose records say 0. */
+/* PATH mapped, its header and the bounds of its parts checked: *MAP and
+ * its length, and where the hazards and strings start; false (nothing
+ * mapped) when it is not a whole file of KIND for ID. */
 static bool
-cache_load (const char *path, const struct cache_kind *kind, const ib_digest *id, unsigned n_layers,
-            struct ib_fs_list *l)
+cache_map (const char *path, const struct cache_kind *kind, const ib_digest *id, char **map_out, size_t *len_out,
+           struct cache_head *h, size_t *hz_at, size_t *strings_at)
 {
   cleanup_close int fd = open (path, O_RDONLY | O_CLOEXEC);
   struct stat st;
@@ -380,29 +386,53 @@ cache_load (const char *path, const struct cache_kind *kind, const ib_digest *id
   char *map = mmap (NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
   if (map == MAP_FAILED)
     return false;
-  struct cache_head h, want;
-  memcpy (&h, map, sizeof (h));
+  struct cache_head want;
+  memcpy (h, map, sizeof (*h));
   init_head (&want, kind, id);
-  size_t recs_at = sizeof (h);
-  bool ok = memcmp (h.magic, want.magic, sizeof (h.magic)) == 0 && memcmp (h.diff_id, want.diff_id, sizeof (h.diff_id)) == 0
-            && h.record_size == want.record_size && h.byte_order == want.byte_order && h.strings_size >= 1
-            && h.n <= (len - recs_at) / sizeof (struct cache_rec)
-            && h.n_hazards <= (len - recs_at - h.n * sizeof (struct cache_rec)) / sizeof (uint32_t);
-  size_t hz_at = recs_at + (size_t) h.n * sizeof (struct cache_rec);
-  size_t strings_at = hz_at + (size_t) h.n_hazards * sizeof (uint32_t);
-  ok = ok && strings_at + h.strings_size == len && map[len - 1] == '\0' && map[strings_at] == '\0';
+  size_t recs_at = sizeof (*h);
+  bool ok = memcmp (h->magic, want.magic, sizeof (h->magic)) == 0
+            && memcmp (h->diff_id, want.diff_id, sizeof (h->diff_id)) == 0 && h->record_size == want.record_size
+            && h->byte_order == want.byte_order && h->strings_size >= 1
+            && h->n <= (len - recs_at) / sizeof (struct cache_rec)
+            && h->n_hazards <= (len - recs_at - h->n * sizeof (struct cache_rec)) / sizeof (uint32_t);
+  *hz_at = recs_at + (size_t) h->n * sizeof (struct cache_rec);
+  *strings_at = *hz_at + (size_t) h->n_hazards * sizeof (uint32_t);
+  ok = ok && *strings_at + h->strings_size == len && map[len - 1] == '\0' && map[*strings_at] == '\0';
   if (!ok)
     {
       munmap (map, len);
       return false;
     }
+  *map_out = map;
+  *len_out = len;
+  return true;
+}
+
+/* The mapped file as a block of POOL: unmapped when the pool is freed, its
+ * pages given back by ib_fs_strings_release. */
+static void
+pool_adopt_map (struct ib_fs_strings **pool, char *map, size_t len)
+{
   struct ib_fs_strings *b = ib_xmalloc (sizeof (*b));
-  *b = (struct ib_fs_strings){ .next = l->strings, .map = map, .map_len = len };
-  l->strings = b;
+  *b = (struct ib_fs_strings){ .next = *pool, .map = map, .map_len = len };
+  *pool = b;
+}
+
+/* N_LAYERS bounds the records' layers: 1 for a list, whose records say 0. */
+static bool
+cache_load (const char *path, const struct cache_kind *kind, const ib_digest *id, unsigned n_layers,
+            struct ib_fs_list *l)
+{
+  char *map;
+  size_t len, hz_at, strings_at;
+  struct cache_head h;
+  if (!cache_map (path, kind, id, &map, &len, &h, &hz_at, &strings_at))
+    return false;
+  pool_adopt_map (&l->strings, map, len);
   l->n = (size_t) h.n;
   l->e = ib_xmalloc ((l->n ? l->n : 1) * sizeof (*l->e));
   char *strings = map + strings_at;
-  if (!take_records (map, recs_at, l, strings, h.strings_size, n_layers)
+  if (!take_records (map, sizeof (h), l, strings, h.strings_size, n_layers)
       || !take_hazards (map, hz_at, h.n_hazards, strings, h.strings_size, l))
     {
       clear_list (l);
@@ -420,8 +450,48 @@ ib_fs_cache_load (const char *path, const ib_digest *diff_id, struct ib_fs_list 
   return cache_load (path, &list_kind, diff_id, 1, l);
 }
 
+/* ---- a view read in place ------------------------------------------------- */
+
 bool
-ib_fs_view_cache_load (const char *path, const ib_digest *chain_id, size_t n_layers, struct ib_fs_list *l)
+ib_fs_view_cache_map (const char *path, const ib_digest *chain_id, size_t n_layers, struct ib_fs_strings **pool,
+                      struct ib_fs_map *m, struct ib_fs_list *hazards)
 {
-  return n_layers <= UINT16_MAX + 1u && cache_load (path, &view_kind, chain_id, (unsigned) n_layers, l);
+  char *map;
+  size_t len, hz_at, strings_at;
+  struct cache_head h;
+  if (n_layers > UINT16_MAX + 1u || !cache_map (path, &view_kind, chain_id, &map, &len, &h, &hz_at, &strings_at))
+    return false;
+  struct ib_fs_list hz = { 0 };
+  if (!take_hazards (map, hz_at, h.n_hazards, map + strings_at, h.strings_size, &hz))
+    {
+      clear_list (&hz);
+      munmap (map, len);
+      return false;
+    }
+  pool_adopt_map (pool, map, len);
+  *m = (struct ib_fs_map){ .recs = map + sizeof (h), .n = (size_t) h.n, .strings = map + strings_at,
+                           .strings_size = h.strings_size, .n_layers = (unsigned) n_layers };
+  hazards->hazards = hz.hazards;
+  hazards->n_hazards = hz.n_hazards;
+  return true;
+}
+
+const char *
+ib_fs_map_path (const struct ib_fs_map *m, size_t i)
+{
+  uint32_t at = ((const struct cache_rec *) (m->recs + i * sizeof (struct cache_rec)))->path;
+  return m->strings + (at < m->strings_size ? at : 0);
+}
+
+void
+ib_fs_map_entry (const struct ib_fs_map *m, size_t i, struct ib_fs_entry *e)
+{
+  const struct cache_rec *r = (const struct cache_rec *) (m->recs + i * sizeof (struct cache_rec));
+  if (!take_record (r, (char *) m->strings, m->strings_size, m->n_layers, e))
+    {
+      /* Damaged (the store's own file, written whole and renamed into
+       * place: a disk that lied, or a hand): a placeholder that no check
+       * reads as a file, never a pointer out of the map. */
+      *e = (struct ib_fs_entry){ .path = (char *) m->strings, .digest = "", .type = IB_FS_OTHER };
+    }
 }

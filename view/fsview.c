@@ -1,6 +1,5 @@
 #include "fsview.h"
 
-#include <archive_entry.h>
 #include <errno.h>
 #include <fnmatch.h>
 #include <malloc.h>
@@ -12,273 +11,10 @@
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
 #include "fscache.h"
-#include "../store/indexer.h"
-#include "../layers/layer_reader.h"
+#include "fsview_private.h"
 #include "../layers/tarpath.h"
 
-/* ---- one layer's list ---------------------------------------------------- */
-
-void
-ib_fs_list_free (struct ib_fs_list *l)
-{
-  if (l == NULL)
-    return;
-  for (size_t i = 0; i < l->n_hazards; i++)
-    free (l->hazards[i]);
-  free (l->hazards);
-  free (l->e);
-  ib_fs_strings_free (l->strings);
-  free (l);
-}
-
-static void
-add_hazard (struct ib_fs_list *l, const char *text)
-{
-  l->hazards = ib_xrealloc (l->hazards, (l->n_hazards + 1) * sizeof (*l->hazards));
-  l->hazards[l->n_hazards++] = ib_xstrdup (text);
-}
-
-static int
-cmp_entry (const void *a, const void *b)
-{
-  return strcmp (((const struct ib_fs_entry *) a)->path, ((const struct ib_fs_entry *) b)->path);
-}
-
-static struct ib_fs_entry *
-list_append (struct ib_fs_list *l, size_t *cap)
-{
-  if (l->n == *cap)
-    {
-      *cap = *cap ? *cap * 2 : 256;
-      l->e = ib_xrealloc (l->e, *cap * sizeof (*l->e));
-    }
-  struct ib_fs_entry *e = &l->e[l->n++];
-  memset (e, 0, sizeof (*e));
-  return e;
-}
-
-static char
-type_of (struct archive_entry *ae)
-{
-  if (archive_entry_hardlink (ae))
-    return IB_FS_HARDLINK;
-  switch (archive_entry_filetype (ae))
-    {
-    case AE_IFREG:
-      return IB_FS_FILE;
-    case AE_IFDIR:
-      return IB_FS_DIR;
-    case AE_IFLNK:
-      return IB_FS_SYMLINK;
-    default:
-      return IB_FS_OTHER;
-    }
-}
-
-/* Whiteouts are files named ".wh.X" (delete X) or ".wh..wh..opq" (opaque
- * parent); they are turned into markers on the path they act on. */
-static void
-classify_whiteout (struct ib_fs_entry *e)
-{
-  char *slash = strrchr (e->path, '/');
-  char *base = slash ? slash + 1 : e->path;
-  if (strncmp (base, ".wh.", 4) != 0)
-    return;
-  if (strcmp (base, ".wh..wh..opq") == 0)
-    {
-      e->type = IB_FS_OPAQUE;
-      if (slash)
-        *slash = '\0';
-      else
-        e->path[0] = '\0';
-      return;
-    }
-  e->type = IB_FS_WHITEOUT;
-  for (char *c = base; (*c = c[4]) != '\0'; c++)
-    ;
-}
-
-/* Hash a regular file's content and, when the store's indexers want it
- * (indexer.h), hand it to them in the same read. */
-static int
-hash_entry_data (struct ib_layer_reader *r, struct ib_fs_entry *e, struct ib_fs_strings **strings, char *buf,
-                 size_t bufsz, const struct ib_store *s, const char *spool_dir, ib_error_t *err)
-{
-  ib_sha256 *h = ib_sha256_new ();
-  struct ib_index_file ixf;
-  bool indexing = false, first = true;
-  for (;;)
-    {
-      ssize_t n = ib_layer_reader_data (r, buf, bufsz, err);
-      if (n < 0)
-        {
-          ib_sha256_free (h);
-          if (indexing)
-            ib_index_file_abort (&ixf);
-          return ib_error_wrap (err, "read `%s`", e->path);
-        }
-      if (first && spool_dir)
-        indexing = ib_index_file_begin (&ixf, s, spool_dir, e->path, e->size, (const unsigned char *) buf, (size_t) n);
-      first = false;
-      if (n == 0)
-        break;
-      ib_sha256_update (h, buf, (size_t) n);
-      if (indexing)
-        ib_index_file_feed (&ixf, buf, (size_t) n);
-    }
-  ib_digest d;
-  ib_sha256_final (h, &d);
-  ib_sha256_free (h);
-  e->digest = ib_fs_strings_add (strings, ib_digest_hex (d.s), 64);
-  if (indexing)
-    ib_index_file_end (&ixf, e->digest);
-  return 0;
-}
-
-static int
-compute_list (struct ib_store *s, const struct ib_descriptor *blob, const ib_digest *diff_id, struct ib_fs_list *l,
-              ib_error_t *err)
-{
-  struct ib_layer_reader *r;
-  if (ib_layer_reader_open (s, blob, diff_id, &r, err) < 0)
-    return -1;
-  size_t cap = 0;
-  cleanup_free char *buf = ib_xmalloc (1 << 20);
-  /* The indexers' spool goes beside their caches; none, no indexing. */
-  size_t n_ix;
-  ib_store_indexers (s, &n_ix);
-  cleanup_free char *spool_dir = NULL;
-  if (n_ix && ib_store_cache_dir (s, "spool", &spool_dir, NULL) < 0)
-    spool_dir = NULL;
-  struct archive_entry *ae;
-  int x;
-  while ((x = ib_layer_reader_next (r, &ae, err)) == 1)
-    {
-      cleanup_free char *path = ib_clean_tar_path (archive_entry_pathname (ae) ? archive_entry_pathname (ae) : "");
-      if (path == NULL)
-        continue; /* the root folder itself, or a hostile ".." entry that no extractor may follow */
-      struct ib_fs_entry *e = list_append (l, &cap);
-      e->path = ib_fs_strings_add (&l->strings, path, strlen (path));
-      e->digest = "";
-      e->type = type_of (ae);
-      e->mode = archive_entry_perm (ae);
-      e->size = (uint64_t) archive_entry_size (ae);
-      const char *link = e->type == IB_FS_HARDLINK ? archive_entry_hardlink (ae) : archive_entry_symlink (ae);
-      if (link)
-        e->link = ib_fs_strings_add (&l->strings, link, strlen (link));
-      if (e->type == IB_FS_FILE && hash_entry_data (r, e, &l->strings, buf, 1 << 20, s, spool_dir, err) < 0)
-        {
-          ib_layer_reader_free (r);
-          return -1;
-        }
-      classify_whiteout (e);
-    }
-  if (x == 0)
-    x = ib_layer_reader_end (r, NULL, err);
-  size_t nh;
-  const char *const *h = ib_layer_reader_hazards (r, &nh);
-  for (size_t i = 0; x == 0 && i < nh; i++)
-    add_hazard (l, h[i]);
-  ib_layer_reader_free (r);
-  if (x < 0)
-    return -1;
-  ib_qsort (l->e, l->n, sizeof (*l->e), cmp_entry);
-  return 0;
-}
-
-/* A path as one field of a line of text (link-check/memo.c's): '\\', '\t'
- * and '\n' escaped. */
-void
-ib_fs_put_escaped (FILE *f, const char *s)
-{
-  for (; *s; s++)
-    {
-      if (*s == '\\')
-        fputs ("\\\\", f);
-      else if (*s == '\n')
-        fputs ("\\n", f);
-      else if (*s == '\t')
-        fputs ("\\t", f);
-      else
-        fputc (*s, f);
-    }
-}
-
-/* Undo ib_fs_put_escaped: S in place, and a copy of it. */
-char *
-ib_fs_unescape (char *s)
-{
-  /* Most paths have nothing escaped: copied whole, not byte by byte. */
-  char *o = strchr (s, '\\');
-  if (o == NULL)
-    return ib_xstrdup (s);
-  for (char *c = o; *c; c++)
-    {
-      if (*c == '\\' && c[1])
-        {
-          c++;
-          *o++ = *c == 'n' ? '\n' : *c == 't' ? '\t' : *c;
-        }
-      else
-        *o++ = *c;
-    }
-  *o = '\0';
-  return ib_xstrdup (s);
-}
-
-int
-ib_fs_list_layer (struct ib_store *s, const struct ib_descriptor *blob, const ib_digest *diff_id,
-                  struct ib_fs_list **out, ib_error_t *err)
-{
-  cleanup_free char *dir = NULL;
-  if (ib_store_cache_dir (s, "files", &dir, err) < 0)
-    return -1;
-  cleanup_free char *cache = ib_path_join (dir, ib_digest_hex (diff_id->s));
-  struct ib_fs_list *l = ib_xcalloc (1, sizeof (*l));
-  if (ib_store_blob_trusted (s, &blob->digest) && ib_fs_cache_load (cache, diff_id, l))
-    {
-      *out = l;
-      return 0;
-    }
-  ib_fs_list_free (l);
-  l = ib_xcalloc (1, sizeof (*l));
-  if (compute_list (s, blob, diff_id, l, err) < 0 || ib_fs_cache_save (cache, diff_id, l, err) < 0)
-    {
-      ib_fs_list_free (l);
-      return -1;
-    }
-  /* The list as saved, read back mapped: its strings and digests on the
-   * heap were some 180 bytes an entry, and a cold build over a base of
-   * 190,000 entries held every layer's (55 of its 93 MB); mapped, the
-   * digests are given back and the paths are file pages.  A list that was
-   * not saved (too large to cache) stays as computed. */
-  struct ib_fs_list *saved = ib_xcalloc (1, sizeof (*saved));
-  if (ib_fs_cache_load (cache, diff_id, saved))
-    {
-      ib_fs_list_free (l);
-      l = saved;
-    }
-  else
-    ib_fs_list_free (saved);
-  /* The pass's heap (the list computed, the indexers' file texts, the
-   * tar check's names) is free but held by malloc between the view's
-   * blocks: given back, as the next layer's pass would not reuse it all. */
-  malloc_trim (0);
-  *out = l;
-  return 0;
-}
-
 /* ---- the merged view ----------------------------------------------------- */
-
-struct ib_fsview
-{
-  size_t n, cap;
-  struct ib_fs_entry *e; /* sorted by path */
-  struct ib_fs_strings *strings; /* the entries' paths and link targets */
-  char **hazards;
-  size_t n_hazards;
-  const struct ib_fsview_observer *obs; /* told of every read; NULL: none */
-};
 
 struct ib_fsview *
 ib_fsview_new (void)
@@ -295,6 +31,8 @@ ib_fsview_free (struct ib_fsview *v)
     free (v->hazards[i]);
   free (v->hazards);
   free (v->e);
+  free (v->base);
+  free (v->pieces);
   ib_fs_strings_free (v->strings);
   free (v);
 }
@@ -306,15 +44,76 @@ ib_fsview_hazards (const struct ib_fsview *v, size_t *n)
   return (const char *const *) v->hazards;
 }
 
-/* The first entry in [FROM, TO) whose path is not below PATH (TO when none). */
+/* ---- reading it, whole or in place ------------------------------------ */
+
+/* The piece that holds entry I: the last whose start is not above it. */
 static size_t
-lower_bound_in (const struct ib_fsview *v, size_t from, size_t to, const char *path)
+piece_of (const struct ib_fsview *v, size_t i)
+{
+  size_t lo = 0, hi = v->n_pieces;
+  while (hi - lo > 1)
+    {
+      size_t mid = lo + (hi - lo) / 2;
+      if (v->pieces[mid].start <= i)
+        lo = mid;
+      else
+        hi = mid;
+    }
+  return lo;
+}
+
+const char *
+ib_fsview_path_at (const struct ib_fsview *v, size_t i)
+{
+  if (v->pieces == NULL)
+    return v->e[i].path;
+  const struct ib_fsview_piece *p = &v->pieces[piece_of (v, i)];
+  size_t k = p->from + (i - p->start);
+  if (p->up)
+    return v->e[k].path;
+  return v->base[k].path ? v->base[k].path : ib_fs_map_path (&v->map, k);
+}
+
+/* A record of the map is made an entry when it is first read, and stays
+ * (its address is what a check keeps): the view's content never changes
+ * by being read, so a const view may fill it. */
+const struct ib_fs_entry *
+ib_fsview_entry_at (const struct ib_fsview *v, size_t i)
+{
+  if (v->pieces == NULL)
+    return &v->e[i];
+  const struct ib_fsview_piece *p = &v->pieces[piece_of (v, i)];
+  size_t k = p->from + (i - p->start);
+  if (p->up)
+    return &v->e[k];
+  if (v->base[k].path == NULL)
+    ib_fs_map_entry (&v->map, k, &v->base[k]);
+  return &v->base[k];
+}
+
+size_t
+ib_fsview_id (const struct ib_fsview *v, const struct ib_fs_entry *e)
+{
+  uintptr_t at = (uintptr_t) e, base = (uintptr_t) v->base;
+  if (v->pieces && at >= base && at < base + v->map.n * sizeof (*e))
+    return (size_t) (e - v->base);
+  return (v->pieces ? v->map.n : 0) + (size_t) (e - v->e);
+}
+
+size_t
+ib_fsview_ids (const struct ib_fsview *v)
+{
+  return v->pieces ? v->map.n + v->n_e : v->n;
+}
+
+size_t
+ib_fsview_lower_bound_in (const struct ib_fsview *v, size_t from, size_t to, const char *path)
 {
   size_t lo = from, hi = to;
   while (lo < hi)
     {
       size_t mid = lo + (hi - lo) / 2;
-      if (strcmp (v->e[mid].path, path) < 0)
+      if (strcmp (ib_fsview_path_at (v, mid), path) < 0)
         lo = mid + 1;
       else
         hi = mid;
@@ -325,35 +124,113 @@ lower_bound_in (const struct ib_fsview *v, size_t from, size_t to, const char *p
 static size_t
 lower_bound (const struct ib_fsview *v, const char *path)
 {
-  return lower_bound_in (v, 0, v->n, path);
+  return ib_fsview_lower_bound_in (v, 0, v->n, path);
+}
+
+/* Paths that start with PREFIX are contiguous in sorted order, and end
+ * before PREFIX with its last byte one up: two binary searches, where a
+ * scan of a folder's entries was one comparison each (a whole base, for
+ * a pattern with a short head). */
+void
+ib_fsview_prefix_range (const struct ib_fsview *v, const char *prefix, size_t *from, size_t *to)
+{
+  size_t len = strlen (prefix);
+  *from = lower_bound (v, prefix);
+  if (len == 0 || (unsigned char) prefix[len - 1] == 0xff)
+    {
+      for (*to = *from; *to < v->n && strncmp (ib_fsview_path_at (v, *to), prefix, len) == 0;)
+        ++*to;
+      return;
+    }
+  cleanup_free char *past = ib_xstrdup (prefix);
+  past[len - 1] = (char) ((unsigned char) past[len - 1] + 1);
+  *to = ib_fsview_lower_bound_in (v, *from, v->n, past);
+}
+
+/* ---- changing it ---------------------------------------------------------- */
+
+/* Put LEN entries from FROM (UP: of E, else of the map) at the end of
+ * PIECES, joined to the last piece when they continue it. */
+static void
+piece_put (struct ib_fsview_piece *pieces, size_t *n, size_t from, size_t len, bool up)
+{
+  if (len == 0)
+    return;
+  struct ib_fsview_piece *last = *n ? &pieces[*n - 1] : NULL;
+  if (last && last->up == up && last->from + last->len == from)
+    {
+      last->len += len;
+      return;
+    }
+  pieces[(*n)++] = (struct ib_fsview_piece){ .from = from, .len = len, .up = up };
+}
+
+/* The view read in place, its entries [A, B) replaced by entry UP of E
+ * (SIZE_MAX: by nothing).  The pieces before A, UP, the pieces from B. */
+static void
+pieces_splice (struct ib_fsview *v, size_t a, size_t b, size_t up)
+{
+  struct ib_fsview_piece *out = ib_xmalloc ((v->n_pieces + 2) * sizeof (*out));
+  size_t n = 0;
+  for (size_t i = 0; i < v->n_pieces && v->pieces[i].start < a; i++)
+    {
+      const struct ib_fsview_piece *p = &v->pieces[i];
+      piece_put (out, &n, p->from, p->len < a - p->start ? p->len : a - p->start, p->up);
+    }
+  if (up != SIZE_MAX)
+    piece_put (out, &n, up, 1, true);
+  for (size_t i = 0; i < v->n_pieces; i++)
+    {
+      const struct ib_fsview_piece *p = &v->pieces[i];
+      if (p->start + p->len <= b)
+        continue;
+      size_t skip = b > p->start ? b - p->start : 0;
+      piece_put (out, &n, p->from + skip, p->len - skip, p->up);
+    }
+  size_t start = 0;
+  for (size_t i = 0; i < n; i++)
+    {
+      out[i].start = start;
+      start += out[i].len;
+    }
+  free (v->pieces);
+  v->pieces = out;
+  v->n_pieces = n;
+  v->n = start;
+}
+
+/* Remove the view's entries [A, B). */
+static void
+cut (struct ib_fsview *v, size_t a, size_t b)
+{
+  /* Nothing (an empty view has no array at all: memmove of a null
+   * pointer is undefined even for no bytes, UBSan says). */
+  if (b <= a)
+    return;
+  if (v->pieces)
+    {
+      pieces_splice (v, a, b, SIZE_MAX);
+      return;
+    }
+  memmove (&v->e[a], &v->e[b], (v->n - b) * sizeof (*v->e));
+  v->n -= b - a;
 }
 
 /* Remove the entries under DIR (and DIR itself when WITH_SELF); "" is the
- * root.  Paths that share a prefix are contiguous in sorted order, so the
- * range starts at the lower bound of "DIR/". */
+ * root. */
 static void
 remove_tree (struct ib_fsview *v, const char *dir, bool with_self)
 {
   if (with_self)
     {
       size_t at = lower_bound (v, dir);
-      if (at < v->n && strcmp (v->e[at].path, dir) == 0)
-        {
-          memmove (&v->e[at], &v->e[at + 1], (v->n - at - 1) * sizeof (*v->e));
-          v->n--;
-        }
+      if (at < v->n && strcmp (ib_fsview_path_at (v, at), dir) == 0)
+        cut (v, at, at + 1);
     }
   cleanup_free char *prefix = *dir ? ib_xasprintf ("%s/", dir) : ib_xstrdup ("");
-  size_t pl = strlen (prefix);
-  size_t from = lower_bound (v, prefix), to = from;
-  while (to < v->n && strncmp (v->e[to].path, prefix, pl) == 0)
-    to++;
-  /* Nothing under it (an empty view has no array at all: memmove of a
-   * null pointer is undefined even for no bytes, UBSan says). */
-  if (to == from)
-    return;
-  memmove (&v->e[from], &v->e[to], (v->n - to) * sizeof (*v->e));
-  v->n -= to - from;
+  size_t from, to;
+  ib_fsview_prefix_range (v, prefix, &from, &to);
+  cut (v, from, to);
 }
 
 static void
@@ -425,7 +302,7 @@ gallop_from (const struct ib_fsview *v, size_t from, const char *path)
           step *= 2;
           continue;
         }
-      return lower_bound_in (v, lo + 1, hi, path); /* the answer is in (lo, hi] */
+      return ib_fsview_lower_bound_in (v, lo + 1, hi, path); /* the answer is in (lo, hi] */
     }
   return lo;
 }
@@ -459,6 +336,82 @@ place_list (const struct ib_fsview *v, const struct ib_fs_list *list, size_t *po
   return n_new;
 }
 
+/* A layer pushed on a view read in place, one entry at a time: its
+ * place by binary search, and a piece edit (O(pieces)) for each.  Above
+ * this many entries the view is made whole first and merged as a view
+ * built from lists is: an edit per entry would grow as their square. */
+#define IN_PLACE_PUSH 512
+
+/* The view read in place made whole: every entry made and put in E, in
+ * order (the map stays: the entries' strings are in it). */
+static void
+make_whole (struct ib_fsview *v)
+{
+  struct ib_fs_entry *all = ib_xmalloc ((v->n ? v->n : 1) * sizeof (*all));
+  for (size_t i = 0; i < v->n; i++)
+    {
+      all[i] = *ib_fsview_entry_at (v, i);
+      ib_fsview_walked (v, i);
+    }
+  free (v->e);
+  free (v->base);
+  free (v->pieces);
+  v->e = all;
+  v->cap = v->n_e = v->n;
+  v->base = NULL;
+  v->pieces = NULL;
+  v->n_pieces = 0;
+}
+
+/* UP as the next entry of E, of layer LAYER (STEAL: its strings are the
+ * list's, which the view adopts); its index in E. */
+static size_t
+put_up (struct ib_fsview *v, const struct ib_fs_entry *up, int layer, bool steal)
+{
+  if (v->n_e == v->cap)
+    {
+      v->cap = v->cap ? 2 * v->cap : 64;
+      v->e = ib_xrealloc (v->e, v->cap * sizeof (*v->e));
+    }
+  if (steal)
+    {
+      v->e[v->n_e] = *up;
+      v->e[v->n_e].layer = layer;
+    }
+  else
+    copy_entry (v, &v->e[v->n_e], up, layer);
+  return v->n_e++;
+}
+
+static void
+push_in_place (struct ib_fsview *v, struct ib_fs_list *list, int layer, bool steal)
+{
+  for (size_t i = 0; i < list->n; i++)
+    if (list->e[i].type == IB_FS_OPAQUE)
+      remove_tree (v, list->e[i].path, false);
+  for (size_t i = 0; i < list->n; i++)
+    if (list->e[i].type == IB_FS_WHITEOUT && !names_nothing (list->e[i].path))
+      remove_tree (v, list->e[i].path, true);
+  cleanup_free const char **hidden = ib_xcalloc (list->n + 1, sizeof (*hidden));
+  size_t n_hidden = 0;
+  for (size_t b = 0; b < list->n; b++)
+    {
+      const struct ib_fs_entry *up = &list->e[b];
+      if (is_marker (up))
+        continue;
+      size_t at = lower_bound (v, up->path);
+      bool same = at < v->n && strcmp (ib_fsview_path_at (v, at), up->path) == 0;
+      /* A file over a folder hides what was under the folder. */
+      if (same && ib_fsview_entry_at (v, at)->type == IB_FS_DIR && up->type != IB_FS_DIR)
+        hidden[n_hidden++] = up->path;
+      pieces_splice (v, at, same ? at + 1 : at, put_up (v, up, layer, steal));
+    }
+  if (steal)
+    ib_fs_strings_adopt (&v->strings, &list->strings);
+  for (size_t i = 0; i < n_hidden; i++)
+    remove_tree (v, hidden[i], false);
+}
+
 /* Stack LIST as layer LAYER.  With STEAL its strings move into the view
  * instead of being copied (LIST is freed next).  Both sides are sorted:
  * each of LIST's entries is placed by binary search, the array grows in
@@ -469,6 +422,13 @@ place_list (const struct ib_fsview *v, const struct ib_fs_list *list, size_t *po
 static void
 push_list (struct ib_fsview *v, struct ib_fs_list *list, int layer, bool steal)
 {
+  if (v->pieces && list->n > IN_PLACE_PUSH)
+    make_whole (v);
+  if (v->pieces)
+    {
+      push_in_place (v, list, layer, steal);
+      return;
+    }
   if (v->n == 0 && steal)
     {
       ib_fs_strings_adopt (&v->strings, &list->strings);
@@ -568,6 +528,23 @@ view_cache_path (struct ib_store *s, const struct ib_image *img, char **path, ib
   return 0;
 }
 
+bool
+ib_fsview_map (struct ib_fsview *v, const char *path, const ib_digest *chain, size_t n_layers)
+{
+  struct ib_fs_list hz = { 0 };
+  if (v->n || v->pieces || !ib_fs_view_cache_map (path, chain, n_layers, &v->strings, &v->map, &hz))
+    return false;
+  v->hazards = hz.hazards;
+  v->n_hazards = hz.n_hazards;
+  v->n = v->map.n;
+  /* Zero pages until a record is read: calloc maps them fresh. */
+  v->base = ib_xcalloc (v->map.n + 1, sizeof (*v->base));
+  v->pieces = ib_xcalloc (1, sizeof (*v->pieces));
+  v->pieces[0] = (struct ib_fsview_piece){ .len = v->map.n };
+  v->n_pieces = v->map.n ? 1 : 0;
+  return true;
+}
+
 static bool
 view_cache_load (struct ib_store *s, const struct ib_image *img, const char *path, const ib_digest *chain,
                  struct ib_fsview *v)
@@ -575,15 +552,7 @@ view_cache_load (struct ib_store *s, const struct ib_image *img, const char *pat
   for (size_t i = 0; i < img->n_layers; i++)
     if (!ib_store_blob_trusted (s, &img->layers[i].digest))
       return false;
-  struct ib_fs_list l = { 0 };
-  if (!ib_fs_view_cache_load (path, chain, img->n_layers, &l))
-    return false;
-  v->e = l.e;
-  v->n = v->cap = l.n;
-  v->strings = l.strings;
-  v->hazards = l.hazards;
-  v->n_hazards = l.n_hazards;
-  return true;
+  return ib_fsview_map (v, path, chain, img->n_layers);
 }
 
 static int
@@ -620,7 +589,8 @@ const struct ib_fs_entry *
 ib_fsview_lookup (const struct ib_fsview *v, const char *path)
 {
   size_t at = lower_bound (v, path);
-  const struct ib_fs_entry *e = at < v->n && strcmp (v->e[at].path, path) == 0 ? &v->e[at] : NULL;
+  const struct ib_fs_entry *e
+      = at < v->n && strcmp (ib_fsview_path_at (v, at), path) == 0 ? ib_fsview_entry_at (v, at) : NULL;
   if (v->obs)
     v->obs->seen (v->obs->data, path, e);
   return e;
@@ -646,8 +616,8 @@ ib_fsview_count (const struct ib_fsview *v)
  * 16 pages, for some 200 faults a walk. */
 #define WALK_RELEASE 8192
 
-static void
-walked (const struct ib_fsview *v, size_t i)
+void
+ib_fsview_walked (const struct ib_fsview *v, size_t i)
 {
   if (i % WALK_RELEASE == WALK_RELEASE - 1)
     ib_fs_strings_release (v->strings);
@@ -656,8 +626,39 @@ walked (const struct ib_fsview *v, size_t i)
 const struct ib_fs_entry *
 ib_fsview_at (const struct ib_fsview *v, size_t i)
 {
-  walked (v, i);
-  return i < v->n ? &v->e[i] : NULL;
+  ib_fsview_walked (v, i);
+  return i < v->n ? ib_fsview_entry_at (v, i) : NULL;
+}
+
+size_t
+ib_fsview_from_layer (const struct ib_fsview *v, int first, const struct ib_fs_entry ***out)
+{
+  const struct ib_fs_entry **list = NULL;
+  size_t n = 0, cap = 0;
+  /* Read in place, the base's records are all of layers below the map's
+   * count: above it, only the pieces pushed are looked at. */
+  bool upper_only = v->pieces && first >= 0 && (unsigned) first >= v->map.n_layers;
+  for (size_t p = 0; upper_only && p < v->n_pieces; p++)
+    for (size_t k = 0; v->pieces[p].up && k < v->pieces[p].len; k++)
+      {
+        const struct ib_fs_entry *e = &v->e[v->pieces[p].from + k];
+        if (e->layer < first)
+          continue;
+        if (n == cap)
+          list = ib_xrealloc (list, (cap = cap ? 2 * cap : 64) * sizeof (*list));
+        list[n++] = e;
+      }
+  for (size_t i = 0; !upper_only && i < v->n; i++)
+    {
+      const struct ib_fs_entry *e = ib_fsview_at (v, i);
+      if (e->layer < first)
+        continue;
+      if (n == cap)
+        list = ib_xrealloc (list, (cap = cap ? 2 * cap : 64) * sizeof (*list));
+      list[n++] = e;
+    }
+  *out = list;
+  return n;
 }
 
 const struct ib_fs_entry *
@@ -754,165 +755,4 @@ ib_fsview_resolve (const struct ib_fsview *v, const char *path, char **canon)
   else
     free (cur);
   return e;
-}
-
-/* The entries PATTERN can match: those whose "/PATH" starts with its
- * literal head (what comes before its first `*`, `?`, `[` or `\\`), one
- * range of the sorted view.  fnmatch without flags matches literal
- * characters only by themselves, so nothing outside the range matches:
- * a base of 60,000 entries is otherwise 60,000 fnmatch calls per pattern. */
-static void
-glob_range (const struct ib_fsview *v, const char *pattern, size_t *from, size_t *to)
-{
-  size_t head = strcspn (pattern, "*?[\\");
-  *from = 0;
-  *to = v->n;
-  if (head == 0)
-    return;
-  if (pattern[0] != '/')
-    {
-      *to = 0; /* every candidate starts with "/" */
-      return;
-    }
-  cleanup_free char *prefix = strndup (pattern + 1, head - 1);
-  *from = lower_bound (v, prefix);
-  for (*to = *from; *to < v->n && strncmp (v->e[*to].path, prefix, head - 1) == 0;)
-    ++*to;
-}
-
-/* The first RUN bytes of C in [AT, END), or NULL.  Runs are short (".so.")
- * and paths rarely hold their first byte: memchr skips ahead with vector
- * instructions where memmem builds its search tables on every call, which
- * was a third of the default kernel globs over a base. */
-static const char *
-find_run (const char *at, const char *end, const char *c, size_t run)
-{
-  while ((size_t) (end - at) >= run)
-    {
-      const char *p = memchr (at, c[0], (size_t) (end - at) - run + 1);
-      if (p == NULL)
-        return NULL;
-      if (memcmp (p, c, run) == 0)
-        return p;
-      at = p + 1;
-    }
-  return NULL;
-}
-
-/* Whether PATH can match PATTERN, cheaply: the pattern's literal runs
- * (between `*` and `?`) must occur in PATH in their order, the first at
- * its start unless the pattern starts with a wildcard, the last at its
- * end unless it ends with one.  Only a necessary condition (fnmatch
- * decides), and only for patterns without `[` or `\\`.  The default
- * kernel globs ("*.so", "*.so.*") start with `*`: glob_range cannot narrow
- * them, and fnmatch over 60,000 paths four times was a third of a warm
- * build. */
-static bool
-may_match (const char *pattern, const char *path)
-{
-  if (strpbrk (pattern, "[\\"))
-    return true;
-  size_t plen = strlen (path);
-  const char *at = path;
-  for (const char *c = pattern; *c;)
-    {
-      size_t run = strcspn (c, "*?");
-      if (run == 0)
-        {
-          at += *c == '?'; /* `?` takes one character */
-          if (at > path + plen)
-            return false;
-          c++;
-          continue;
-        }
-      bool first = c == pattern, last = c[run] == '\0';
-      if (last && !first)
-        return (size_t) (path + plen - at) >= run && memcmp (path + plen - run, c, run) == 0;
-      if (first)
-        {
-          if (strncmp (at, c, run) != 0 || (last && at[run] != '\0'))
-            return false;
-          at += run;
-        }
-      else
-        {
-          const char *found = find_run (at, path + plen, c, run);
-          if (found == NULL)
-            return false;
-          at = found + run;
-        }
-      c += run;
-    }
-  return true;
-}
-
-/* Whether "/PATH" (PATH LEN bytes) ends with TAIL. */
-static bool
-abs_ends_with (const char *path, size_t len, const char *tail, size_t n)
-{
-  if (n > len + 1)
-    return false;
-  if (n == len + 1)
-    return tail[0] == '/' && memcmp (path, tail + 1, len) == 0;
-  return memcmp (path + len - n, tail, n) == 0;
-}
-
-/* The files PATTERN matches, added to LIST unless SEEN (by entry index). */
-static void
-glob_one (const struct ib_fsview *v, const char *pattern, unsigned char *seen, const struct ib_fs_entry ***list,
-          size_t *n)
-{
-  size_t from, to, cap = 0;
-  glob_range (v, pattern, &from, &to);
-  /* The literal tail after the last wildcard, checked before anything
-   * else: "*.so" rejects most of a view with one memcmp each. */
-  const char *wild = NULL;
-  for (const char *c = pattern; *c; c++)
-    if (*c == '*' || *c == '?')
-      wild = c;
-  bool tail_ok = wild && wild[1] && !strpbrk (pattern, "[\\");
-  size_t tail_len = tail_ok ? strlen (wild + 1) : 0;
-  cleanup_free char *abs = NULL;
-  for (size_t i = from; i < to; i++)
-    {
-      walked (v, i);
-      size_t len = strlen (v->e[i].path);
-      if (tail_ok && !abs_ends_with (v->e[i].path, len, wild + 1, tail_len))
-        continue;
-      if (len + 2 > cap)
-        abs = ib_xrealloc (abs, cap = 2 * (len + 2));
-      abs[0] = '/';
-      memcpy (abs + 1, v->e[i].path, len + 1);
-      if (!may_match (pattern, abs) || fnmatch (pattern, abs, 0) != 0)
-        continue;
-      if (v->obs)
-        v->obs->seen (v->obs->data, v->e[i].path, &v->e[i]);
-      const struct ib_fs_entry *file = ib_fsview_follow (v, &v->e[i]);
-      if (file == NULL || seen[file - v->e])
-        continue;
-      seen[file - v->e] = 1;
-      *list = ib_xrealloc (*list, (*n + 1) * sizeof (**list));
-      (*list)[(*n)++] = file;
-    }
-}
-
-size_t
-ib_fsview_glob_all (const struct ib_fsview *v, const char *const *patterns, size_t n_patterns,
-                    const struct ib_fs_entry ***out)
-{
-  const struct ib_fs_entry **list = NULL;
-  size_t n = 0;
-  cleanup_free unsigned char *seen = ib_xcalloc (v->n + 1, 1);
-  for (size_t p = 0; v->obs && p < n_patterns; p++)
-    v->obs->pattern (v->obs->data, patterns[p]);
-  for (size_t p = 0; p < n_patterns; p++)
-    glob_one (v, patterns[p], seen, &list, &n);
-  *out = list;
-  return n;
-}
-
-size_t
-ib_fsview_glob (const struct ib_fsview *v, const char *pattern, const struct ib_fs_entry ***out)
-{
-  return ib_fsview_glob_all (v, &pattern, 1, out);
 }

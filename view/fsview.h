@@ -105,6 +105,11 @@ size_t ib_fsview_glob_all (const struct ib_fsview *v, const char *const *pattern
  * entries, the pages of the view's mapped lists that it read: its entries'
  * strings stay valid, read again from the files when needed. */
 const struct ib_fs_entry *ib_fsview_at (const struct ib_fsview *v, size_t i);
+/* The entries of layer FIRST and above, in path order (*OUT malloc'd, NULL
+ * when none); their count.  Over a view read in place whose base is below
+ * FIRST, only the layers pushed on it are looked at: a check of an
+ * overlay costs the overlay, not a walk of the base. */
+size_t ib_fsview_from_layer (const struct ib_fsview *v, int first, const struct ib_fs_entry ***out);
 void ib_fsview_free (struct ib_fsview *v);
 
 /* What a check reads of a view, told as it reads (link-check/memo.h keeps

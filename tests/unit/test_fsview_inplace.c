@@ -1,0 +1,220 @@
+/* A view read in place (view/fsview_private.h: the base's kept view mapped,
+ * the layers pushed on it as pieces) answers as the same view held whole:
+ * the oracle is the view merged from the same lists, which
+ * fsview_stacks_layers_as_a_sorted_merge checks against a table. */
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../util/cleanup.h"
+#include "../../util/fsutil.h"
+#include "../../view/fscache.h"
+#include "../../view/fsview.h"
+#include "../../view/fsview_private.h"
+#include "test.h"
+
+enum
+{
+  DIRS = 31,
+  FILES = 40
+};
+
+static struct ib_fs_entry
+ent (const char *path, char type)
+{
+  return (struct ib_fs_entry){ .path = (char *) path, .type = type, .mode = 0644, .digest = "" };
+}
+
+static int
+by_path (const void *a, const void *b)
+{
+  return strcmp (((const struct ib_fs_entry *) a)->path, ((const struct ib_fs_entry *) b)->path);
+}
+
+/* Both views entry by entry, every name looked up, and a few globs. */
+static void
+same_views (struct test_ctx *t, const struct ib_fsview *whole, const struct ib_fsview *in_place, char **names,
+            size_t n_names, const char *when)
+{
+  int before = t->failures;
+  CHECK (t, ib_fsview_count (whole) == ib_fsview_count (in_place));
+  for (size_t i = 0; i < ib_fsview_count (whole) && i < ib_fsview_count (in_place); i++)
+    {
+      const struct ib_fs_entry *a = ib_fsview_at (whole, i), *b = ib_fsview_at (in_place, i);
+      CHECK (t, strcmp (a->path, b->path) == 0 && a->layer == b->layer && a->type == b->type && a->size == b->size
+                    && strcmp (a->digest, b->digest) == 0);
+    }
+  for (size_t i = 0; i < n_names; i++)
+    {
+      const struct ib_fs_entry *a = ib_fsview_lookup (whole, names[i]), *b = ib_fsview_lookup (in_place, names[i]);
+      CHECK (t, (a == NULL) == (b == NULL));
+      CHECK (t, a == NULL || b == NULL || (a->layer == b->layer && a->type == b->type && strcmp (a->path, b->path) == 0));
+    }
+  static const char *const patterns[] = { "*", "/d0*", "/d07/*", "*f01?", "/d1?/f0*", "/zz*", "/d20" };
+  for (size_t p = 0; p < sizeof (patterns) / sizeof (patterns[0]); p++)
+    {
+      const struct ib_fs_entry **a = NULL, **b = NULL;
+      size_t na = ib_fsview_glob (whole, patterns[p], &a), nb = ib_fsview_glob (in_place, patterns[p], &b);
+      CHECK (t, na == nb);
+      for (size_t k = 0; k < na && k < nb; k++)
+        CHECK (t, strcmp (a[k]->path, b[k]->path) == 0 && a[k]->layer == b[k]->layer);
+      free (a);
+      free (b);
+    }
+  if (t->failures != before)
+    fprintf (stderr, "  views differ %s\n", when);
+}
+
+/* The layers pushed on the base: new files and files replaced (runs and
+ * scattered), a file and a folder whited out, an opaque folder with new
+ * files, a file over a folder, a new folder before the first path and
+ * one after the last; then a layer larger than a push in place takes. */
+static size_t
+overlay (int k, char **names, struct ib_fs_entry *l, uint64_t *rng)
+{
+  size_t n = 0;
+  static char extra[8][32];
+  switch (k)
+    {
+    case 0:
+      l[n++] = ent ("a-first", 'd');
+      l[n++] = ent ("a-first/x", 'f');
+      l[n++] = ent ("zz-last", 'f');
+      break;
+    case 1:
+      l[n++] = ent ("d03", IB_FS_WHITEOUT);
+      l[n++] = ent ("d04", IB_FS_OPAQUE);
+      l[n++] = ent ("d04/new", 'f');
+      l[n++] = ent ("d05", 'f'); /* a file over the folder d05 */
+      l[n++] = ent ("d06/f007", IB_FS_WHITEOUT);
+      break;
+    case 2:
+    case 3:
+      for (int i = 0; i < DIRS * FILES; i++)
+        {
+          *rng ^= *rng << 13, *rng ^= *rng >> 7, *rng ^= *rng << 17;
+          if (*rng % 97 == 0 || (k == 3 && i / FILES == 20 && i % 3 == 0))
+            l[n++] = ent (names[DIRS + i], 'f');
+        }
+      snprintf (extra[k], sizeof (extra[k]), "d%02d/between-%d", 10 + k, k);
+      l[n++] = ent (extra[k], 'f');
+      break;
+    default: /* larger than IN_PLACE_PUSH */
+      for (int i = 0; i < DIRS * FILES; i += 2)
+        l[n++] = ent (names[DIRS + i], 'f');
+      l[n++] = ent ("d09", IB_FS_WHITEOUT);
+      break;
+    }
+  qsort (l, n, sizeof (*l), by_path); /* a layer's list is sorted */
+  return n;
+}
+
+void
+fsview_in_place_answers_as_whole (struct test_ctx *t)
+{
+  char **names = ib_xcalloc (DIRS + DIRS * FILES + 8, sizeof (*names));
+  size_t n_names = 0;
+  for (int d = 0; d < DIRS; d++)
+    names[n_names++] = ib_xasprintf ("d%02d", d);
+  for (int i = 0; i < DIRS * FILES; i++)
+    names[n_names++] = ib_xasprintf ("d%02d/f%03d", i / FILES, i % FILES);
+  static const char *const more[] = { "a-first", "a-first/x", "zz-last", "d04/new", "d12/between-2", "d13/between-3" };
+  for (size_t i = 0; i < sizeof (more) / sizeof (more[0]); i++)
+    names[n_names++] = ib_xstrdup (more[i]);
+  /* The base: two layers, the second replacing some files of the first. */
+  struct ib_fs_entry *l = ib_xcalloc (DIRS + DIRS * FILES + 8, sizeof (*l));
+  size_t n = 0;
+  for (size_t i = 0; i < DIRS + DIRS * FILES; i++)
+    {
+      l[n] = ent (names[i], i < DIRS ? 'd' : 'f');
+      l[n].size = i;
+      n++;
+    }
+  qsort (l, n, sizeof (*l), by_path);
+  struct ib_fsview *whole = ib_fsview_new ();
+  struct ib_fs_list list = { .n = n, .e = l };
+  ib_fsview_push (whole, &list, 0);
+  n = 0;
+  for (int i = 0; i < DIRS * FILES; i += 5)
+    l[n++] = ent (names[DIRS + i], 'f');
+  list.n = n;
+  ib_fsview_push (whole, &list, 1);
+  /* kept, and read back in place */
+  ib_digest chain = { "sha256:9932074217c35353d2e03a3f5a86549f7c67bfeb0ba53e23d69f4d4c8f7958f5" };
+  cleanup_free char *path = ib_xasprintf ("%s/view", test_tmpdir ());
+  struct ib_fs_list kept = { .n = ib_fsview_count (whole) };
+  kept.e = ib_xcalloc (kept.n + 1, sizeof (*kept.e));
+  for (size_t i = 0; i < kept.n; i++)
+    kept.e[i] = *ib_fsview_at (whole, i);
+  ib_error_t err = NULL;
+  CHECK (t, ib_fs_view_cache_save (path, &chain, &kept, &err) == 0);
+  free (kept.e);
+  struct ib_fsview *in_place = ib_fsview_new ();
+  CHECK (t, ib_fsview_map (in_place, path, &chain, 2));
+  CHECK (t, in_place->pieces != NULL);
+  same_views (t, whole, in_place, names, n_names, "as kept");
+  uint64_t rng = 0x9e3779b97f4a7c15u;
+  for (int k = 0; k < 5; k++)
+    {
+      list.n = overlay (k, names, l, &rng);
+      ib_fsview_push (whole, &list, 2 + k);
+      ib_fsview_push (in_place, &list, 2 + k);
+      /* A push in place keeps the base mapped; the last one is too large. */
+      CHECK (t, (in_place->pieces != NULL) == (k < 4));
+      char when[32];
+      snprintf (when, sizeof (when), "after layer %d", 2 + k);
+      same_views (t, whole, in_place, names, n_names, when);
+    }
+  ib_fsview_free (whole);
+  ib_fsview_free (in_place);
+  free (l);
+  for (size_t i = 0; i < n_names; i++)
+    free (names[i]);
+  free (names);
+}
+
+/* A view read in place makes an entry only of the records a check reads:
+ * a lookup of one path leaves the other records' entries unmade. */
+void
+fsview_in_place_reads_only_what_is_looked_up (struct test_ctx *t)
+{
+  enum { N = 20000 };
+  struct ib_fs_entry *e = ib_xcalloc (N, sizeof (*e));
+  for (size_t i = 0; i < N; i++)
+    e[i] = ent (ib_xasprintf ("usr/lib/python3/dist-packages/m%05zu.py", i), 'f');
+  struct ib_fs_list l = { .n = N, .e = e };
+  ib_digest chain = { "sha256:1111111111111111111111111111111111111111111111111111111111111111" };
+  cleanup_free char *path = ib_xasprintf ("%s/view", test_tmpdir ());
+  ib_error_t err = NULL;
+  CHECK (t, ib_fs_view_cache_save (path, &chain, &l, &err) == 0);
+  struct ib_fsview *v = ib_fsview_new ();
+  CHECK (t, ib_fsview_map (v, path, &chain, 1));
+  const struct ib_fs_entry *hit = ib_fsview_lookup (v, "usr/lib/python3/dist-packages/m12345.py");
+  CHECK (t, hit && hit->type == 'f' && hit->layer == 0);
+  CHECK (t, ib_fsview_lookup (v, "usr/lib/python3/dist-packages/m12345.pyc") == NULL);
+  size_t made = 0;
+  for (size_t i = 0; v->base && i < v->map.n; i++)
+    made += v->base[i].path != NULL;
+  CHECK (t, made == 1);
+  /* The entries of a layer above the base's: the pushed ones, found
+   * without a walk of the base. */
+  struct ib_fs_entry up[] = { ent ("usr/lib/python3/dist-packages/m12345.py", 'f'), ent ("zz/new.py", 'f') };
+  struct ib_fs_list ul = { .n = 2, .e = up };
+  ib_fsview_push (v, &ul, 1);
+  const struct ib_fs_entry **upper = NULL;
+  size_t n_upper = ib_fsview_from_layer (v, 1, &upper);
+  CHECK (t, n_upper == 2 && strcmp (upper[0]->path, up[0].path) == 0 && strcmp (upper[1]->path, "zz/new.py") == 0);
+  free (upper);
+  made = 0;
+  for (size_t i = 0; v->base && i < v->map.n; i++)
+    made += v->base[i].path != NULL;
+  CHECK (t, made == 1);
+  CHECK (t, ib_fsview_from_layer (v, 0, &upper) == N + 1 && upper[N]->layer == 1);
+  free (upper);
+  ib_fsview_free (v);
+  for (size_t i = 0; i < N; i++)
+    free (e[i].path);
+  free (e);
+}
