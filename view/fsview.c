@@ -336,6 +336,18 @@ place_list (const struct ib_fsview *v, const struct ib_fs_list *list, size_t *po
   return n_new;
 }
 
+/* What LIST's opaque folders and whiteouts remove from the view below it. */
+static void
+remove_marked (struct ib_fsview *v, const struct ib_fs_list *list)
+{
+  for (size_t i = 0; i < list->n; i++)
+    if (list->e[i].type == IB_FS_OPAQUE)
+      remove_tree (v, list->e[i].path, false);
+  for (size_t i = 0; i < list->n; i++)
+    if (list->e[i].type == IB_FS_WHITEOUT && !names_nothing (list->e[i].path))
+      remove_tree (v, list->e[i].path, true);
+}
+
 /* A layer pushed on a view read in place, one entry at a time: its
  * place by binary search, and a piece edit (O(pieces)) for each.  Above
  * this many entries the view is made whole first and merged as a view
@@ -386,12 +398,7 @@ put_up (struct ib_fsview *v, const struct ib_fs_entry *up, int layer, bool steal
 static void
 push_in_place (struct ib_fsview *v, struct ib_fs_list *list, int layer, bool steal)
 {
-  for (size_t i = 0; i < list->n; i++)
-    if (list->e[i].type == IB_FS_OPAQUE)
-      remove_tree (v, list->e[i].path, false);
-  for (size_t i = 0; i < list->n; i++)
-    if (list->e[i].type == IB_FS_WHITEOUT && !names_nothing (list->e[i].path))
-      remove_tree (v, list->e[i].path, true);
+  remove_marked (v, list);
   cleanup_free const char **hidden = ib_xcalloc (list->n + 1, sizeof (*hidden));
   size_t n_hidden = 0;
   for (size_t b = 0; b < list->n; b++)
@@ -435,12 +442,7 @@ push_list (struct ib_fsview *v, struct ib_fs_list *list, int layer, bool steal)
       take_list (v, list, layer);
       return;
     }
-  for (size_t i = 0; i < list->n; i++)
-    if (list->e[i].type == IB_FS_OPAQUE)
-      remove_tree (v, list->e[i].path, false);
-  for (size_t i = 0; i < list->n; i++)
-    if (list->e[i].type == IB_FS_WHITEOUT && !names_nothing (list->e[i].path))
-      remove_tree (v, list->e[i].path, true);
+  remove_marked (v, list);
   cleanup_free size_t *pos = ib_xcalloc (list->n + 1, sizeof (*pos));
   cleanup_free bool *same = ib_xcalloc (list->n + 1, sizeof (*same));
   cleanup_free const char **hidden = ib_xcalloc (list->n + 1, sizeof (*hidden));
