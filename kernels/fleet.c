@@ -116,9 +116,10 @@ find_tools (const struct ib_fleet_scope *sc, struct tools *out, ib_error_t *err)
   size_t n = ib_fsview_count (sc->view);
   for (size_t i = 0; i < n; i++)
     {
-      const struct ib_fs_entry *e = ib_fsview_at (sc->view, i);
-      const char *kind = e->type == IB_FS_FILE ? ib_cudaver_tool_kind (e->path) : NULL;
-      if (kind == NULL)
+      /* By name first: the view makes an entry only of what is read. */
+      const char *kind = ib_cudaver_tool_kind (ib_fsview_path (sc->view, i));
+      const struct ib_fs_entry *e = kind ? ib_fsview_at (sc->view, i) : NULL;
+      if (e == NULL || e->type != IB_FS_FILE)
         continue;
       out->t = ib_xrealloc (out->t, (out->n + 1) * sizeof (*out->t));
       out->t[out->n++] = (struct tool) { e, kind, 0 };

@@ -46,10 +46,19 @@ ib_fsview_hazards (const struct ib_fsview *v, size_t *n)
 
 /* ---- reading it, whole or in place ------------------------------------ */
 
-/* The piece that holds entry I: the last whose start is not above it. */
+/* The piece that holds entry I: the last whose start is not above it.  A
+ * walk reads the entries in order: the piece of the last read, or the
+ * one after it, holds the next (a glob of "*" + name over a base of
+ * 60,000 entries spent a third of its time in this search).  The hint is
+ * the view's only state that a read changes; a view is read by one
+ * thread. */
 static size_t
 piece_of (const struct ib_fsview *v, size_t i)
 {
+  size_t *hint = &((struct ib_fsview *) v)->hint;
+  for (size_t h = *hint; h < v->n_pieces && h <= *hint + 1; h++)
+    if (v->pieces[h].start <= i && i - v->pieces[h].start < v->pieces[h].len)
+      return *hint = h;
   size_t lo = 0, hi = v->n_pieces;
   while (hi - lo > 1)
     {
@@ -59,7 +68,7 @@ piece_of (const struct ib_fsview *v, size_t i)
       else
         hi = mid;
     }
-  return lo;
+  return *hint = lo;
 }
 
 const char *
@@ -636,6 +645,13 @@ ib_fsview_walked (const struct ib_fsview *v, size_t i)
 {
   if (i % WALK_RELEASE == WALK_RELEASE - 1)
     ib_fs_strings_release (v->strings);
+}
+
+const char *
+ib_fsview_path (const struct ib_fsview *v, size_t i)
+{
+  ib_fsview_walked (v, i);
+  return i < v->n ? ib_fsview_path_at (v, i) : NULL;
 }
 
 const struct ib_fs_entry *

@@ -105,6 +105,10 @@ size_t ib_fsview_glob_all (const struct ib_fsview *v, const char *const *pattern
  * entries, the pages of the view's mapped lists that it read: its entries'
  * strings stay valid, read again from the files when needed. */
 const struct ib_fs_entry *ib_fsview_at (const struct ib_fsview *v, size_t i);
+/* The path of entry I, its entry not made: a walk that picks entries by
+ * name tests the name first (a base's view read in place makes an entry
+ * of a record only when it is read: fscache.h). */
+const char *ib_fsview_path (const struct ib_fsview *v, size_t i);
 /* The entries of layer FIRST and above, in path order (*OUT malloc'd, NULL
  * when none); their count.  Over a view read in place whose base is below
  * FIRST, only the layers pushed on it are looked at: a check of an

@@ -41,6 +41,7 @@ struct ib_fsview
   struct ib_fs_entry *base; /* the map's records as entries, filled when first read */
   struct ib_fsview_piece *pieces;
   size_t n_pieces;
+  size_t hint; /* the piece of the last entry read (fsview.c piece_of) */
 };
 
 /* V (new, empty) as the view kept at PATH (fscache.h) of the layers
