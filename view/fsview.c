@@ -1,7 +1,5 @@
 #include "fsview.h"
 
-#include <errno.h>
-#include <fnmatch.h>
 #include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -145,7 +143,12 @@ ib_fsview_prefix_range (const struct ib_fsview *v, const char *prefix, size_t *f
 {
   size_t len = strlen (prefix);
   *from = lower_bound (v, prefix);
-  if (len == 0 || (unsigned char) prefix[len - 1] == 0xff)
+  if (len == 0)
+    {
+      *to = v->n; /* the root: every entry, without a scan of them */
+      return;
+    }
+  if ((unsigned char) prefix[len - 1] == 0xff)
     {
       for (*to = *from; *to < v->n && strncmp (ib_fsview_path_at (v, *to), prefix, len) == 0;)
         ++*to;
@@ -661,6 +664,17 @@ ib_fsview_at (const struct ib_fsview *v, size_t i)
   return i < v->n ? ib_fsview_entry_at (v, i) : NULL;
 }
 
+/* E added to *LIST when it is of layer FIRST or above. */
+static void
+take_from_layer (const struct ib_fs_entry ***list, size_t *n, size_t *cap, const struct ib_fs_entry *e, int first)
+{
+  if (e->layer < first)
+    return;
+  if (*n == *cap)
+    *list = ib_xrealloc (*list, (*cap = *cap ? 2 * *cap : 64) * sizeof (**list));
+  (*list)[(*n)++] = e;
+}
+
 size_t
 ib_fsview_from_layer (const struct ib_fsview *v, int first, const struct ib_fs_entry ***out)
 {
@@ -671,23 +685,9 @@ ib_fsview_from_layer (const struct ib_fsview *v, int first, const struct ib_fs_e
   bool upper_only = v->pieces && first >= 0 && (unsigned) first >= v->map.n_layers;
   for (size_t p = 0; upper_only && p < v->n_pieces; p++)
     for (size_t k = 0; v->pieces[p].up && k < v->pieces[p].len; k++)
-      {
-        const struct ib_fs_entry *e = &v->e[v->pieces[p].from + k];
-        if (e->layer < first)
-          continue;
-        if (n == cap)
-          list = ib_xrealloc (list, (cap = cap ? 2 * cap : 64) * sizeof (*list));
-        list[n++] = e;
-      }
+      take_from_layer (&list, &n, &cap, &v->e[v->pieces[p].from + k], first);
   for (size_t i = 0; !upper_only && i < v->n; i++)
-    {
-      const struct ib_fs_entry *e = ib_fsview_at (v, i);
-      if (e->layer < first)
-        continue;
-      if (n == cap)
-        list = ib_xrealloc (list, (cap = cap ? 2 * cap : 64) * sizeof (*list));
-      list[n++] = e;
-    }
+    take_from_layer (&list, &n, &cap, ib_fsview_at (v, i), first);
   *out = list;
   return n;
 }

@@ -30,7 +30,7 @@ struct ib_fsview_piece
 struct ib_fsview
 {
   size_t n;              /* entries in the view */
-  size_t cap, n_e;       /* E's room and use: whole, n_e is n */
+  size_t cap, n_e;       /* E's room; read in place, how many of E are used (whole: n) */
   struct ib_fs_entry *e; /* whole: the view, sorted; read in place: the entries pushed, in no order */
   struct ib_fs_strings *strings; /* the entries' paths and link targets, and the map */
   char **hazards;
