@@ -32,6 +32,9 @@ struct inspector
   bool relocatable; /* reading __nv_relfatbin */
   ib_cuda_sass_fn sass_fn; /* optional: each SASS entry's payload */
   void *sass_data;
+  ib_cuda_entry_fn entry_fn; /* optional: each entry, then dropped (ib_cuda_inspect_stream) */
+  void *entry_data;
+  size_t dropped; /* entries handed to ENTRY_FN and dropped: OUT holds the ones after them */
 };
 
 /* Hand a parsed SASS entry and its payload to the caller's function. */
@@ -41,7 +44,30 @@ sass_done (struct inspector *in, const struct ib_payload *pl)
   if (in->sass_fn == NULL)
     return 0;
   size_t i = in->out->n - 1;
-  return in->sass_fn (in->sass_data, &in->out->e[i], i, pl, in->err);
+  return in->sass_fn (in->sass_data, &in->out->e[i], in->dropped + i, pl, in->err);
+}
+
+static void
+entry_clear (struct ib_cuda_entry *e)
+{
+  for (size_t k = 0; k < e->n_kernels; k++)
+    free (e->kernels[k]);
+  free (e->kernels);
+}
+
+/* The last entry is whole: streaming, it goes to the caller's function
+ * and out of memory, so that a file of 47,000 kernels (cuBLASLt) costs
+ * one entry's names, not all of them. */
+static int
+entry_done (struct inspector *in)
+{
+  if (in->entry_fn == NULL)
+    return 0;
+  struct ib_cuda_file *f = in->out;
+  int r = in->entry_fn (in->entry_data, &f->e[f->n - 1], in->dropped + f->n - 1, in->err);
+  entry_clear (&f->e[--f->n]);
+  in->dropped++;
+  return r;
 }
 
 static int
@@ -377,9 +403,10 @@ read_entry (struct inspector *in, uint64_t off, uint64_t end, uint64_t *next)
   e->uncompressed_size = pl.size;
   e->offset = pl.off;
   e->stored = pl.stored;
-  if (e->kind == IB_CUDA_SASS)
-    return parse_cubin (in, &pl, e) < 0 ? -1 : sass_done (in, &pl);
-  return e->kind == IB_CUDA_PTX ? parse_ptx (&pl, e, in->err) : 0;
+  int r = e->kind == IB_CUDA_SASS  ? (parse_cubin (in, &pl, e) < 0 ? -1 : sass_done (in, &pl))
+          : e->kind == IB_CUDA_PTX ? parse_ptx (&pl, e, in->err)
+                                   : 0;
+  return r < 0 ? -1 : entry_done (in);
 }
 
 /* Fatbin containers from OFF to END, one after another; padding between
@@ -449,7 +476,7 @@ read_cubin_at (struct inspector *in, uint64_t off)
   e->size = e->uncompressed_size = e->stored = len;
   e->offset = off;
   struct ib_payload pl = { in->fd, in->what, off, len, len, IB_PAYLOAD_PLAIN };
-  return parse_cubin (in, &pl, e) < 0 ? -1 : sass_done (in, &pl);
+  return parse_cubin (in, &pl, e) < 0 || sass_done (in, &pl) < 0 ? -1 : entry_done (in);
 }
 
 /* Fatbins or cubins inside a data section: looked for at 8-byte aligned
@@ -554,29 +581,38 @@ ib_cuda_inspect (int fd, const char *what, struct ib_cuda_file **out, ib_error_t
   return ib_cuda_inspect_each (fd, what, NULL, NULL, out, err);
 }
 
+/* IN (its callbacks set) over its file: what the file holds into IN->OUT. */
+static int
+inspect (struct inspector *in)
+{
+  struct stat st;
+  if (fstat (in->fd, &st) < 0)
+    return ib_error_errno (in->err, errno, IB_EENV, "stat `%s`", in->what);
+  in->file_size = (uint64_t) st.st_size;
+  unsigned char head[sizeof (Elf64_Ehdr)] = { 0 };
+  size_t n = in->file_size < sizeof (head) ? (size_t) in->file_size : sizeof (head);
+  if (pread_all (in, head, n, 0) < 0)
+    return -1;
+  uint32_t magic = 0;
+  memcpy (&magic, head, 4);
+  if (magic == FATBIN_MAGIC)
+    return read_containers (in, 0, in->file_size) < 0 ? -1 : 0;
+  if (n == sizeof (head) && memcmp (head, ELFMAG, SELFMAG) == 0 && head[EI_CLASS] == ELFCLASS64
+      && head[EI_DATA] == ELFDATA2LSB)
+    {
+      Elf64_Ehdr eh = ehdr_at (head);
+      return eh.e_machine == EM_CUDA_ ? read_cubin_at (in, 0) : inspect_host_elf (in, &eh);
+    }
+  return 0;
+}
+
 int
 ib_cuda_inspect_each (int fd, const char *what, ib_cuda_sass_fn fn, void *data, struct ib_cuda_file **out,
                       ib_error_t *err)
 {
-  struct stat st;
-  if (fstat (fd, &st) < 0)
-    return ib_error_errno (err, errno, IB_EENV, "stat `%s`", what);
-  struct inspector in = { fd, what, (uint64_t) st.st_size, ib_xcalloc (1, sizeof (struct ib_cuda_file)), err, false,
-                          fn, data };
-  unsigned char head[sizeof (Elf64_Ehdr)] = { 0 };
-  size_t n = in.file_size < sizeof (head) ? (size_t) in.file_size : sizeof (head);
-  int r = pread_all (&in, head, n, 0);
-  uint32_t magic = 0;
-  memcpy (&magic, head, 4);
-  if (r == 0 && magic == FATBIN_MAGIC)
-    r = read_containers (&in, 0, in.file_size) < 0 ? -1 : 0;
-  else if (r == 0 && n == sizeof (head) && memcmp (head, ELFMAG, SELFMAG) == 0 && head[EI_CLASS] == ELFCLASS64
-           && head[EI_DATA] == ELFDATA2LSB)
-    {
-      Elf64_Ehdr eh = ehdr_at (head);
-      r = eh.e_machine == EM_CUDA_ ? read_cubin_at (&in, 0) : inspect_host_elf (&in, &eh);
-    }
-  if (r < 0)
+  struct inspector in = { .fd = fd, .what = what, .err = err, .sass_fn = fn, .sass_data = data };
+  in.out = ib_xcalloc (1, sizeof (struct ib_cuda_file));
+  if (inspect (&in) < 0)
     {
       ib_cuda_file_free (in.out);
       return -1;
@@ -585,17 +621,23 @@ ib_cuda_inspect_each (int fd, const char *what, ib_cuda_sass_fn fn, void *data, 
   return 0;
 }
 
+int
+ib_cuda_inspect_stream (int fd, const char *what, ib_cuda_entry_fn fn, void *data, ib_error_t *err)
+{
+  struct inspector in = { .fd = fd, .what = what, .err = err, .entry_fn = fn, .entry_data = data };
+  in.out = ib_xcalloc (1, sizeof (struct ib_cuda_file));
+  int r = inspect (&in);
+  ib_cuda_file_free (in.out); /* empty, or the entry that failed */
+  return r;
+}
+
 void
 ib_cuda_file_free (struct ib_cuda_file *f)
 {
   if (f == NULL)
     return;
   for (size_t i = 0; i < f->n; i++)
-    {
-      for (size_t k = 0; k < f->e[i].n_kernels; k++)
-        free (f->e[i].kernels[k]);
-      free (f->e[i].kernels);
-    }
+    entry_clear (&f->e[i]);
   free (f->e);
   free (f);
 }

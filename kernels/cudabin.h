@@ -73,6 +73,14 @@ typedef int (*ib_cuda_sass_fn) (void *data, const struct ib_cuda_entry *e, size_
 int ib_cuda_inspect_each (int fd, const char *what, ib_cuda_sass_fn fn, void *data, struct ib_cuda_file **out,
                           ib_error_t *err);
 
+/* The same, handing each entry (of any kind) to FN once it is whole, with
+ * its index in the file's list, and then dropping it: no list is built,
+ * so memory holds one entry's kernel names, however many the file has.
+ * How a record is written while the file is inspected (kindex.h).  A
+ * negative FN stops the inspection with its error. */
+typedef int (*ib_cuda_entry_fn) (void *data, const struct ib_cuda_entry *e, size_t index, ib_error_t *err);
+int ib_cuda_inspect_stream (int fd, const char *what, ib_cuda_entry_fn fn, void *data, ib_error_t *err);
+
 /* The payload of E, read back from the file it was inspected in (FD, WHAT
  * names it in messages) by its recorded place: one entry, without reading
  * the rest of the file.  An entry that lies past the file's end is an
