@@ -11,9 +11,12 @@
  * past its head (ib_kernels_indexer_no_code). */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
@@ -41,33 +44,320 @@ surely_no_code (uint64_t size, const unsigned char *head, size_t n_head)
 
 /* ---- the records, by content digest ------------------------------------ */
 
-struct ib_cuda_file *
-ib_kernels_cache_load (const char *dir, const char *digest)
+/* A record is binary, written while its file is inspected and read back
+ * without a tree (issue 18).  As JSON, the list, its cJSON tree and its
+ * text were all in memory at once: some 27 MB for cuBLASLt's (47,000
+ * kernels), the cold build's peak over CUDA 13's libraries (81 MiB, now
+ * 61); and parsing NCCL's record, twice in every warm build, was a sixth
+ * of the build's instructions (51 of 315 million, now 3).
+ *
+ * Layout, little-endian on every machine:
+ *   IB_KERNELS_CACHE_MAGIC and its NUL: the version; a record of another
+ *     (a JSON one of before, "{...") is not found, and made again;
+ *   per entry: 'e', then ENTRY_HEAD bytes: kind, variant, compression,
+ *     relocatable (a byte each); sm, PTX major, PTX minor (u32); size,
+ *     uncompressed size, offset, stored (u64); the kernel count (u32);
+ *     then each kernel name: its length (u32) and its bytes;
+ *   the end: 'z', the entry count (u64), and the CRC-32 of every byte
+ *     before it (u32), the last bytes of the file.
+ * A record is written whole or not at all (renamed into place), so one
+ * that is cut short, or damaged (the CRC), or that says anything out of
+ * range reads as none, and the file is inspected again: never a crash, a
+ * wrong answer, or an allocation larger than what the file still holds. */
+#define ENTRY_HEAD 52
+#define END_SIZE (1 + 8 + 4)
+#define IO_BUF (64u << 10)
+
+static unsigned char *
+put_le (unsigned char *p, uint64_t v, size_t n)
 {
+  for (size_t i = 0; i < n; i++)
+    p[i] = (unsigned char) (v >> (8 * i));
+  return p + n;
+}
+
+static uint64_t
+get_le (const unsigned char *p, size_t n)
+{
+  uint64_t v = 0;
+  for (size_t i = n; i-- > 0;)
+    v = v << 8 | p[i];
+  return v;
+}
+
+static const char *const compressions[] = { "none", "lz4", "zstd" };
+
+struct record_out
+{
+  struct ib_atomic_file f;
+  FILE *fp; /* on a duplicate of F.fd: buffered, and closed before the commit */
+  uLong crc;
+  uint64_t n;
+  bool failed; /* something not kept: the record is not written */
+};
+
+static void
+put (struct record_out *o, const void *p, size_t n)
+{
+  o->crc = crc32_z (o->crc, p, n);
+  if (fwrite (p, 1, n, o->fp) != n)
+    o->failed = true;
+}
+
+static int
+record_open (struct record_out *o, const char *dir, const char *digest, ib_error_t *err)
+{
+  memset (o, 0, sizeof (*o));
   cleanup_free char *path = ib_path_join (dir, digest);
-  cleanup_free char *text = NULL;
-  if (!digest[0] || ib_read_file (path, 1u << 30, &text, NULL, NULL) < 0)
-    return NULL;
-  cJSON *j = cJSON_Parse (text);
-  const cJSON *magic = cJSON_GetObjectItemCaseSensitive (j, "cache");
-  struct ib_cuda_file *f = NULL;
-  if (cJSON_IsString (magic) && strcmp (magic->valuestring, IB_KERNELS_CACHE_MAGIC) == 0)
-    ib_cuda_file_from_json (j, &f, NULL);
-  cJSON_Delete (j);
-  return f;
+  if (!digest[0])
+    return ib_error (err, IB_EINTEGRITY, "a record for a file without a digest");
+  if (ib_atomic_file_open (&o->f, path, err) < 0)
+    return -1;
+  int fd = fcntl (o->f.fd, F_DUPFD_CLOEXEC, 0);
+  o->fp = fd < 0 ? NULL : fdopen (fd, "w");
+  if (o->fp == NULL)
+    {
+      ib_error_errno (err, errno, IB_EENV, "write `%s`", o->f.tmp);
+      if (fd >= 0)
+        close (fd);
+      ib_atomic_file_abort (&o->f);
+      return -1;
+    }
+  setvbuf (o->fp, NULL, _IOFBF, IO_BUF);
+  o->crc = crc32_z (0, NULL, 0);
+  put (o, IB_KERNELS_CACHE_MAGIC, sizeof (IB_KERNELS_CACHE_MAGIC));
+  return 0;
+}
+
+/* An entry into the record (ib_cuda_entry_fn).  What a record cannot say
+ * exactly (a count past 32 bits, a variant of another letter) leaves the
+ * file unrecorded rather than recorded otherwise; so does a write that
+ * fails, which stops the inspection (made only for its record) there. */
+static int
+record_put (void *data, const struct ib_cuda_entry *e, size_t index, ib_error_t *err)
+{
+  struct record_out *o = data;
+  (void) index;
+  if (o->failed)
+    return ib_error (err, IB_EENV, "`%s`: the record cannot be written", o->f.tmp);
+  unsigned c = 0;
+  while (c < 3 && strcmp (e->compression, compressions[c]) != 0)
+    c++;
+  if (c == 3 || (e->variant && e->variant != 'a' && e->variant != 'f') || e->n_kernels > UINT32_MAX)
+    o->failed = true;
+  unsigned char h[1 + ENTRY_HEAD], *p = h;
+  *p++ = 'e';
+  *p++ = (unsigned char) e->kind;
+  *p++ = (unsigned char) e->variant;
+  *p++ = (unsigned char) c;
+  *p++ = e->relocatable;
+  p = put_le (p, e->sm, 4);
+  p = put_le (p, e->ptx_major, 4);
+  p = put_le (p, e->ptx_minor, 4);
+  p = put_le (p, e->size, 8);
+  p = put_le (p, e->uncompressed_size, 8);
+  p = put_le (p, e->offset, 8);
+  p = put_le (p, e->stored, 8);
+  put_le (p, e->n_kernels, 4);
+  put (o, h, sizeof (h));
+  for (size_t k = 0; k < e->n_kernels; k++)
+    {
+      size_t len = strlen (e->kernels[k]);
+      unsigned char l[4];
+      put_le (l, len, 4);
+      if (len > UINT32_MAX)
+        o->failed = true;
+      put (o, l, 4);
+      put (o, e->kernels[k], len);
+    }
+  o->n++;
+  return 0;
+}
+
+/* The end written and the record renamed into place when WHOLE (and all
+ * was written); otherwise nothing is left. */
+static void
+record_close (struct record_out *o, bool whole)
+{
+  if (whole)
+    {
+      unsigned char end[END_SIZE];
+      end[0] = 'z';
+      put_le (end + 1, o->n, 8);
+      put (o, end, 9);
+      put_le (end + 9, o->crc, 4);
+      whole = fwrite (end + 9, 1, 4, o->fp) == 4;
+    }
+  if (fclose (o->fp) != 0)
+    whole = false;
+  if (whole && !o->failed)
+    ib_atomic_file_commit (&o->f, 0644, false, NULL);
+  else
+    ib_atomic_file_abort (&o->f);
 }
 
 void
 ib_kernels_cache_save (const char *dir, const char *digest, const struct ib_cuda_file *f)
 {
-  cJSON *j = ib_cuda_file_json (f);
-  /* Last, so that a file cut short does not parse. */
-  cJSON_AddStringToObject (j, "cache", IB_KERNELS_CACHE_MAGIC);
-  char *text = cJSON_PrintUnformatted (j);
-  cJSON_Delete (j);
+  struct record_out o;
+  if (record_open (&o, dir, digest, NULL) < 0)
+    return;
+  for (size_t i = 0; i < f->n; i++)
+    record_put (&o, &f->e[i], i, NULL);
+  record_close (&o, true);
+}
+
+int
+ib_kernels_cache_inspect (const char *dir, const char *digest, int fd, const char *what, ib_error_t *err)
+{
+  struct record_out o;
+  if (record_open (&o, dir, digest, err) < 0)
+    return -1;
+  int r = ib_cuda_inspect_stream (fd, what, record_put, &o, err);
+  record_close (&o, r == 0);
+  return r;
+}
+
+/* A record read through a buffer of its own, the CRC taken as it goes. */
+struct record_in
+{
+  int fd;
+  uint64_t unread; /* bytes of the file not yet taken */
+  size_t at, len, crc_from; /* BUF[AT, LEN) is read, not taken; the CRC has BUF up to CRC_FROM */
+  uLong crc;
+  unsigned char buf[IO_BUF];
+};
+
+static void
+crc_sync (struct record_in *r)
+{
+  r->crc = crc32_z (r->crc, r->buf + r->crc_from, r->at - r->crc_from);
+  r->crc_from = r->at;
+}
+
+static bool
+take (struct record_in *r, void *p, size_t n)
+{
+  if (n > r->unread)
+    return false;
+  for (unsigned char *q = p; n > 0;)
+    {
+      if (r->at == r->len)
+        {
+          crc_sync (r);
+          ssize_t got = ib_read_full (r->fd, r->buf, IO_BUF);
+          if (got <= 0)
+            return false;
+          r->at = r->crc_from = 0;
+          r->len = (size_t) got;
+        }
+      size_t k = n < r->len - r->at ? n : r->len - r->at;
+      memcpy (q, r->buf + r->at, k);
+      r->at += k;
+      r->unread -= k;
+      q += k;
+      n -= k;
+    }
+  return true;
+}
+
+/* One entry (its 'e' taken) into E; false when the record says anything
+ * out of range. */
+static bool
+take_entry (struct record_in *r, struct ib_cuda_entry *e)
+{
+  unsigned char h[ENTRY_HEAD];
+  if (!take (r, h, sizeof (h)))
+    return false;
+  const unsigned char *p = h;
+  e->kind = (enum ib_cuda_kind) p[0];
+  e->variant = (char) p[1];
+  if (p[0] > IB_CUDA_LTOIR || (p[1] && p[1] != 'a' && p[1] != 'f') || p[2] > 2 || p[3] > 1)
+    return false;
+  e->compression = compressions[p[2]];
+  e->relocatable = p[3];
+  e->sm = (unsigned) get_le (p + 4, 4);
+  e->ptx_major = (unsigned) get_le (p + 8, 4);
+  e->ptx_minor = (unsigned) get_le (p + 12, 4);
+  e->size = get_le (p + 16, 8);
+  e->uncompressed_size = get_le (p + 24, 8);
+  e->offset = get_le (p + 32, 8);
+  e->stored = get_le (p + 40, 8);
+  uint64_t n = get_le (p + 48, 4);
+  /* Each name takes 4 bytes at least: a count the file cannot hold is
+   * damage, and allocates nothing. */
+  if (n > r->unread / 4)
+    return false;
+  e->kernels = n ? ib_xcalloc (n, sizeof (*e->kernels)) : NULL;
+  for (; e->n_kernels < n; e->n_kernels++)
+    {
+      unsigned char l[4];
+      if (!take (r, l, 4))
+        return false;
+      uint64_t len = get_le (l, 4);
+      if (len > r->unread)
+        return false;
+      char *name = ib_xmalloc (len + 1);
+      e->kernels[e->n_kernels] = name;
+      name[len] = '\0';
+      if (!take (r, name, len))
+        {
+          e->n_kernels++; /* freed with the entry */
+          return false;
+        }
+    }
+  return true;
+}
+
+/* The entries up to the end, then the end: the count and the CRC of all
+ * before it agree, and nothing follows. */
+static bool
+take_record (struct record_in *r, struct ib_cuda_file *f)
+{
+  char magic[sizeof (IB_KERNELS_CACHE_MAGIC)];
+  if (!take (r, magic, sizeof (magic)) || memcmp (magic, IB_KERNELS_CACHE_MAGIC, sizeof (magic)) != 0)
+    return false;
+  size_t cap = 0;
+  unsigned char tag = 0;
+  while (take (r, &tag, 1) && tag == 'e')
+    {
+      if (f->n == cap)
+        {
+          cap = cap ? 2 * cap : 16;
+          f->e = ib_xrealloc (f->e, cap * sizeof (*f->e));
+        }
+      struct ib_cuda_entry *e = &f->e[f->n++];
+      memset (e, 0, sizeof (*e));
+      if (!take_entry (r, e))
+        return false;
+    }
+  unsigned char end[END_SIZE - 1];
+  if (r->unread != END_SIZE - 1 || tag != 'z' || !take (r, end, 8))
+    return false;
+  crc_sync (r);
+  return take (r, end + 8, 4) && get_le (end, 8) == f->n && get_le (end + 8, 4) == r->crc;
+}
+
+struct ib_cuda_file *
+ib_kernels_cache_load (const char *dir, const char *digest)
+{
   cleanup_free char *path = ib_path_join (dir, digest);
-  ib_write_cache_file (path, text, strlen (text), NULL);
-  free (text);
+  cleanup_close int fd = digest[0] ? open (path, O_RDONLY | O_CLOEXEC) : -1;
+  struct stat st;
+  if (fd < 0 || fstat (fd, &st) < 0 || !S_ISREG (st.st_mode))
+    return NULL;
+  cleanup_free struct record_in *r = ib_xmalloc (sizeof (*r)); /* its buffer left as it is */
+  r->fd = fd;
+  r->unread = (uint64_t) st.st_size;
+  r->at = r->len = r->crc_from = 0;
+  r->crc = crc32_z (0, NULL, 0);
+  struct ib_cuda_file *f = ib_xcalloc (1, sizeof (*f));
+  if (!take_record (r, f))
+    {
+      ib_cuda_file_free (f);
+      return NULL;
+    }
+  return f;
 }
 
 /* ---- the indexer --------------------------------------------------------- */
@@ -129,6 +419,18 @@ remember_no_code (struct ib_kernels_indexer *x, const char *digest)
     flush_none (x);
 }
 
+/* Whether DIGEST has a record of this version (its magic: one of an older
+ * version is made again, not skipped). */
+static bool
+record_there (const char *dir, const char *digest)
+{
+  cleanup_free char *path = ib_path_join (dir, digest);
+  cleanup_close int fd = open (path, O_RDONLY | O_CLOEXEC);
+  char magic[sizeof (IB_KERNELS_CACHE_MAGIC)];
+  return fd >= 0 && ib_read_full (fd, magic, sizeof (magic)) == (ssize_t) sizeof (magic)
+         && memcmp (magic, IB_KERNELS_CACHE_MAGIC, sizeof (magic)) == 0;
+}
+
 static void
 index_file (void *data, const char *path, const char *digest, const char *text, size_t len, int fd)
 {
@@ -140,19 +442,12 @@ index_file (void *data, const char *path, const char *digest, const char *text, 
       remember_no_code (x, digest);
       return;
     }
-  cleanup_free char *cpath = ib_path_join (x->cache, digest);
-  if (access (cpath, F_OK) == 0)
+  if (record_there (x->cache, digest))
     return; /* the same content seen before */
   cleanup_free char *what = ib_xasprintf ("/%s", path);
-  struct ib_cuda_file *f;
   ib_error_t e = NULL;
-  if (ib_cuda_inspect (fd, what, &f, &e) < 0)
-    {
-      ib_error_release (&e); /* the reader inspects it itself, and says why */
-      return;
-    }
-  ib_kernels_cache_save (x->cache, digest, f);
-  ib_cuda_file_free (f);
+  if (ib_kernels_cache_inspect (x->cache, digest, fd, what, &e) < 0)
+    ib_error_release (&e); /* the reader inspects it itself, and says why */
 }
 
 struct asked

@@ -14,13 +14,18 @@
 
 /* The GPU code of a file, kept in the folder DIR (the store's cache
  * "kernels") under the file's content digest: F saved (best effort), or
- * what was saved for DIGEST, NULL when there is none or it does not parse
- * (a file cut short, another version's record). */
+ * what was saved for DIGEST, NULL when there is none or it does not read
+ * whole (a file cut short or damaged, another version's record).  The
+ * record's format is kindex.c's. */
 void ib_kernels_cache_save (const char *dir, const char *digest, const struct ib_cuda_file *f);
 /* The records' version: a record of another is not read, and what is
  * kept from records (the JIT budget, gates/gate_fleet.c) names it. */
-#define IB_KERNELS_CACHE_MAGIC "imgbuild-kernels 3" /* 2: relocatable, ptx_version; 3: offset, stored */
+#define IB_KERNELS_CACHE_MAGIC "imgbuild-kernels 4" /* 2: relocatable, ptx_version; 3: offset, stored; 4: binary */
 struct ib_cuda_file *ib_kernels_cache_load (const char *dir, const char *digest);
+/* FD (WHAT names it) inspected and its record written as the inspection
+ * goes, an entry at a time (ib_cuda_inspect_stream): memory holds one
+ * entry, however large the file's list.  On an error nothing is kept. */
+int ib_kernels_cache_inspect (const char *dir, const char *digest, int fd, const char *what, ib_error_t *err);
 
 /* The inspection's indexer (store/indexer.h): in the pass that
  * makes a layer's file list, the record of every ELF object and fatbin

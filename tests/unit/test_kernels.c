@@ -220,15 +220,23 @@ jit_budget_counts (struct test_ctx *t)
 /* The kernels indexer (kindex.c) keeps a file as "no GPU code" only when
  * the head it was shown proves it neither an ELF object nor a fatbin, by
  * any name; a head too short to tell is inspected (a descriptor asked). */
+static struct ib_store *
+indexer_in_a_store (struct test_ctx *t, struct ib_kernels_indexer *x)
+{
+  ib_error_t err = NULL;
+  struct ib_store *s = NULL;
+  cleanup_free char *root = ib_path_join (test_tmpdir (), "kstore");
+  CHECK (t, ib_store_open (root, &s, &err) == 0);
+  CHECK (t, ib_kernels_indexer_init (s, x, &err) == 0);
+  ib_error_release (&err);
+  return s;
+}
+
 void
 kernels_indexer_judges_by_content_not_name (struct test_ctx *t)
 {
-  ib_error_t err = NULL;
-  struct ib_store *s;
-  cleanup_free char *root = ib_path_join (test_tmpdir (), "kstore");
-  CHECK (t, ib_store_open (root, &s, &err) == 0);
   struct ib_kernels_indexer x;
-  CHECK (t, ib_kernels_indexer_init (s, &x, &err) == 0);
+  struct ib_store *s = indexer_in_a_store (t, &x);
   unsigned char elf[64] = { 0x7f, 'E', 'L', 'F', 2, 1, 1 };
   unsigned char fatbin[64] = { 0x50, 0xed, 0x55, 0xba, 1, 0 };
   unsigned char man[64] = ".TH libOpenCL 7 \"2023\" man page, gzip-free for the test ....";
@@ -256,6 +264,31 @@ kernels_indexer_judges_by_content_not_name (struct test_ctx *t)
   /* Registered, a gate finds it by its name. */
   ib_store_add_indexer (s, ix);
   CHECK (t, ib_store_indexer (s, IB_KERNELS_INDEXER) == ix);
+  ib_kernels_indexer_clear (&x);
+  ib_store_free (s);
+}
+
+/* The file-list pass makes the record of a file again over an old one
+ * (it skips only a record of this version). */
+void
+kernels_indexer_redoes_an_old_record (struct test_ctx *t)
+{
+  struct ib_kernels_indexer x;
+  struct ib_store *s = indexer_in_a_store (t, &x);
+  const char *digest = "00000000000000000000000000000000000000000000000000000000000000aa";
+  cleanup_free char *path = ib_path_join (x.cache, digest);
+  const char *old = "{\"entries\":[],\"cache\":\"imgbuild-kernels 3\"}";
+  ib_write_cache_file (path, old, strlen (old), NULL);
+  CHECK (t, ib_kernels_cache_load (x.cache, digest) == NULL);
+  /* An ELF object with no sections: no GPU code, an empty record. */
+  unsigned char elf[64] = { 0x7f, 'E', 'L', 'F', 2, 1, 1 };
+  cleanup_free char *obj = ib_path_join (test_tmpdir (), "lib.so");
+  ib_write_cache_file (obj, elf, sizeof (elf), NULL);
+  cleanup_close int fd = open (obj, O_RDONLY | O_CLOEXEC);
+  x.ix.index (x.ix.data, "usr/lib/libx.so", digest, NULL, 0, fd);
+  struct ib_cuda_file *f = ib_kernels_cache_load (x.cache, digest);
+  CHECK (t, f != NULL && f->n == 0);
+  ib_cuda_file_free (f);
   ib_kernels_indexer_clear (&x);
   ib_store_free (s);
 }
