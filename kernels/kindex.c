@@ -300,7 +300,8 @@ take_entry (struct record_in *r, struct ib_cuda_entry *e)
       char *name = ib_xmalloc (len + 1);
       e->kernels[e->n_kernels] = name;
       name[len] = '\0';
-      if (!take (r, name, len))
+      /* A NUL inside would cut the name short: not what was written. */
+      if (!take (r, name, len) || memchr (name, '\0', len) != NULL)
         {
           e->n_kernels++; /* freed with the entry */
           return false;

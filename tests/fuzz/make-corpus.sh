@@ -127,6 +127,10 @@ if [ -x "$NVCC" ]; then
 else
   echo "make-corpus: no nvcc; cudabin seeds left as they are" >&2
 fi
+# The GPU-code records (kernels/kindex.c) of those seeds, and of a host
+# ELF file without GPU code (no-code), are krecord's seeds: written by
+# ib_kernels_cache_save, not by this script (it has no tool that writes
+# one); made again by hand when the record's format changes.
 
 # docker-archive: manifest.json, index.json, config, OCI manifest, name
 cfg='{"architecture":"arm64","os":"linux","config":{"Env":["PATH=/bin"]},"rootfs":{"type":"layers","diff_ids":["sha256:'$(printf layer | sha256sum | cut -c1-64)'"]}}'

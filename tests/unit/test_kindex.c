@@ -212,7 +212,8 @@ kernels_record_cut_damaged_or_old_reads_as_none (struct test_ctx *t)
   /* Resealed, so each field's own check refuses it: a resealed copy
    * unchanged reads; a kind, variant or compression out of range, a
    * kernel count or a name length larger than the file (allocating
-   * nothing for them), an end that counts other entries. */
+   * nothing for them), a name with a NUL inside, an end that counts
+   * other entries. */
   const size_t e0 = sizeof (IB_KERNELS_CACHE_MAGIC) + 1; /* the first entry, after its 'e' */
   CHECK (t, !forged_reads_as_none (dir, rec, n, e0, IB_CUDA_SASS, 1));
   CHECK (t, forged_reads_as_none (dir, rec, n, e0, 3, 1));
@@ -221,6 +222,7 @@ kernels_record_cut_damaged_or_old_reads_as_none (struct test_ctx *t)
   CHECK (t, forged_reads_as_none (dir, rec, n, e0 + 3, 2, 1));
   CHECK (t, forged_reads_as_none (dir, rec, n, e0 + 48, UINT32_MAX, 4));
   CHECK (t, forged_reads_as_none (dir, rec, n, e0 + 52, UINT32_MAX, 4));
+  CHECK (t, forged_reads_as_none (dir, rec, n, e0 + 56, 0, 1)); /* a NUL in the first name */
   CHECK (t, forged_reads_as_none (dir, rec, n, n - 12, 2, 8));
   /* A JSON record of before: not found, so made again. */
   cJSON *j = ib_cuda_file_json (&f);
