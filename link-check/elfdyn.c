@@ -47,18 +47,27 @@ read_section (int fd, const Elf64_Ehdr *eh, const Elf64_Shdr *sh, int i, const c
   return 0;
 }
 
-/* A string of the table, with tabs and newlines (which no sane name has)
- * made harmless for the cache's line format. */
+/* A string of the table, where it lies: the record keeps the table as its
+ * arena (one allocation, not one per name: libtorch's 10^5 names were
+ * 3.2 MB of strings beside the table they were copied from, in the
+ * file-list pass's peak). */
 static char *
 str_at (const struct sect *strtab, uint64_t off)
 {
   if (strtab->data == NULL || off >= strtab->size)
     return NULL;
-  char *s = ib_xstrdup (strtab->data + off);
-  for (char *c = s; *c; c++)
-    if (*c == '\n' || *c == '\t')
-      *c = '?';
-  return s;
+  return strtab->data + off;
+}
+
+/* Tabs and newlines (which no sane name has) made harmless for the
+ * cache's line format, in the whole table at once: every string of it
+ * reads as its copy so cleaned did. */
+static void
+clean_strings (struct sect *strtab)
+{
+  for (size_t i = 0; i < strtab->size; i++)
+    if (strtab->data[i] == '\n' || strtab->data[i] == '\t')
+      strtab->data[i] = '?';
 }
 
 struct parse
@@ -105,15 +114,12 @@ parse_dynamic (struct parse *p)
         push_str (&l->needed, &l->n_needed, str_at (&p->dynstr, d[i].d_un.d_val));
         break;
       case DT_SONAME:
-        free (l->soname);
         l->soname = str_at (&p->dynstr, d[i].d_un.d_val);
         break;
       case DT_RPATH:
-        free (l->rpath);
         l->rpath = str_at (&p->dynstr, d[i].d_un.d_val);
         break;
       case DT_RUNPATH:
-        free (l->runpath);
         l->runpath = str_at (&p->dynstr, d[i].d_un.d_val);
         break;
       case DT_FLAGS_1:
@@ -168,11 +174,6 @@ parse_verneed (struct parse *p)
               ndx_of[l->n_verneed] = a->vna_other & 0x7fff;
               l->verneed[l->n_verneed++] = (struct ib_elf_verneed){ file, ver, (a->vna_flags & VER_FLG_WEAK) != 0 };
             }
-          else
-            {
-              free (file);
-              free (ver);
-            }
           if (a->vna_next == 0)
             break;
           aoff += a->vna_next;
@@ -215,32 +216,22 @@ parse_symbols (struct parse *p)
       const Elf64_Sym *s = (const Elf64_Sym *) p->syms.data + i;
       char *name = str_at (&p->dynstr, s->st_name);
       if (name == NULL || !*name)
-        {
-          free (name);
-          continue;
-        }
+        continue;
       unsigned v = vs && i < n_vs ? vs[i] : 1, ndx = v & 0x7fff;
       if (s->st_shndx == SHN_UNDEF)
         {
           if (ELF64_ST_BIND (s->st_info) != STB_GLOBAL)
-            {
-              free (name); /* weak: absence is allowed */
-              continue;
-            }
+            continue; /* weak: absence is allowed */
           const struct ib_elf_verneed *vn = ndx > 1 && ndx < p->n_ndx ? p->verneed_by_ndx[ndx] : NULL;
           l->refs = ib_xrealloc (l->refs, (l->n_refs + 1) * sizeof (*l->refs));
-          l->refs[l->n_refs++] = (struct ib_elf_ref){ name, vn ? ib_xstrdup (vn->version) : NULL,
-                                                      vn ? ib_xstrdup (vn->file) : NULL };
+          l->refs[l->n_refs++] = (struct ib_elf_ref){ name, vn ? vn->version : NULL, vn ? vn->file : NULL };
           continue;
         }
       if (!usable_definition (s))
-        {
-          free (name);
-          continue;
-        }
-      const char *ver = ndx < p->n_ndx ? p->verdef_by_ndx[ndx] : NULL;
+        continue;
+      char *ver = ndx < p->n_ndx ? p->verdef_by_ndx[ndx] : NULL;
       l->defs = ib_xrealloc (l->defs, (l->n_defs + 1) * sizeof (*l->defs));
-      l->defs[l->n_defs++] = (struct ib_elf_def){ name, ver ? ib_xstrdup (ver) : NULL, ndx, (v & 0x8000) != 0 };
+      l->defs[l->n_defs++] = (struct ib_elf_def){ name, ver, ndx, (v & 0x8000) != 0 };
     }
 }
 
@@ -314,6 +305,7 @@ ib_elf_link_read (int fd, const char *what, struct ib_elf_link **out, ib_error_t
       ib_elf_link_free (p.l);
       return -1;
     }
+  clean_strings (&p.dynstr);
   p.n_ndx = 0x8000;
   p.verdef_by_ndx = ib_xcalloc (p.n_ndx, sizeof (*p.verdef_by_ndx));
   p.verneed_by_ndx = ib_xcalloc (p.n_ndx, sizeof (*p.verneed_by_ndx));
@@ -322,6 +314,9 @@ ib_elf_link_read (int fd, const char *what, struct ib_elf_link **out, ib_error_t
   parse_verneed (&p);
   parse_symbols (&p);
   ib_qsort (p.l->defs, p.l->n_defs, sizeof (*p.l->defs), cmp_def);
+  /* The record's strings all lie in the string table: it is the arena. */
+  p.l->arena_size = p.dynstr.data ? p.dynstr.size + 1 : 0;
+  p.l->arena = steal_pointer (&p.dynstr.data);
   *out = p.l;
   parse_clear (&p);
   return 0;
@@ -388,11 +383,9 @@ or_empty (const char *s)
   return s ? s : "";
 }
 
-char *
-ib_elf_link_to_text (const struct ib_elf_link *l, size_t *len)
+int
+ib_elf_link_write_text (const struct ib_elf_link *l, FILE *f)
 {
-  char *text = NULL;
-  FILE *f = open_memstream (&text, len);
   fprintf (f, "%s machine=%u type=%u nodeflib=%d versym=%d elf32=%d\n", TEXT_MAGIC, l->machine, l->type,
            l->nodeflib, l->has_versym, l->elf32);
   if (l->soname)
@@ -413,6 +406,15 @@ ib_elf_link_to_text (const struct ib_elf_link *l, size_t *len)
   for (size_t i = 0; i < l->n_refs; i++)
     fprintf (f, "F\t%s\t%s\t%s\n", l->refs[i].name, or_empty (l->refs[i].version), or_empty (l->refs[i].file));
   fprintf (f, "%s\n", TEXT_END);
+  return ferror (f) ? -1 : 0;
+}
+
+char *
+ib_elf_link_to_text (const struct ib_elf_link *l, size_t *len)
+{
+  char *text = NULL;
+  FILE *f = open_memstream (&text, len);
+  ib_elf_link_write_text (l, f);
   fclose (f);
   return text;
 }

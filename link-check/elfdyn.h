@@ -16,6 +16,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "../util/error.h"
 
@@ -59,9 +60,10 @@ struct ib_elf_link
   struct ib_elf_verneed *verneed;
   size_t n_verdefs;
   char **verdefs; /* every verdef name, the base (the SONAME) included */
-  /* A record made from its cache text holds that text here, and every
-   * string above points into it (one allocation, not one per symbol name:
-   * libtorch's record has some 10^5): NULL when each string is its own. */
+  /* The text a record was made from (its cache text) or the ELF file's
+   * string table it was read from: every string above points into it
+   * (one allocation, not one per symbol name: libtorch's record has some
+   * 10^5); NULL when each string is its own (a head). */
   char *arena;
   size_t arena_size;
   /* A head (ib_elf_link_head): no DEFS nor REFS, but the hashes of the
@@ -81,6 +83,10 @@ void ib_elf_link_free (struct ib_elf_link *l);
  * record's on success, its strings point into it, ib_elf_link_free frees
  * it; on failure it is still the caller's, changed. */
 char *ib_elf_link_to_text (const struct ib_elf_link *l, size_t *len);
+/* The same text written to F (the cache file, streamed: libtorch's record
+ * is 6.4 MB of text, which the file-list pass need not hold); -1 when F
+ * has an error. */
+int ib_elf_link_write_text (const struct ib_elf_link *l, FILE *f);
 struct ib_elf_link *ib_elf_link_from_text (char *text);
 
 /* What the loader reads of L, without its symbols (the bulk of a record:

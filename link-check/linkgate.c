@@ -178,6 +178,30 @@ release_fn (void *data, const struct ib_fs_entry *e)
     ib_reccache_put (g->syms, at);
 }
 
+/* L's cache text (NULL: not ELF) streamed into PATH, as
+ * ib_write_cache_file writes a whole one: never torn, no fsync. */
+static void
+write_record (const char *path, const struct ib_elf_link *l)
+{
+  struct ib_atomic_file af;
+  if (ib_atomic_file_open (&af, path, NULL) < 0)
+    return;
+  int fd = fcntl (af.fd, F_DUPFD_CLOEXEC, 0);
+  FILE *f = fd < 0 ? NULL : fdopen (fd, "w");
+  if (f == NULL && fd >= 0)
+    close (fd);
+  char buf[64 << 10]; /* stdio's own would be a page: a write(2) per 4 KiB */
+  if (f)
+    setvbuf (f, buf, _IOFBF, sizeof (buf));
+  bool ok = f != NULL && (l ? ib_elf_link_write_text (l, f) == 0 : fputs (NOT_ELF_TEXT, f) >= 0);
+  if (f && fclose (f) != 0)
+    ok = false;
+  if (ok)
+    ib_atomic_file_commit (&af, 0644, false, NULL);
+  else
+    ib_atomic_file_abort (&af);
+}
+
 int
 ib_link_record_save (const char *cache, const char *digest, int fd, const char *what, struct ib_elf_link **out,
                      ib_error_t *err)
@@ -190,10 +214,8 @@ ib_link_record_save (const char *cache, const char *digest, int fd, const char *
       ib_error_release (err); /* not ELF, or damaged: the loader would not take it either */
       l = NULL;
     }
-  size_t len = strlen (NOT_ELF_TEXT);
-  cleanup_free char *text = l ? ib_elf_link_to_text (l, &len) : ib_xstrdup (NOT_ELF_TEXT);
   cleanup_free char *path = ib_path_join (cache, digest);
-  ib_write_cache_file (path, text, len, NULL); /* a cache not written costs time, not correctness */
+  write_record (path, l); /* a cache not written costs time, not correctness */
   if (out)
     *out = l;
   else
