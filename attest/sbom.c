@@ -340,15 +340,21 @@ add_package_files (struct ib_store *s, const struct ib_image *img, const struct 
                    size_t *ids, ib_error_t *err)
 {
   size_t n = ib_fsview_count (view), k = 0;
-  const struct ib_fs_entry **wanted = ib_xcalloc (n ? n : 1, sizeof (*wanted));
+  const struct ib_fs_entry **wanted = ib_xcalloc (1, sizeof (*wanted));
   for (size_t i = 0; i < n; i++)
     {
+      /* The name first: a base's view is read in place, and an entry made
+       * of each of its records (336,000 at 30 GB) was 16 MB of a cold
+       * build's peak, for the few hundred package files. */
+      if (!is_package_file (ib_fsview_path (view, i)))
+        continue;
       const struct ib_fs_entry *e = ib_fsview_at (view, i);
-      if (e->type == IB_FS_FILE && is_package_file (e->path))
+      if (e->type == IB_FS_FILE)
         {
           /* Looked up, not only walked: a memo recording (add_packages)
            * learns of the file and of the folders above it. */
           ib_fsview_lookup (view, e->path);
+          wanted = ib_xrealloc (wanted, (k + 1) * sizeof (*wanted));
           wanted[k++] = e;
         }
     }

@@ -94,9 +94,13 @@ take_tree (struct closure *c, const char *dir)
   size_t len = strlen (canon);
   for (size_t i = 0; i < ib_fsview_count (c->v); i++)
     {
-      const struct ib_fs_entry *e = ib_fsview_at (c->v, i);
-      if (strncmp (e->path, canon, len) != 0 || e->path[len] != '/')
+      /* The name first: a base's view is read in place, and an entry made
+       * of each of its records (336,000 at 30 GB, a walk per tree) was
+       * 16 MB of a cold build's peak, for the few thousand under DIR. */
+      const char *path = ib_fsview_path (c->v, i);
+      if (strncmp (path, canon, len) != 0 || path[len] != '/')
         continue;
+      const struct ib_fs_entry *e = ib_fsview_at (c->v, i);
       const char *rel = e->path + len + 1;
       if (strncmp (rel, "site-packages", 13) == 0 && (rel[13] == '/' || rel[13] == '\0'))
         continue;

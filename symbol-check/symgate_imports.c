@@ -132,11 +132,17 @@ sg_module_of (const struct sg_ctx *c, const char *path)
 }
 
 bool
+sg_is_py_path_under_root (const struct sg_ctx *c, const char *path)
+{
+  size_t pl = strlen (path), rl = strlen (c->root);
+  return pl > 3 && strcmp (path + pl - 3, ".py") == 0
+         && (rl == 0 || (strncmp (path, c->root, rl) == 0 && path[rl] == '/'));
+}
+
+bool
 sg_is_py_under_root (const struct sg_ctx *c, const struct ib_fs_entry *e)
 {
-  size_t pl = strlen (e->path), rl = strlen (c->root);
-  return e->type == IB_FS_FILE && pl > 3 && strcmp (e->path + pl - 3, ".py") == 0
-         && (rl == 0 || (strncmp (e->path, c->root, rl) == 0 && e->path[rl] == '/'));
+  return e->type == IB_FS_FILE && sg_is_py_path_under_root (c, e->path);
 }
 
 void

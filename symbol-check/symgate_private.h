@@ -79,8 +79,9 @@ bool sg_in_packages (const struct sg_ctx *c, const char *module);
 char *sg_package_of (const struct sg_ctx *c, const char *path);
 /* The dotted module a .py file is: "torch/nn/__init__.py" -> "torch.nn" (allocated). */
 char *sg_module_of (const struct sg_ctx *c, const char *path);
-/* A regular .py file below the python path. */
+/* A regular .py file below the python path; a path that may be one. */
 bool sg_is_py_under_root (const struct sg_ctx *c, const struct ib_fs_entry *e);
+bool sg_is_py_path_under_root (const struct sg_ctx *c, const char *path);
 /* Adds E to a list of entries to extract, once. */
 void sg_want (const struct ib_fs_entry ***list, size_t *n, const struct ib_fs_entry *e);
 /* Checks one import of FILE against the merged image; VIA is appended to
