@@ -181,6 +181,23 @@ elf_link_record_and_version_rules (struct test_ctx *t)
   free (text);
   ib_elf_link_free (lib);
   ib_elf_link_free (user);
+  /* A name with a tab (a SONAME here) reads with '?' for it: the record's
+   * strings lie in the file's string table, cleaned there, and its text
+   * keeps one field per tab. */
+  test_write (dir, "t.c", "int t_fn (void) { return 0; }\n");
+  cleanup_free char *tab_cmd = ib_xasprintf (
+      "cd %s && cc -shared -fPIC -Wl,-soname,\"$(printf 'lib\\tt.so.1')\" t.c -o libt.so", dir);
+  CHECK (t, system (tab_cmd) == 0);
+  cleanup_free char *tab_path = ib_path_join (dir, "libt.so");
+  struct ib_elf_link *tab = read_built (t, tab_path);
+  if (tab == NULL)
+    return;
+  CHECK_STR (t, tab->soname, "lib?t.so.1");
+  size_t tab_len;
+  struct ib_elf_link *tab_back = ib_elf_link_from_text (ib_elf_link_to_text (tab, &tab_len));
+  CHECK (t, tab_back && tab_back->soname && strcmp (tab_back->soname, "lib?t.so.1") == 0);
+  ib_elf_link_free (tab_back);
+  ib_elf_link_free (tab);
 }
 
 /* The whole records held within a budget (reccache.h): a held record stays
