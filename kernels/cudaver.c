@@ -24,7 +24,11 @@ const char *
 ib_cudaver_tool_kind (const char *path)
 {
   static const char *const exact[] = { "ptxas", "nvcc", "nvdisasm", "cuobjdump", NULL };
-  const char *base = strrchr (path, '/') ? strrchr (path, '/') + 1 : path;
+  const char *slash = strrchr (path, '/'), *base = slash ? slash + 1 : path;
+  /* Asked of every path of a base (the list pass, the toolchains gate's
+   * walk): most names start with none of the tools' first letters. */
+  if (base[0] != 'p' && base[0] != 'n' && base[0] != 'c' && base[0] != 'l')
+    return NULL;
   for (int i = 0; exact[i]; i++)
     if (strcmp (base, exact[i]) == 0)
       return exact[i];
@@ -33,6 +37,15 @@ ib_cudaver_tool_kind (const char *path)
   if (strncmp (base, "libnvJitLink.so", 15) == 0)
     return "libnvJitLink";
   return NULL;
+}
+
+const char *const *
+ib_cudaver_tool_globs (size_t *n_out)
+{
+  static const char *const globs[]
+      = { "*/ptxas", "*/nvcc", "*/nvdisasm", "*/cuobjdump", "*/libnvrtc.so*", "*/libnvJitLink.so*" };
+  *n_out = sizeof (globs) / sizeof (globs[0]);
+  return globs;
 }
 
 /* ---- the records: the version as a decimal number and a newline --------- */

@@ -24,6 +24,10 @@
  * "libnvJitLink" (libnvJitLink.so*): what the toolchains gate calls a file
  * at PATH (by its last component), NULL for any other. */
 const char *ib_cudaver_tool_kind (const char *path);
+/* Glob patterns (ib_fsview_match) that match every path
+ * ib_cudaver_tool_kind names, and a few it does not (a folder named
+ * libnvrtc.so.d): each path found is tested with it.  *N_OUT of them. */
+const char *const *ib_cudaver_tool_globs (size_t *n_out);
 
 /* The record kept for DIGEST in the folder DIR (the store's cache
  * "cudaver"): true and *OUT (0: the file states no version) when there is

@@ -40,32 +40,34 @@ judge (const struct ib_fleet_scope *sc, const char *what, const char *role, unsi
 static int
 check_libraries (const struct ib_fleet_scope *sc, ib_error_t *err)
 {
-  static const struct
+  static const char *const globs[] = { "*/libcudart.so*", "*/libnvrtc.so*", "*/libnvJitLink.so*" };
+  static const char *const roles[] = { "the CUDA runtime", "NVRTC", "nvJitLink" };
+  enum
   {
-    const char *glob, *role;
-  } libs[] = {
-    { "*/libcudart.so*", "the CUDA runtime" },
-    { "*/libnvrtc.so*", "NVRTC" },
-    { "*/libnvJitLink.so*", "nvJitLink" },
+    N_LIBS = sizeof (globs) / sizeof (globs[0])
   };
-  for (size_t k = 0; k < sizeof (libs) / sizeof (libs[0]); k++)
+  /* One walk of the view for the three: each a walk of every path. */
+  const struct ib_fs_entry **files[N_LIBS];
+  size_t n[N_LIBS];
+  ib_fsview_glob_each (sc->view, globs, N_LIBS, files, n);
+  int r = 0;
+  for (size_t k = 0; k < N_LIBS; k++)
     {
-      cleanup_free const struct ib_fs_entry **files = NULL;
-      size_t n = ib_fsview_glob (sc->view, libs[k].glob, &files);
-      cleanup_free unsigned *v = ib_xcalloc (n ? n : 1, sizeof (*v));
+      cleanup_free unsigned *v = ib_xcalloc (n[k] ? n[k] : 1, sizeof (*v));
       /* The runtime states no version, its file name does; NVRTC and
        * nvJitLink carry a version string, their name is the fallback. */
-      if (k > 0 && ib_fleet_cuda_versions (sc, files, n, v, err) < 0)
-        return -1;
-      for (size_t i = 0; i < n; i++)
+      if (r == 0 && k > 0 && ib_fleet_cuda_versions (sc, files[k], n[k], v, err) < 0)
+        r = -1;
+      for (size_t i = 0; r == 0 && i < n[k]; i++)
         {
-          cleanup_free char *path = ib_xasprintf ("/%s", files[i]->path);
+          cleanup_free char *path = ib_xasprintf ("/%s", files[k][i]->path);
           unsigned cuda = v[i] ? v[i] : ib_cuda_version_of_name (path);
           if (cuda)
-            judge (sc, path, libs[k].role, cuda);
+            judge (sc, path, roles[k], cuda);
         }
+      free (files[k]);
     }
-  return 0;
+  return r;
 }
 
 /* NVIDIA_REQUIRE_CUDA="cuda>=12.8 brand=tesla,driver>=470,driver<471 ...":
@@ -146,15 +148,14 @@ loader_finds (const struct ib_fleet_scope *sc, const char *dir)
 static void
 check_libcuda (const struct ib_fleet_scope *sc)
 {
-  size_t n = ib_fsview_count (sc->view);
+  /* By name, without a walk of every path (336,000 at 30 GB): a base
+   * read in place keeps what the pattern matched in it. */
+  static const char *const glob = "*/libcuda.so*";
+  cleanup_free const struct ib_fs_entry **named = NULL;
+  size_t n = ib_fsview_match (sc->view, &glob, 1, &named);
   for (size_t i = 0; i < n; i++)
     {
-      /* By name first: the view makes an entry only of what is read, and
-       * a path of 336,000 at 30 GB is not copied to be tested. */
-      const char *name = ib_fsview_path (sc->view, i), *base = strrchr (name, '/');
-      if (strncmp (base ? base + 1 : name, "libcuda.so", 10) != 0)
-        continue;
-      const struct ib_fs_entry *e = ib_fsview_at (sc->view, i);
+      const struct ib_fs_entry *e = named[i];
       if (e->type != IB_FS_FILE && e->type != IB_FS_SYMLINK)
         continue;
       cleanup_free char *path = ib_xasprintf ("/%s", e->path);

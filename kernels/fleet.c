@@ -113,13 +113,17 @@ static int
 find_tools (const struct ib_fleet_scope *sc, struct tools *out, ib_error_t *err)
 {
   memset (out, 0, sizeof (*out));
-  size_t n = ib_fsview_count (sc->view);
+  /* By name, without a walk of every path: a base read in place keeps
+   * what the patterns matched in it (fsview.h ib_fsview_match). */
+  size_t n_globs, n;
+  const char *const *globs = ib_cudaver_tool_globs (&n_globs);
+  cleanup_free const struct ib_fs_entry **named = NULL;
+  n = ib_fsview_match (sc->view, globs, n_globs, &named);
   for (size_t i = 0; i < n; i++)
     {
-      /* By name first: the view makes an entry only of what is read. */
-      const char *kind = ib_cudaver_tool_kind (ib_fsview_path (sc->view, i));
-      const struct ib_fs_entry *e = kind ? ib_fsview_at (sc->view, i) : NULL;
-      if (e == NULL || e->type != IB_FS_FILE)
+      const struct ib_fs_entry *e = named[i];
+      const char *kind = ib_cudaver_tool_kind (e->path);
+      if (kind == NULL || e->type != IB_FS_FILE)
         continue;
       out->t = ib_xrealloc (out->t, (out->n + 1) * sizeof (*out->t));
       out->t[out->n++] = (struct tool) { e, kind, 0 };

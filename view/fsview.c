@@ -57,6 +57,7 @@ ib_fsview_free (struct ib_fsview *v)
   free (v->e);
   base_free (v);
   free (v->pieces);
+  free (v->map_path);
   ib_fs_strings_free (v->strings);
   free (v);
 }
@@ -580,6 +581,15 @@ ib_fsview_map (struct ib_fsview *v, const char *path, const ib_digest *chain, si
   v->pieces = ib_xcalloc (1, sizeof (*v->pieces));
   v->pieces[0] = (struct ib_fsview_piece){ .len = v->map.n };
   v->n_pieces = v->map.n ? 1 : 0;
+  struct stat st;
+  if (stat (path, &st) == 0)
+    {
+      v->map_path = ib_xstrdup (path);
+      v->map_id[0] = (uint64_t) st.st_dev;
+      v->map_id[1] = (uint64_t) st.st_ino;
+      v->map_id[2] = (uint64_t) st.st_size;
+      v->map_id[3] = (uint64_t) st.st_mtim.tv_sec * 1000000000u + (uint64_t) st.st_mtim.tv_nsec;
+    }
   return true;
 }
 

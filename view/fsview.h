@@ -101,6 +101,17 @@ size_t ib_fsview_glob (const struct ib_fsview *v, const char *pattern, const str
  * second not found already, and so on. */
 size_t ib_fsview_glob_all (const struct ib_fsview *v, const char *const *patterns, size_t n_patterns,
                            const struct ib_fs_entry ***out);
+/* Each pattern's files as ib_fsview_glob finds them: OUT[P] (malloc'd)
+ * and N_OUT[P] for PATTERNS[P].  One walk of the view for all of them. */
+void ib_fsview_glob_each (const struct ib_fsview *v, const char *const *patterns, size_t n_patterns,
+                          const struct ib_fs_entry ***out, size_t *n_out);
+/* The entries themselves (any type, links not followed) whose absolute
+ * path matches one of PATTERNS, in path order, each once: *OUT malloc'd;
+ * their count.  A walk that picks entries by name, without walking: over
+ * a base read in place, what a pattern that starts with a wildcard
+ * matches in the base is kept beside it (fsglob.c). */
+size_t ib_fsview_match (const struct ib_fsview *v, const char *const *patterns, size_t n_patterns,
+                        const struct ib_fs_entry ***out);
 /* The view's entry I, in path order.  A walk gives back, every 8,192
  * entries, the pages of the view's mapped lists that it read: its entries'
  * strings stay valid, read again from the files when needed. */

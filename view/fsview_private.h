@@ -15,6 +15,7 @@
 #define IB_FSVIEW_PRIVATE_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "fscache.h"
 #include "fsview.h"
@@ -42,6 +43,10 @@ struct ib_fsview
   struct ib_fsview_piece *pieces;
   size_t n_pieces;
   size_t hint; /* the piece of the last entry read (fsview.c piece_of) */
+  /* the kept view's file and what it was when mapped (fsglob.c keeps
+   * the base's glob hits beside it) */
+  char *map_path;
+  uint64_t map_id[4]; /* device, inode, size, modification time (ns) */
 };
 
 /* V (new, empty) as the view kept at PATH (fscache.h) of the layers

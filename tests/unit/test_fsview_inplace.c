@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 
 #include "../../util/cleanup.h"
 #include "../../util/fsutil.h"
@@ -52,7 +53,7 @@ same_views (struct test_ctx *t, const struct ib_fsview *whole, const struct ib_f
       CHECK (t, (a == NULL) == (b == NULL));
       CHECK (t, a == NULL || b == NULL || (a->layer == b->layer && a->type == b->type && strcmp (a->path, b->path) == 0));
     }
-  static const char *const patterns[] = { "*", "/d0*", "/d07/*", "*f01?", "/d1?/f0*", "/zz*", "/d20" };
+  static const char *const patterns[] = { "*", "/d0*", "/d07/*", "*f01?", "/d1?/f0*", "/zz*", "/d20", "*/f0*", "*3" };
   for (size_t p = 0; p < sizeof (patterns) / sizeof (patterns[0]); p++)
     {
       const struct ib_fs_entry **a = NULL, **b = NULL;
@@ -214,6 +215,121 @@ fsview_in_place_reads_only_what_is_looked_up (struct test_ctx *t)
   CHECK (t, ib_fsview_from_layer (v, 0, &upper) == N + 1 && upper[N]->layer == 1);
   free (upper);
   ib_fsview_free (v);
+  for (size_t i = 0; i < N; i++)
+    free (e[i].path);
+  free (e);
+}
+
+/* The file PATTERN's kept hits are in, beside the view at PATH (the only
+ * one of that name there); NULL when none. */
+static char *
+kept_file (const char *path)
+{
+  cleanup_free char *dir = ib_xstrdup (path);
+  char *slash = strrchr (dir, '/');
+  *slash = '\0';
+  size_t plen = strlen (slash + 1);
+  char *found = NULL;
+  DIR *d = opendir (dir);
+  for (struct dirent *de; d && (de = readdir (d));)
+    if (strncmp (de->d_name, slash + 1, plen) == 0 && strncmp (de->d_name + plen, ".glob-", 6) == 0)
+      {
+        free (found);
+        found = ib_xasprintf ("%s/%s", dir, de->d_name);
+      }
+  if (d)
+    closedir (d);
+  return found;
+}
+
+static size_t
+glob_count (const char *path, const ib_digest *chain, const char *pattern)
+{
+  struct ib_fsview *v = ib_fsview_new ();
+  if (!ib_fsview_map (v, path, chain, 1))
+    {
+      ib_fsview_free (v);
+      return (size_t) -1;
+    }
+  const struct ib_fs_entry **got = NULL;
+  size_t n = ib_fsview_glob (v, pattern, &got);
+  free (got);
+  ib_fsview_free (v);
+  return n;
+}
+
+/* A pattern that starts with a wildcard, over a view read in place, keeps
+ * the base's hits beside the view's file, and the next view of that base
+ * reads them instead of walking the records: a kept file with one hit
+ * less (still well formed) answers one file less.  A damaged one (cut
+ * short, or longer than its hits), one of another pattern, or one kept
+ * for the view's file before it was written again, is not read: the
+ * records are walked and the file written anew. */
+void
+fsview_in_place_globs_keep_the_base_hits (struct test_ctx *t)
+{
+  enum { N = 3000 };
+  struct ib_fs_entry *e = ib_xcalloc (N, sizeof (*e));
+  for (size_t i = 0; i < N; i++)
+    e[i] = ent (ib_xasprintf ("usr/lib/m%04zu%s", i, i % 3 ? ".py" : ".so"), 'f');
+  struct ib_fs_list l = { .n = N, .e = e };
+  ib_digest chain = { "sha256:2222222222222222222222222222222222222222222222222222222222222222" };
+  cleanup_free char *dir = ib_xasprintf ("%s/kept-globs", test_tmpdir ());
+  ib_mkdir_p (dir, 0755, NULL);
+  cleanup_free char *path = ib_xasprintf ("%s/view", dir);
+  ib_error_t err = NULL;
+  CHECK (t, ib_fs_view_cache_save (path, &chain, &l, &err) == 0);
+  CHECK (t, glob_count (path, &chain, "*.so") == N / 3);
+  cleanup_free char *kept = kept_file (path);
+  CHECK (t, kept != NULL);
+  cleanup_free char *text = NULL;
+  size_t len = 0;
+  CHECK (t, kept && ib_read_file (kept, 1 << 20, &text, &len, NULL) == 0);
+  /* hits: the last N / 3 words; one fewer, and the count said so */
+  if (text && len > N / 3 * 4 + 8)
+    {
+      uint64_t hits;
+      memcpy (&hits, text + len - N / 3 * 4 - 8, 8);
+      CHECK (t, hits == N / 3);
+      hits--;
+      memcpy (text + len - N / 3 * 4 - 8, &hits, 8);
+      CHECK (t, ib_write_cache_file (kept, text, len - 4, NULL) == 0);
+      CHECK (t, glob_count (path, &chain, "*.so") == N / 3 - 1);
+      /* damaged: the count says more than the file holds */
+      CHECK (t, ib_write_cache_file (kept, text, len - 8, NULL) == 0);
+      CHECK (t, glob_count (path, &chain, "*.so") == N / 3);
+      /* ... and written anew: read as it was first */
+      cleanup_free char *again = NULL;
+      size_t again_len = 0;
+      CHECK (t, ib_read_file (kept, 1 << 20, &again, &again_len, NULL) == 0 && again_len == len);
+      /* bytes after the hits: not read, and the file written anew */
+      cleanup_free char *longer = ib_xcalloc (len + 4, 1);
+      memcpy (longer, text, len);
+      CHECK (t, ib_write_cache_file (kept, longer, len + 4, NULL) == 0);
+      CHECK (t, glob_count (path, &chain, "*.so") == N / 3);
+      cleanup_free char *rewritten = NULL;
+      size_t rewritten_len = 0;
+      CHECK (t, ib_read_file (kept, 1 << 20, &rewritten, &rewritten_len, NULL) == 0 && rewritten_len == len);
+      /* a pattern whose file name is the same cannot read another's hits:
+       * the file says its pattern */
+      cleanup_free char *other = ib_xcalloc (len, 1);
+      memcpy (other, text, len);
+      char *pat = memmem (other, len, "*.so\n", 5);
+      CHECK (t, pat != NULL);
+      if (pat)
+        {
+          pat[3] = 'x';
+          CHECK (t, ib_write_cache_file (kept, other, len, NULL) == 0);
+          CHECK (t, glob_count (path, &chain, "*.so") == N / 3);
+        }
+      /* the view written again: the hits kept for the file before it are
+       * not read (one fewer, as above, kept with the old file's identity) */
+      memcpy (&hits, text + len - N / 3 * 4 - 8, 8);
+      CHECK (t, ib_write_cache_file (kept, text, len - 4, NULL) == 0);
+      CHECK (t, glob_count (path, &chain, "*.so") == N / 3 - 1);
+      CHECK (t, ib_fs_view_cache_save (path, &chain, &l, &err) == 0);
+      CHECK (t, glob_count (path, &chain, "*.so") == N / 3);
+    }
   for (size_t i = 0; i < N; i++)
     free (e[i].path);
   free (e);

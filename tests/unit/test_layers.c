@@ -774,8 +774,13 @@ fsview_stacks_layers_as_a_sorted_merge (struct test_ctx *t)
  * in the path in order: the same files as fnmatch over every entry, for
  * patterns whose head is empty, is not a path, ends in a folder or
  * mid-name, or stops at `[` or `\\`, and for runs at the start, the end,
- * repeated or between `?`; as before, the regular files matched or linked
- * to, each once. */
+ * repeated, between `?` or with their bytes repeated (the search's shift
+ * table); as before, the regular files matched or linked to, each once.
+ * All the patterns at once (ib_fsview_glob_each, one walk) find what each
+ * finds alone, in the same order, and ib_fsview_glob_all what they find
+ * one after the other, the files found already left out; ib_fsview_match
+ * the entries fnmatch matches, links not followed, in path order, each
+ * once however many patterns match it. */
 void
 fsview_glob_equals_fnmatch_over_every_entry (struct test_ctx *t)
 {
@@ -793,11 +798,33 @@ fsview_glob_equals_fnmatch_over_every_entry (struct test_ctx *t)
                                           "/*/b/c.so", "/",          "",            "/zzz*",     "/a/b/c.so*",
                                           "*.so",      "*.so.*",     "*c.so.?",     "*b*b*",     "*b*b*c*",
                                           "*?.so",     "?a/b/c.so",  "*/b/*.so.?",  "*so.1",     "*a/b",
-                                          "*[.]so",    "/a*c.so",    "*bc*",        "*b??c*",    "*c.so.1*" };
-  for (size_t p = 0; p < sizeof (patterns) / sizeof (patterns[0]); p++)
+                                          "*[.]so",    "/a*c.so",    "*bc*",        "*b??c*",    "*c.so.1*",
+                                          "*/b/c.so*", "*/lib*",     "*lib64",      "*/c*so.?",  "*c.so.1?",
+                                          "*b/?.so",   "*a/b/c.so.1", "*/a/b/c*",   "*/usr/lib/x.so", "*.so.1??" };
+  enum
+  {
+    N_PAT = sizeof (patterns) / sizeof (patterns[0])
+  };
+  const struct ib_fs_entry **each[N_PAT], **all = NULL, *union_[N_PAT * 32];
+  size_t n_each[N_PAT], n_union = 0;
+  ib_fsview_glob_each (v, patterns, N_PAT, each, n_each);
+  size_t n_all = ib_fsview_glob_all (v, patterns, N_PAT, &all);
+  for (size_t p = 0; p < N_PAT; p++)
     {
       const struct ib_fs_entry **got = NULL;
       size_t n = ib_fsview_glob (v, patterns[p], &got), want = 0;
+      CHECK (t, n_each[p] == n);
+      for (size_t k = 0; k < n && k < n_each[p]; k++)
+        CHECK (t, each[p][k] == got[k]);
+      for (size_t k = 0; k < n; k++)
+        {
+          bool dup = false;
+          for (size_t j = 0; j < n_union; j++)
+            dup = dup || union_[j] == got[k];
+          if (!dup)
+            union_[n_union++] = got[k];
+        }
+      free (each[p]);
       /* The oracle: every entry, the files they are or link to, once. */
       const struct ib_fs_entry *files[32];
       for (size_t i = 0; i < ib_fsview_count (v); i++)
@@ -819,7 +846,40 @@ fsview_glob_equals_fnmatch_over_every_entry (struct test_ctx *t)
       if (n != want)
         fprintf (stderr, "  pattern `%s`: %zu matches, fnmatch finds %zu\n", patterns[p], n, want);
       free (got);
+      /* the entries themselves, links not followed, in path order */
+      const struct ib_fs_entry **named = NULL;
+      size_t n_named = ib_fsview_match (v, &patterns[p], 1, &named), k = 0;
+      for (size_t i = 0; i < ib_fsview_count (v); i++)
+        {
+          cleanup_free char *abs = ib_xasprintf ("/%s", ib_fsview_at (v, i)->path);
+          if (fnmatch (patterns[p], abs, 0) != 0)
+            continue;
+          CHECK (t, k < n_named && named[k] == ib_fsview_at (v, i));
+          k++;
+        }
+      CHECK (t, k == n_named);
+      free (named);
     }
+  /* every pattern at once: each entry that one of them matches, once */
+  const struct ib_fs_entry **named = NULL;
+  size_t n_named = ib_fsview_match (v, patterns, N_PAT, &named), k = 0;
+  for (size_t i = 0; i < ib_fsview_count (v); i++)
+    {
+      cleanup_free char *abs = ib_xasprintf ("/%s", ib_fsview_at (v, i)->path);
+      bool any = false;
+      for (size_t p = 0; p < N_PAT; p++)
+        any = any || fnmatch (patterns[p], abs, 0) == 0;
+      if (!any)
+        continue;
+      CHECK (t, k < n_named && named[k] == ib_fsview_at (v, i));
+      k++;
+    }
+  CHECK (t, k == n_named);
+  free (named);
+  CHECK (t, n_all == n_union);
+  for (size_t k = 0; k < n_all && k < n_union; k++)
+    CHECK (t, all[k] == union_[k]);
+  free (all);
   ib_fsview_free (v);
 }
 
