@@ -321,7 +321,7 @@ ib_sbom_indexer_init (struct ib_store *s, struct ib_sbom_indexer *out, ib_error_
   memset (out, 0, sizeof (*out));
   if (ib_store_cache_dir (s, "sbom", &out->cache, err) < 0)
     return -1;
-  out->ix = (struct ib_indexer){ "sbom", sbom_wants, sbom_index, out };
+  out->ix = (struct ib_indexer){ "sbom", sbom_wants, sbom_index, out, false };
   return 0;
 }
 
@@ -650,9 +650,37 @@ gpu_replay (const struct ib_memo *m, cJSON *list, size_t *ids)
   return true;
 }
 
+/* gpu_list's walk: FILES[i]'s package and memo line when its code runs. */
+struct gpu_walk
+{
+  const struct ib_fs_entry **files;
+  struct ib_memo *m;
+  cJSON *found; /* moved to the SBOM's list once the walk has gone through */
+  size_t *ids;
+};
+
+static int
+gpu_one (void *data, size_t i, const struct ib_cuda_file *code, ib_error_t *err)
+{
+  (void) err;
+  struct gpu_walk *w = data;
+  if (code == NULL || !runs_code (code))
+    return 0;
+  const struct ib_fs_entry *f = w->files[i];
+  cleanup_free char *comment = gpu_comment (code);
+  cJSON_AddItemToArray (w->found, gpu_package (w->ids, f->path, f->digest, comment));
+  cleanup_free char *line = ib_xasprintf ("%s\t%s\t%s", f->digest, comment, f->path);
+  if (w->m)
+    ib_memo_said (w->m, false, line);
+  return 0;
+}
+
 /* Shared objects, cubins and fatbins that carry GPU code.  A file whose
  * GPU code cannot be read is no build error here (the kernel gate judges
- * the files it is asked about): the SBOM says so in its comment. */
+ * the files it is asked about): the SBOM says so in its comment.  One
+ * record in memory at a time: all of them at once (cuBLASLt's names of
+ * 100,000 kernels among them) were the peak of a cold build over CUDA's
+ * libraries, ~15 MiB more than the pass that made them. */
 static void
 gpu_list (struct ib_store *s, const struct ib_image *img, struct ib_fsview *view, struct ib_memo *m, cJSON *doc,
           cJSON *list, size_t *ids)
@@ -663,9 +691,9 @@ gpu_list (struct ib_store *s, const struct ib_image *img, struct ib_fsview *view
   size_t n = ib_kernels_glob_files (view, NULL, 0, &files);
   if (m)
     ib_fsview_observe (view, NULL);
-  struct ib_cuda_file **code = ib_xcalloc (n ? n : 1, sizeof (*code));
+  struct gpu_walk w = { files, m, cJSON_CreateArray (), ids };
   ib_error_t e = NULL;
-  if (ib_kernels_inspect_entries (s, img, files, n, code, NULL, &e) < 0)
+  if (ib_kernels_each_file (s, img, files, n, gpu_one, &w, &e) < 0)
     {
       cleanup_free char *c = ib_xasprintf ("GPU code not listed: %s", e->msg);
       cJSON_AddStringToObject (doc, "comment", c);
@@ -673,21 +701,13 @@ gpu_list (struct ib_store *s, const struct ib_image *img, struct ib_fsview *view
     }
   else
     {
-      for (size_t i = 0; i < n; i++)
-        if (code[i] && runs_code (code[i]))
-          {
-            cleanup_free char *comment = gpu_comment (code[i]);
-            cJSON_AddItemToArray (list, gpu_package (ids, files[i]->path, files[i]->digest, comment));
-            cleanup_free char *line = ib_xasprintf ("%s\t%s\t%s", files[i]->digest, comment, files[i]->path);
-            if (m)
-              ib_memo_said (m, false, line);
-          }
+      cJSON *item;
+      while ((item = cJSON_DetachItemFromArray (w.found, 0)) != NULL)
+        cJSON_AddItemToArray (list, item);
       if (m)
         ib_memo_save (m);
     }
-  for (size_t i = 0; i < n; i++)
-    ib_cuda_file_free (code[i]);
-  free (code);
+  cJSON_Delete (w.found);
   free (files);
 }
 

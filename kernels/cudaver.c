@@ -106,7 +106,7 @@ ib_cudaver_indexer_init (struct ib_store *s, struct ib_cudaver_indexer *out, ib_
   memset (out, 0, sizeof (*out));
   if (ib_store_cache_dir (s, "cudaver", &out->cache, err) < 0)
     return -1;
-  out->ix = (struct ib_indexer){ IB_CUDAVER_INDEXER, wants, index_file, out };
+  out->ix = (struct ib_indexer){ IB_CUDAVER_INDEXER, wants, index_file, out, false };
   return 0;
 }
 

@@ -526,7 +526,10 @@ ib_kernels_indexer_init (struct ib_store *s, struct ib_kernels_indexer *out, ib_
     }
   unlink (tmp);
   out->buf = ib_xmalloc (NONE_BUF * 32);
-  out->ix = (struct ib_indexer){ IB_KERNELS_INDEXER, wants, index_file, out };
+  /* Concurrent: a file's inspection reads its spool and writes its own
+   * record; the digests of files without GPU code (the list above) are
+   * kept by the calls made in the pass, which never reach it. */
+  out->ix = (struct ib_indexer){ IB_KERNELS_INDEXER, wants, index_file, out, true };
   return 0;
 }
 

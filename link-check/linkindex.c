@@ -56,7 +56,7 @@ ib_native_indexer_init (struct ib_store *s, struct ib_native_indexer *out, ib_er
       ib_native_indexer_clear (out);
       return -1;
     }
-  out->ix = (struct ib_indexer){ "native", wants, index_file, out };
+  out->ix = (struct ib_indexer){ "native", wants, index_file, out, false };
   return 0;
 }
 

@@ -2,6 +2,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -42,12 +44,122 @@ wants (const struct ib_index_file *f, enum ib_index_need kind)
   return false;
 }
 
+/* ---- the pass's worker --------------------------------------------------- */
+
+/* The concurrent calls for one file, with its spool (owned: closed once
+ * they have run) and its path and digest (copied: the pass's strings are
+ * its own). */
+struct index_job
+{
+  const struct ib_indexer *ix[IB_MAX_INDEXERS];
+  size_t n_ix;
+  char *path;
+  char digest[65];
+  int fd;
+};
+
+/* Threads of a worker.  Two inspections of GPU code at once keep both
+ * cores of a small machine busy while the pass inflates; each holds up to
+ * some 12 MiB (NCCL's code, streamed), and the bound is 64 MiB. */
+#define WORKER_THREADS 2
+
+struct ib_index_worker
+{
+  pthread_t thread[WORKER_THREADS];
+  size_t n_threads;
+  pthread_mutex_t lock;
+  pthread_cond_t changed; /* a job waits, its slot is free, or stop */
+  struct index_job *waiting;
+  bool stop;
+};
+
+static void
+job_run (struct index_job *j)
+{
+  for (size_t i = 0; i < j->n_ix; i++)
+    j->ix[i]->index (j->ix[i]->data, j->path, j->digest, NULL, 0, j->fd);
+  close (j->fd);
+  free (j->path);
+  free (j);
+}
+
+static void *
+worker_main (void *data)
+{
+  struct ib_index_worker *w = data;
+  pthread_mutex_lock (&w->lock);
+  for (;;)
+    {
+      while (w->waiting == NULL && !w->stop)
+        pthread_cond_wait (&w->changed, &w->lock);
+      struct index_job *j = w->waiting;
+      if (j == NULL)
+        break; /* stopped, and nothing left */
+      w->waiting = NULL;
+      pthread_cond_broadcast (&w->changed);
+      pthread_mutex_unlock (&w->lock);
+      job_run (j);
+      pthread_mutex_lock (&w->lock);
+    }
+  pthread_mutex_unlock (&w->lock);
+  return NULL;
+}
+
+struct ib_index_worker *
+ib_index_worker_start (void)
+{
+  struct ib_index_worker *w = ib_xcalloc (1, sizeof (*w));
+  pthread_mutex_init (&w->lock, NULL);
+  pthread_cond_init (&w->changed, NULL);
+  while (w->n_threads < WORKER_THREADS && pthread_create (&w->thread[w->n_threads], NULL, worker_main, w) == 0)
+    w->n_threads++;
+  if (w->n_threads == 0)
+    {
+      pthread_cond_destroy (&w->changed);
+      pthread_mutex_destroy (&w->lock);
+      free (w);
+      return NULL;
+    }
+  return w;
+}
+
+static void
+worker_push (struct ib_index_worker *w, struct index_job *j)
+{
+  pthread_mutex_lock (&w->lock);
+  while (w->waiting != NULL)
+    pthread_cond_wait (&w->changed, &w->lock);
+  w->waiting = j;
+  pthread_cond_broadcast (&w->changed);
+  pthread_mutex_unlock (&w->lock);
+}
+
+void
+ib_index_worker_finish (struct ib_index_worker *w)
+{
+  if (w == NULL)
+    return;
+  pthread_mutex_lock (&w->lock);
+  w->stop = true;
+  pthread_cond_broadcast (&w->changed);
+  pthread_mutex_unlock (&w->lock);
+  for (size_t i = 0; i < w->n_threads; i++)
+    pthread_join (w->thread[i], NULL);
+  pthread_cond_destroy (&w->changed);
+  pthread_mutex_destroy (&w->lock);
+  free (w);
+}
+
+/* ---- one file ------------------------------------------------------------- */
+
 bool
-ib_index_file_begin (struct ib_index_file *f, const struct ib_store *s, const char *spool_dir, const char *path,
-                     uint64_t size, const unsigned char *head, size_t n_head)
+ib_index_file_begin (struct ib_index_file *f, const struct ib_store *s, const char *spool_dir,
+                     struct ib_index_worker *worker, const char *path, uint64_t size, const unsigned char *head,
+                     size_t n_head)
 {
   memset (f, 0, sizeof (*f));
   f->fd = -1;
+  f->worker = worker;
   f->ix = s->indexers;
   f->n_ix = s->n_indexers;
   bool any = false;
@@ -124,10 +236,30 @@ ib_index_file_end (struct ib_index_file *f, const char *digest)
     }
   if (f->text)
     f->text[f->len] = '\0';
+  struct index_job *j = NULL;
   for (size_t i = 0; !f->failed && i < f->n_ix; i++)
-    if (f->need[i] == IB_INDEX_FD || f->need[i] == IB_INDEX_DIGEST || (f->need[i] == IB_INDEX_TEXT && f->text))
-      f->ix[i]->index (f->ix[i]->data, f->path, digest, f->need[i] == IB_INDEX_TEXT ? f->text : NULL,
-                       f->need[i] == IB_INDEX_TEXT ? f->len : 0, f->need[i] == IB_INDEX_FD ? f->fd : -1);
+    {
+      if (f->need[i] == IB_INDEX_FD && f->ix[i]->concurrent && f->worker)
+        {
+          if (j == NULL)
+            j = ib_xcalloc (1, sizeof (*j));
+          j->ix[j->n_ix++] = f->ix[i];
+        }
+      else if (f->need[i] == IB_INDEX_FD || f->need[i] == IB_INDEX_DIGEST
+               || (f->need[i] == IB_INDEX_TEXT && f->text))
+        f->ix[i]->index (f->ix[i]->data, f->path, digest, f->need[i] == IB_INDEX_TEXT ? f->text : NULL,
+                         f->need[i] == IB_INDEX_TEXT ? f->len : 0, f->need[i] == IB_INDEX_FD ? f->fd : -1);
+    }
+  if (j)
+    {
+      /* The spool and the path move to the job: every call in the pass
+       * has returned, so nothing here reads the spool again. */
+      j->path = steal_pointer (&f->path);
+      snprintf (j->digest, sizeof (j->digest), "%s", digest);
+      j->fd = f->fd;
+      f->fd = -1;
+      worker_push (f->worker, j);
+    }
   ib_index_file_abort (f);
 }
 

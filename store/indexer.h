@@ -48,6 +48,16 @@ struct ib_indexer
    * Failures are the indexer's to swallow. */
   void (*index) (void *data, const char *path, const char *digest, const char *text, size_t len, int fd);
   void *data;
+  /* Whether index () of a file handed by descriptor (IB_INDEX_FD) may run
+   * on the pass's worker (ib_index_worker_start): beside the pass, beside
+   * this indexer's wants () and other index () calls, and beside another
+   * such call for another file (or another file of the same content).
+   * Only an indexer whose FD calls touch nothing of DATA that another call
+   * changes may say so.  Inspecting
+   * a library's GPU code (inflating every compressed fatbin entry) was a
+   * third of a cold build over CUDA's libraries, the pass waiting on it
+   * while the machine's other core had little to do. */
+  bool concurrent;
 };
 
 /* Add IX (kept by pointer: it outlives S's use) to the indexers that S's
@@ -59,6 +69,15 @@ const struct ib_indexer *const *ib_store_indexers (const struct ib_store *s, siz
 const struct ib_indexer *ib_store_indexer (const struct ib_store *s, const char *name);
 
 /* ---- the file-list pass's side (fsview.c) -------------------------------- */
+
+/* The threads that run the concurrent indexers' FD calls of one pass: two
+ * files' calls running and one waiting at most (each holds its file's
+ * unlinked spool open: disk, not memory); the pass waits for room.  NULL
+ * when no thread could be made: the calls then run in the pass. */
+struct ib_index_worker;
+struct ib_index_worker *ib_index_worker_start (void);
+/* Wait for every call handed to W, then free it; NULL is fine. */
+void ib_index_worker_finish (struct ib_index_worker *w);
 
 /* One regular file being read: which indexers want it and its bytes so far. */
 struct ib_index_file
@@ -73,15 +92,20 @@ struct ib_index_file
   const char *spool_dir;
   int failed; /* a spool that could not be written: no index for this file */
   int digest_only; /* every indexer wants IB_INDEX_DIGEST or nothing: no bytes kept */
+  struct ib_index_worker *worker;
 };
 
 /* Ask S's indexers about the file; false when none wants it (then nothing
- * else need be called).  SPOOL_DIR: where an unlinked spool may go. */
-bool ib_index_file_begin (struct ib_index_file *f, const struct ib_store *s, const char *spool_dir, const char *path,
-                          uint64_t size, const unsigned char *head, size_t n_head);
+ * else need be called).  SPOOL_DIR: where an unlinked spool may go.
+ * WORKER (may be NULL): where the concurrent indexers' calls go. */
+bool ib_index_file_begin (struct ib_index_file *f, const struct ib_store *s, const char *spool_dir,
+                          struct ib_index_worker *worker, const char *path, uint64_t size,
+                          const unsigned char *head, size_t n_head);
 /* The file's bytes, in order, the first read's included. */
 void ib_index_file_feed (struct ib_index_file *f, const void *buf, size_t n);
-/* The file is read whole and its digest is DIGEST: index it, then free. */
+/* The file is read whole and its digest is DIGEST: index it, then free.
+ * The concurrent indexers' calls are handed to the worker with the spool,
+ * after every other indexer's call on it has returned. */
 void ib_index_file_end (struct ib_index_file *f, const char *digest);
 /* The file was not read whole (an error): free without indexing. */
 void ib_index_file_abort (struct ib_index_file *f);

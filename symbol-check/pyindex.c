@@ -167,7 +167,7 @@ ib_python_indexer_init (struct ib_store *s, const char *python_path, char *const
     out->root = ib_xstrdup ("");
   out->packages = packages;
   out->n_packages = n_packages;
-  out->ix = (struct ib_indexer){ "symbols", wants, index_file, out };
+  out->ix = (struct ib_indexer){ "symbols", wants, index_file, out, false };
   return 0;
 }
 

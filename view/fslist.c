@@ -101,7 +101,8 @@ classify_whiteout (struct ib_fs_entry *e)
  * (indexer.h), hand it to them in the same read. */
 static int
 hash_entry_data (struct ib_layer_reader *r, struct ib_fs_entry *e, struct ib_fs_strings **strings, char *buf,
-                 size_t bufsz, const struct ib_store *s, const char *spool_dir, ib_error_t *err)
+                 size_t bufsz, const struct ib_store *s, const char *spool_dir, struct ib_index_worker *worker,
+                 ib_error_t *err)
 {
   ib_sha256 *h = ib_sha256_new ();
   struct ib_index_file ixf;
@@ -117,7 +118,8 @@ hash_entry_data (struct ib_layer_reader *r, struct ib_fs_entry *e, struct ib_fs_
           return ib_error_wrap (err, "read `%s`", e->path);
         }
       if (first && spool_dir)
-        indexing = ib_index_file_begin (&ixf, s, spool_dir, e->path, e->size, (const unsigned char *) buf, (size_t) n);
+        indexing = ib_index_file_begin (&ixf, s, spool_dir, worker, e->path, e->size, (const unsigned char *) buf,
+                                        (size_t) n);
       first = false;
       if (n == 0)
         break;
@@ -149,6 +151,8 @@ compute_list (struct ib_store *s, const struct ib_descriptor *blob, const ib_dig
   cleanup_free char *spool_dir = NULL;
   if (n_ix && ib_store_cache_dir (s, "spool", &spool_dir, NULL) < 0)
     spool_dir = NULL;
+  /* Its calls end before the list does: a gate reads their records. */
+  struct ib_index_worker *worker = spool_dir ? ib_index_worker_start () : NULL;
   struct archive_entry *ae;
   int x;
   while ((x = ib_layer_reader_next (r, &ae, err)) == 1)
@@ -165,13 +169,14 @@ compute_list (struct ib_store *s, const struct ib_descriptor *blob, const ib_dig
       const char *link = e->type == IB_FS_HARDLINK ? archive_entry_hardlink (ae) : archive_entry_symlink (ae);
       if (link)
         e->link = ib_fs_strings_add (&l->strings, link, strlen (link));
-      if (e->type == IB_FS_FILE && hash_entry_data (r, e, &l->strings, buf, 1 << 20, s, spool_dir, err) < 0)
+      if (e->type == IB_FS_FILE && hash_entry_data (r, e, &l->strings, buf, 1 << 20, s, spool_dir, worker, err) < 0)
         {
-          ib_layer_reader_free (r);
-          return -1;
+          x = -1;
+          break;
         }
       classify_whiteout (e);
     }
+  ib_index_worker_finish (worker);
   if (x == 0)
     x = ib_layer_reader_end (r, NULL, err);
   size_t nh;

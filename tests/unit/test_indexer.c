@@ -1,0 +1,101 @@
+/* The file-list pass's indexers (store/indexer.h): a concurrent indexer's
+ * calls run on the pass's worker, once for each file, each with a spool
+ * that reads back as the file, and every one has returned before the list
+ * does; the others run in the pass itself. */
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../../layers/tarlayer.h"
+#include "../../store/indexer.h"
+#include "../../store/store.h"
+#include "../../util/cleanup.h"
+#include "../../util/fsutil.h"
+#include "../../view/fsview.h"
+#include "test.h"
+
+#define FILES 5
+
+struct seen
+{
+  pthread_t pass; /* the thread that lists the layer */
+  pthread_mutex_t lock; /* the worker's calls may run at once */
+  size_t n, off_thread, same_bytes;
+  bool path_seen[FILES];
+};
+
+static enum ib_index_need
+wants_all (void *data, const char *path, uint64_t size, const unsigned char *head, size_t n_head)
+{
+  (void) data, (void) path, (void) size, (void) head, (void) n_head;
+  return IB_INDEX_FD;
+}
+
+static void
+record (void *data, const char *path, const char *digest, const char *text, size_t len, int fd)
+{
+  (void) text, (void) len;
+  struct seen *x = data;
+  /* The last file's call outlasts the pass's end: a list that did not
+   * wait for its worker would be returned before it returns. */
+  if (strcmp (path, "opt/f4.so") == 0)
+    nanosleep (&(struct timespec){ 0, 50 * 1000 * 1000 }, NULL);
+  char buf[256];
+  ssize_t got = pread (fd, buf, sizeof (buf), 0);
+  ib_digest d;
+  if (got >= 0)
+    ib_sha256_buf (buf, (size_t) got, &d);
+  unsigned k;
+  pthread_mutex_lock (&x->lock);
+  x->same_bytes += got >= 0 && strcmp (d.s + 7, digest) == 0;
+  x->off_thread += !pthread_equal (pthread_self (), x->pass);
+  if (sscanf (path, "opt/f%u.so", &k) == 1 && k < FILES)
+    x->path_seen[k] = true;
+  x->n++;
+  pthread_mutex_unlock (&x->lock);
+}
+
+void
+indexer_concurrent_calls_end_before_the_list (struct test_ctx *t)
+{
+  ib_error_t err = NULL;
+  struct ib_store *s;
+  cleanup_free char *root = ib_path_join (test_tmpdir (), "store");
+  CHECK (t, ib_store_open (root, &s, &err) == 0);
+  struct ib_layer_entry e[FILES];
+  char names[FILES][32], text[FILES][32];
+  for (size_t i = 0; i < FILES; i++)
+    {
+      snprintf (names[i], sizeof (names[i]), "opt/f%zu.so", i);
+      snprintf (text[i], sizeof (text[i]), "file %zu\n", i);
+      char src[32];
+      snprintf (src, sizeof (src), "src/f%zu", i);
+      e[i] = (struct ib_layer_entry){ .path = names[i], .type = IB_ENTRY_FILE, .mode = -1 };
+      e[i].source = (char *) test_write (test_tmpdir (), src, text[i]);
+    }
+  struct ib_layer_options o = { .mtime = 0, .gzip_level = 6 };
+  struct ib_layer_result r = { 0 };
+  CHECK (t, ib_layer_write (s, e, FILES, &o, &r, &err) == 0);
+  struct seen con = { .pass = pthread_self (), .lock = PTHREAD_MUTEX_INITIALIZER };
+  struct seen in_pass = { .pass = pthread_self (), .lock = PTHREAD_MUTEX_INITIALIZER };
+  struct ib_indexer a = { "concurrent", wants_all, record, &con, true };
+  struct ib_indexer b = { "in-pass", wants_all, record, &in_pass, false };
+  ib_store_add_indexer (s, &a);
+  ib_store_add_indexer (s, &b);
+  struct ib_fs_list *l = NULL;
+  CHECK (t, ib_fs_list_layer (s, &r.desc, &r.diff_id, &l, &err) == 0);
+  CHECK (t, l && l->n == FILES + 1); /* and opt/ */
+  /* Every call returned before the list did, on the worker, once a file. */
+  CHECK (t, con.n == FILES);
+  CHECK (t, con.off_thread == FILES);
+  CHECK (t, con.same_bytes == FILES);
+  for (size_t i = 0; i < FILES; i++)
+    CHECK (t, con.path_seen[i]);
+  /* The other indexer's calls, in the pass, with the same spool. */
+  CHECK (t, in_pass.n == FILES && in_pass.off_thread == 0 && in_pass.same_bytes == FILES);
+  ib_fs_list_free (l);
+  ib_store_free (s);
+}
