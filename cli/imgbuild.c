@@ -9,6 +9,7 @@
 
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
+#include "../util/heap.h"
 #include "../util/pgzip.h"
 #include "../transports/docker_client.h"
 #include "../builder/pipeline.h"
@@ -454,6 +455,7 @@ load_hosts (struct cli *c, ib_error_t *err)
 int
 main (int argc, char **argv)
 {
+  ib_heap_bound ();
   struct cli c = { 0 };
   if (parse_args (argc, argv, &c) < 0)
     {

@@ -32,6 +32,7 @@
 #include "../symbol-check/pysyms.h"
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
+#include "../util/heap.h"
 
 #define MAX_SOURCE (64u << 20)
 
@@ -820,6 +821,7 @@ dispatch (struct cli *c, int n, char **args)
 int
 main (int argc, char **argv)
 {
+  ib_heap_bound ();
   struct cli c = { 0 };
   int rc = parse_args (argc, argv, &c);
   if (rc < 0)

@@ -35,6 +35,7 @@ struct inspector
   ib_cuda_entry_fn entry_fn; /* optional: each entry, then dropped (ib_cuda_inspect_stream) */
   void *entry_data;
   size_t dropped; /* entries handed to ENTRY_FN and dropped: OUT holds the ones after them */
+  struct ib_payload_scratch *scratch; /* every entry's stream's buffers */
 };
 
 /* Hand a parsed SASS entry and its payload to the caller's function. */
@@ -389,7 +390,7 @@ read_entry (struct inspector *in, uint64_t off, uint64_t end, uint64_t *next)
   e->relocatable = in->relocatable;
   e->size = psize;
   size_t stored = csize && csize <= psize ? csize : psize;
-  struct ib_payload pl = { in->fd, in->what, off + hsize, stored, stored, IB_PAYLOAD_PLAIN };
+  struct ib_payload pl = { in->fd, in->what, off + hsize, stored, stored, IB_PAYLOAD_PLAIN, in->scratch };
   if (entry_codec (in, pl.off, stored, flags, csize, usize, &pl.codec) < 0)
     return -1;
   if (pl.codec != IB_PAYLOAD_PLAIN)
@@ -475,7 +476,7 @@ read_cubin_at (struct inspector *in, uint64_t off)
   e->kind = IB_CUDA_SASS;
   e->size = e->uncompressed_size = e->stored = len;
   e->offset = off;
-  struct ib_payload pl = { in->fd, in->what, off, len, len, IB_PAYLOAD_PLAIN };
+  struct ib_payload pl = { in->fd, in->what, off, len, len, IB_PAYLOAD_PLAIN, in->scratch };
   return parse_cubin (in, &pl, e) < 0 || sass_done (in, &pl) < 0 ? -1 : entry_done (in);
 }
 
@@ -583,7 +584,7 @@ ib_cuda_inspect (int fd, const char *what, struct ib_cuda_file **out, ib_error_t
 
 /* IN (its callbacks set) over its file: what the file holds into IN->OUT. */
 static int
-inspect (struct inspector *in)
+inspect_file (struct inspector *in)
 {
   struct stat st;
   if (fstat (in->fd, &st) < 0)
@@ -604,6 +605,16 @@ inspect (struct inspector *in)
       return eh.e_machine == EM_CUDA_ ? read_cubin_at (in, 0) : inspect_host_elf (in, &eh);
     }
   return 0;
+}
+
+static int
+inspect (struct inspector *in)
+{
+  in->scratch = ib_payload_scratch_new ();
+  int r = inspect_file (in);
+  ib_payload_scratch_free (in->scratch);
+  in->scratch = NULL;
+  return r;
 }
 
 int
@@ -656,7 +667,7 @@ ib_cuda_entry_payload (const struct ib_cuda_entry *e, int fd, const char *what, 
   enum ib_payload_codec c = strcmp (e->compression, "zstd") == 0  ? IB_PAYLOAD_ZSTD
                             : strcmp (e->compression, "lz4") == 0 ? IB_PAYLOAD_LZ4
                                                                   : IB_PAYLOAD_PLAIN;
-  *out = (struct ib_payload){ fd, what, e->offset, e->stored, e->uncompressed_size, c };
+  *out = (struct ib_payload){ fd, what, e->offset, e->stored, e->uncompressed_size, c, NULL };
   return 0;
 }
 

@@ -25,6 +25,45 @@ chunk_for (uint64_t n, size_t chunk)
 #define ZSTD_WINDOW_LOG 25  /* 32 MiB: fatbinary's frames use 2 MiB */
 #define MAX_COLLECT (48ull << 20)
 
+/* ---- buffers shared by one inspection's streams ------------------------- */
+
+struct ib_payload_scratch
+{
+  unsigned char *in, *out, *lz4; /* IN_CHUNK, OUT_CHUNK, LZ4_HISTORY + OUT_CHUNK */
+  ZSTD_DCtx *dc;
+};
+
+struct ib_payload_scratch *
+ib_payload_scratch_new (void)
+{
+  return ib_xcalloc (1, sizeof (struct ib_payload_scratch));
+}
+
+void
+ib_payload_scratch_free (struct ib_payload_scratch *s)
+{
+  if (s == NULL)
+    return;
+  free (s->in);
+  free (s->out);
+  free (s->lz4);
+  ZSTD_freeDCtx (s->dc);
+  free (s);
+}
+
+/* A buffer of *LEN bytes for a stream: the scratch's own of FULL bytes
+ * (*LEN set to FULL), or one of its own to free in OWN. */
+static unsigned char *
+stream_buffer (unsigned char **kept, size_t full, size_t *len, unsigned char **own)
+{
+  if (kept == NULL)
+    return *own = ib_xmalloc (*len);
+  if (*kept == NULL)
+    *kept = ib_xmalloc (full);
+  *len = full;
+  return *kept;
+}
+
 /* ---- the stored bytes, a chunk at a time --------------------------------- */
 
 struct in_reader
@@ -102,10 +141,19 @@ static int
 stream_zstd (struct in_reader *in, ib_payload_fn fn, void *data, ib_error_t *err)
 {
   const struct ib_payload *pl = in->pl;
-  __attribute__ ((cleanup (free_dctx))) ZSTD_DCtx *dc = ZSTD_createDCtx ();
+  struct ib_payload_scratch *sc = pl->scratch;
+  __attribute__ ((cleanup (free_dctx))) ZSTD_DCtx *own_dc = NULL;
+  ZSTD_DCtx *dc = sc && sc->dc ? sc->dc : ZSTD_createDCtx ();
+  if (sc)
+    sc->dc = dc;
+  else
+    own_dc = dc;
+  /* A context kept from another stream starts afresh, its window kept. */
+  ZSTD_DCtx_reset (dc, ZSTD_reset_session_and_parameters);
   ZSTD_DCtx_setParameter (dc, ZSTD_d_windowLogMax, ZSTD_WINDOW_LOG);
   size_t out_len = chunk_for (pl->size, OUT_CHUNK);
-  cleanup_free unsigned char *out = ib_xmalloc (out_len);
+  cleanup_free unsigned char *own_out = NULL;
+  unsigned char *out = stream_buffer (sc ? &sc->out : NULL, OUT_CHUNK, &out_len, &own_out);
   uint64_t produced = 0;
   size_t last = 1;
   for (;;)
@@ -232,9 +280,11 @@ lz4_sequence (struct in_reader *in, struct lz4_out *o, int token, ib_error_t *er
 static int
 stream_lz4 (struct in_reader *in, ib_payload_fn fn, void *data, ib_error_t *err)
 {
-  size_t room = chunk_for (in->pl->size, OUT_CHUNK);
-  cleanup_free unsigned char *w = ib_xmalloc (LZ4_HISTORY + room);
-  struct lz4_out o = { w, room, 0, 0, 0, 0, in->pl->size, fn, data, false };
+  size_t room = chunk_for (in->pl->size, OUT_CHUNK), len = LZ4_HISTORY + room;
+  struct ib_payload_scratch *sc = in->pl->scratch;
+  cleanup_free unsigned char *own = NULL;
+  unsigned char *w = stream_buffer (sc ? &sc->lz4 : NULL, LZ4_HISTORY + OUT_CHUNK, &len, &own);
+  struct lz4_out o = { w, len - LZ4_HISTORY, 0, 0, 0, 0, in->pl->size, fn, data, false };
   for (;;)
     {
       int token = in_byte (in, err);
@@ -265,7 +315,9 @@ stream_lz4 (struct in_reader *in, ib_payload_fn fn, void *data, ib_error_t *err)
 int
 ib_payload_stream (const struct ib_payload *pl, ib_payload_fn fn, void *data, ib_error_t *err)
 {
-  cleanup_free unsigned char *buf = ib_xmalloc (chunk_for (pl->stored, IN_CHUNK));
+  size_t len = chunk_for (pl->stored, IN_CHUNK);
+  cleanup_free unsigned char *own = NULL;
+  unsigned char *buf = stream_buffer (pl->scratch ? &pl->scratch->in : NULL, IN_CHUNK, &len, &own);
   struct in_reader in = { pl, buf, 0, 0, 0 };
   switch (pl->codec)
     {
