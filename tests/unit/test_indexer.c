@@ -97,5 +97,6 @@ indexer_concurrent_calls_end_before_the_list (struct test_ctx *t)
   /* The other indexer's calls, in the pass, with the same spool. */
   CHECK (t, in_pass.n == FILES && in_pass.off_thread == 0 && in_pass.same_bytes == FILES);
   ib_fs_list_free (l);
+  ib_descriptor_clear (&r.desc);
   ib_store_free (s);
 }
