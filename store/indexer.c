@@ -106,8 +106,13 @@ worker_main (void *data)
 }
 
 struct ib_index_worker *
-ib_index_worker_start (void)
+ib_index_worker_start (const struct ib_store *s)
 {
+  bool any = false;
+  for (size_t i = 0; i < s->n_indexers; i++)
+    any |= s->indexers[i]->concurrent;
+  if (!any)
+    return NULL;
   struct ib_index_worker *w = ib_xcalloc (1, sizeof (*w));
   pthread_mutex_init (&w->lock, NULL);
   pthread_cond_init (&w->changed, NULL);

@@ -73,9 +73,10 @@ const struct ib_indexer *ib_store_indexer (const struct ib_store *s, const char 
 /* The threads that run the concurrent indexers' FD calls of one pass: two
  * files' calls running and one waiting at most (each holds its file's
  * unlinked spool open: disk, not memory); the pass waits for room.  NULL
- * when no thread could be made: the calls then run in the pass. */
+ * when none of S's indexers is concurrent (no thread is made for nothing)
+ * or no thread could be made: the calls then run in the pass. */
 struct ib_index_worker;
-struct ib_index_worker *ib_index_worker_start (void);
+struct ib_index_worker *ib_index_worker_start (const struct ib_store *s);
 /* Wait for every call handed to W, then free it; NULL is fine. */
 void ib_index_worker_finish (struct ib_index_worker *w);
 

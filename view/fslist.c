@@ -152,7 +152,7 @@ compute_list (struct ib_store *s, const struct ib_descriptor *blob, const ib_dig
   if (n_ix && ib_store_cache_dir (s, "spool", &spool_dir, NULL) < 0)
     spool_dir = NULL;
   /* Its calls end before the list does: a gate reads their records. */
-  struct ib_index_worker *worker = spool_dir ? ib_index_worker_start () : NULL;
+  struct ib_index_worker *worker = spool_dir ? ib_index_worker_start (s) : NULL;
   struct archive_entry *ae;
   int x;
   while ((x = ib_layer_reader_next (r, &ae, err)) == 1)

@@ -100,3 +100,24 @@ indexer_concurrent_calls_end_before_the_list (struct test_ctx *t)
   ib_descriptor_clear (&r.desc);
   ib_store_free (s);
 }
+
+void
+indexer_worker_only_for_a_concurrent_indexer (struct test_ctx *t)
+{
+  ib_error_t err = NULL;
+  struct ib_store *s;
+  cleanup_free char *root = ib_path_join (test_tmpdir (), "store");
+  CHECK (t, ib_store_open (root, &s, &err) == 0);
+  struct seen x = { .pass = pthread_self (), .lock = PTHREAD_MUTEX_INITIALIZER };
+  struct ib_indexer a = { "in-pass", wants_all, record, &x, false };
+  struct ib_indexer b = { "concurrent", wants_all, record, &x, true };
+  /* No indexer, or none concurrent: no thread is made for a pass. */
+  CHECK (t, ib_index_worker_start (s) == NULL);
+  ib_store_add_indexer (s, &a);
+  CHECK (t, ib_index_worker_start (s) == NULL);
+  ib_store_add_indexer (s, &b);
+  struct ib_index_worker *w = ib_index_worker_start (s);
+  CHECK (t, w != NULL);
+  ib_index_worker_finish (w);
+  ib_store_free (s);
+}
