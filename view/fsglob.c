@@ -413,6 +413,7 @@ take_hits (const struct ib_fsview *v, const struct glob_prog *g, unsigned *seen,
 {
   for (size_t k = 0; k < g->n_hits; k++)
     {
+      ib_fsview_walked (v, k); /* thousands of hits ("*.so") read as a walk */
       const struct ib_fs_entry *e = ib_fsview_entry_at (v, g->hits[k]);
       if (v->obs)
         v->obs->seen (v->obs->data, e->path, e);

@@ -43,6 +43,7 @@ struct ib_fsview
   struct ib_fsview_piece *pieces;
   size_t n_pieces;
   size_t hint; /* the piece of the last entry read (fsview.c piece_of) */
+  size_t lookups; /* made: every LOOKUP_RELEASE, the map's pages are given back (fsview.c) */
   /* the kept view's file and what it was when mapped (fsglob.c keeps
    * the base's glob hits beside it) */
   char *map_path;

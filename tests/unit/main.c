@@ -50,6 +50,26 @@ test_write (const char *dir, const char *name, const char *text)
   return p;
 }
 
+long
+test_mapped_kib (const char *path)
+{
+  FILE *f = fopen ("/proc/self/smaps", "r");
+  char line[4096];
+  bool in = false;
+  long kib = 0, v;
+  unsigned long a, b;
+  while (f && fgets (line, sizeof (line), f))
+    {
+      if (sscanf (line, "%lx-%lx ", &a, &b) == 2)
+        in = strstr (line, path) != NULL;
+      else if (in && sscanf (line, "Rss: %ld kB", &v) == 1)
+        kib += v;
+    }
+  if (f)
+    fclose (f);
+  return kib;
+}
+
 int
 main (int argc, char **argv)
 {

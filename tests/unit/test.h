@@ -39,5 +39,7 @@ struct test_ctx
 const char *test_tmpdir (void);
 /* Write TEXT to DIR/NAME (creating folders); returns the path (static buffer rotation). */
 const char *test_write (const char *dir, const char *name, const char *text);
+/* The resident KiB of this process's maps of PATH (/proc/self/smaps). */
+long test_mapped_kib (const char *path);
 
 #endif

@@ -840,27 +840,6 @@ fscache_keeps_a_view_with_its_layers (struct test_ctx *t)
   ib_fs_strings_free (miss.strings);
 }
 
-/* The resident KiB of the maps of PATH in this process (/proc/self/smaps). */
-static long
-mapped_kib (const char *path)
-{
-  FILE *f = fopen ("/proc/self/smaps", "r");
-  char line[4096];
-  bool in = false;
-  long kib = 0, v;
-  unsigned long a, b;
-  while (f && fgets (line, sizeof (line), f))
-    {
-      if (sscanf (line, "%lx-%lx ", &a, &b) == 2)
-        in = strstr (line, path) != NULL;
-      else if (in && sscanf (line, "Rss: %ld kB", &v) == 1)
-        kib += v;
-    }
-  if (f)
-    fclose (f);
-  return kib;
-}
-
 /* A list loaded from its cache holds none of the file's pages that its
  * check read, and those that a walk read are given back on demand: a base
  * of 190,000 entries has 30 MB of lists, and a build walks its views a few
@@ -883,13 +862,13 @@ fscache_gives_back_the_pages_it_read (struct test_ctx *t)
   CHECK (t, ib_fs_cache_save (path, &id, &l, &err) == 0);
   struct ib_fs_list got = { 0 };
   CHECK (t, ib_fs_cache_load (path, &id, &got) && got.n == n);
-  long loaded = mapped_kib (path);
+  long loaded = test_mapped_kib (path);
   size_t sum = 0;
   for (size_t i = 0; i < got.n; i++)
     sum += strlen (got.e[i].path) + (size_t) got.e[i].digest[0];
-  long walked = mapped_kib (path);
+  long walked = test_mapped_kib (path);
   ib_fs_strings_release (got.strings);
-  long released = mapped_kib (path);
+  long released = test_mapped_kib (path);
   /* 50,000 records of 88 bytes and 3.5 MB of paths, all read */
   CHECK (t, sum > n * 64);
   CHECK (t, walked > 4096);
