@@ -230,6 +230,10 @@ cache_save (const char *path, const struct cache_kind *kind, const ib_digest *id
   size_t strings_size = 1;
   for (size_t i = 0; i < l->n; i++)
     {
+      /* This first read of every path too (a 30 GB base's were 27 MB of
+       * its cold build's peak, read while the whole view was held). */
+      if ((i + 1) % RELEASE_EVERY == 0)
+        ib_fs_strings_release (l->strings);
       strings_size += strlen (l->e[i].path) + 1 + (l->e[i].link ? strlen (l->e[i].link) + 1 : 0);
       if (kind->layers && (l->e[i].layer < 0 || l->e[i].layer > UINT16_MAX))
         return 0; /* more layers than a record holds (OCI runtimes stop at 128): not cached */
