@@ -66,7 +66,10 @@ static const char usage[] =
     "is inflated once into a temporary file); every blob of a registry image\n"
     "is fetched and hashed as the registry serves it, also those the store\n"
     "has.  Cached file lists and symbol/kernel results are used only for\n"
-    "blobs hashed in this run.\n"
+    "blobs hashed in this run.  A layer blob that this store has read\n"
+    "through before (a build, a pull, an earlier imgverify) is hashed, and\n"
+    "its diff_id and hostile entries are those that read found: the\n"
+    "digest says the bytes are the same (the report counts such layers).\n"
     "\n"
     "  --host HOST               the Docker Engine of docker-daemon:NAME:TAG, as\n"
     "                            DOCKER_HOST names it: ssh://[USER@]HOST[:PORT]\n"
@@ -120,6 +123,8 @@ static const char usage[] =
     "                            --node-slots, --node-definition, --node-program,\n"
     "                            --node-run-id, --dcp); not for use by hand\n"
     "  --jobs N                  threads for the integrity check (default: cores)\n"
+    "  --full                    inflate and check every layer again, also those\n"
+    "                            this store has read through before\n"
     "  --store                   with no REF: verify the whole local store\n"
     "  --store-dir DIR           the local store (default as imgbuild)\n"
     "  --python-symbols FILE...  print, as JSON on stdout, what each Python file\n"
@@ -530,6 +535,7 @@ enum
   OPT_NODE_SWEEP,
   OPT_NODE_RUN_ID,
   OPT_ALLOW_UNSAFE_BASE,
+  OPT_FULL,
 };
 
 static const struct option longopts[] = {
@@ -575,6 +581,7 @@ static const struct option longopts[] = {
   { "node-sweep", required_argument, NULL, OPT_NODE_SWEEP },
   { "node-run-id", required_argument, NULL, OPT_NODE_RUN_ID },
   { "allow-unsafe-base", no_argument, NULL, OPT_ALLOW_UNSAFE_BASE },
+  { "full", no_argument, NULL, OPT_FULL },
   { "help", no_argument, NULL, 'h' },
   { NULL, 0, NULL, 0 },
 };
@@ -691,6 +698,7 @@ parse_args (int argc, char **argv, struct cli *c)
       case OPT_THEIR_BASE: c->to.their_base = optarg; break;
       case OPT_SUPERSET: c->to.require_superset = true; break;
       case OPT_ALLOW_UNSAFE_BASE: c->vo.allow_unsafe_base = true; break;
+      case OPT_FULL: c->vo.full = true; break;
       case OPT_AUTHFILE: c->vo.remote.auth_file = optarg; break;
       case OPT_VERIFY_SIGNATURE_WITH: c->vo.verify_signature_with = optarg; break;
       case OPT_JIT: c->jit = true; break;

@@ -15,6 +15,7 @@
 #include "../util/gunzip.h"
 #include "inflate_index.h"
 #include "pinflate.h"
+#include "readthrough.h"
 #include "tarcheck.h"
 
 #define IN_CHUNK (256u << 10)
@@ -72,6 +73,7 @@ struct ib_layer_reader
   uint64_t data_at;   /* where its data starts in the uncompressed stream */
   uint64_t data_read; /* how much of it ib_layer_reader_data handed out */
   bool footerless;    /* the stream ended right after the last entry's data */
+  bool listed_all;    /* next found the end: every entry was listed */
   struct ib_gunzip *gz;
   ZSTD_DStream *zs;
   struct archive *a;
@@ -452,7 +454,10 @@ ib_layer_reader_next (struct ib_layer_reader *r, struct archive_entry **entry, i
     return 0;
   int x = archive_read_next_header (r->a, entry);
   if (x == ARCHIVE_EOF)
-    return 0;
+    {
+      r->listed_all = true;
+      return 0;
+    }
   if (x == ARCHIVE_OK || x == ARCHIVE_WARN)
     {
       ib_tar_check_entry (r->check, *entry, x == ARCHIVE_WARN ? archive_error_string (r->a) : NULL);
@@ -464,6 +469,7 @@ ib_layer_reader_next (struct ib_layer_reader *r, struct archive_entry **entry, i
   if (ends_after_last_data (r))
     {
       r->footerless = true;
+      r->listed_all = true;
       return 0;
     }
   return archive_fail (r, err);
@@ -498,6 +504,21 @@ ib_layer_reader_data (struct ib_layer_reader *r, void *buf, size_t len, ib_error
     return archive_fail (r, err);
   r->data_read += (uint64_t) n;
   return n;
+}
+
+/* What this whole read found, for the next read of the same bytes
+ * (readthrough.h): only when every entry was listed, so that the hostile
+ * entries are all of them.  A record that cannot be written is only a
+ * read that will be made again. */
+static void
+keep_read_through (struct ib_layer_reader *r, const ib_digest *tar)
+{
+  size_t n;
+  const char *const *h = ib_tar_check_problems (r->check, &n);
+  struct ib_readthrough rec = { .size = r->blob_size, .diff_id = *tar, .hazards = (char **) h, .n_hazards = n };
+  ib_error_t e = NULL;
+  if (ib_readthrough_save (r->store, &r->blob.digest, &rec, &e) < 0)
+    ib_error_release (&e);
 }
 
 int
@@ -536,6 +557,8 @@ ib_layer_reader_end (struct ib_layer_reader *r, ib_digest *diff_id, ib_error_t *
     *diff_id = tar;
   if (r->have_diff_id)
     ib_store_mark_hashed (r->store, &r->blob.digest);
+  if (r->listed_all)
+    keep_read_through (r, &tar);
   /* The blob is what its digest says: its checkpoints are its own. */
   ib_error_t e = NULL;
   if (r->record && ib_inflate_index_writer_commit (r->record, r->blob_size, &e) < 0)

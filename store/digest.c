@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "../util/cleanup.h"
+#include "../util/fsutil.h"
 
 struct ib_sha256
 {
@@ -84,35 +85,45 @@ ib_chain_id_next (ib_digest *chain, const char *diff_id)
 }
 
 int
-ib_sha256_file (const char *path, ib_digest *out, uint64_t *size, ib_error_t *err)
+ib_sha256_fd (int fd, uint64_t length, const char *what, ib_digest *out, uint64_t *size,
+              void (*progress) (void *, unsigned long long), void *data, ib_error_t *err)
 {
-  cleanup_close int fd = open (path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return ib_error_errno (err, errno, IB_EENV, "open `%s`", path);
   ib_sha256 *h = ib_sha256_new ();
   static const size_t bufsz = 1 << 20;
-  cleanup_free char *buf = malloc (bufsz);
+  cleanup_free char *buf = ib_xmalloc (bufsz);
   uint64_t total = 0;
-  for (;;)
+  while (total < length)
     {
-      ssize_t n = read (fd, buf, bufsz);
+      size_t want = length - total < bufsz ? (size_t) (length - total) : bufsz;
+      ssize_t n = read (fd, buf, want);
       if (n < 0 && errno == EINTR)
         continue;
       if (n < 0)
         {
           ib_sha256_free (h);
-          return ib_error_errno (err, errno, IB_EENV, "read `%s`", path);
+          return ib_error_errno (err, errno, IB_EENV, "read `%s`", what);
         }
       if (n == 0)
         break;
       ib_sha256_update (h, buf, (size_t) n);
       total += (uint64_t) n;
+      if (progress)
+        progress (data, (unsigned long long) n);
     }
   ib_sha256_final (h, out);
   ib_sha256_free (h);
   if (size)
     *size = total;
   return 0;
+}
+
+int
+ib_sha256_file (const char *path, ib_digest *out, uint64_t *size, ib_error_t *err)
+{
+  cleanup_close int fd = open (path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return ib_error_errno (err, errno, IB_EENV, "open `%s`", path);
+  return ib_sha256_fd (fd, UINT64_MAX, path, out, size, NULL, NULL, err);
 }
 
 static bool

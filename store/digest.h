@@ -29,6 +29,11 @@ void ib_sha256_free (ib_sha256 *h);
 void ib_sha256_buf (const void *buf, size_t len, ib_digest *out);
 /* Hash a whole file, streaming; SIZE receives its length. */
 int ib_sha256_file (const char *path, ib_digest *out, uint64_t *size, ib_error_t *err);
+/* The same for up to LENGTH bytes of FD from where it is (UINT64_MAX: to
+ * its end), WHAT naming it in errors; PROGRESS (may be NULL) is told of
+ * the bytes as they are read. */
+int ib_sha256_fd (int fd, uint64_t length, const char *what, ib_digest *out, uint64_t *size,
+                  void (*progress) (void *, unsigned long long), void *data, ib_error_t *err);
 
 /* A hash worker: ib_sha256_update run on a second thread, so that a reader
  * that inflates a layer on its own thread (layers/layer_reader.c) does not

@@ -458,6 +458,19 @@ ib_store_copy_blob (const struct ib_store *src, struct ib_store *dst, const stru
   return 0;
 }
 
+int
+ib_store_hash_blob (const struct ib_store *s, const ib_digest *d, ib_digest *out, uint64_t *size,
+                    void (*progress) (void *, unsigned long long), void *data, ib_error_t *err)
+{
+  struct ib_blob_loc l;
+  if (ib_store_locate_blob (s, d, &l, err) < 0)
+    return -1;
+  cleanup_close int fd = ib_blob_loc_open (&l, d, err);
+  int r = fd < 0 ? -1 : ib_sha256_fd (fd, l.length, l.path, out, size, progress, data, err);
+  ib_blob_loc_clear (&l);
+  return r;
+}
+
 /* The bytes of D, unchecked: from memory, a range of a file, or a file. */
 static int
 read_blob_bytes (const struct ib_store *s, const ib_digest *d, size_t max, char **out, size_t *len, ib_error_t *err)

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "../layers/layer_reader.h"
+#include "../layers/readthrough.h"
 #include "../util/cpus.h"
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
@@ -27,6 +28,8 @@ struct item
   char *problem;  /* NULL when it checks */
   bool lenient;   /* a base layer of --allow-unsafe-base: hostile entries warn */
   char *warnings; /* those entries then, one per line */
+  bool known;     /* REC: this store read the blob through before */
+  struct ib_readthrough rec;
 };
 
 /* *LINES with LINE added, one per line. */
@@ -46,7 +49,7 @@ struct pool
   size_t next;
   pthread_mutex_t lock;
   struct ib_progress *progress;
-  int inflate_threads; /* for each layer (layer_reader.h) */
+  int inflate_threads; /* for each layer read through (layer_reader.h) */
 };
 
 static void
@@ -55,9 +58,55 @@ on_bytes (void *data, unsigned long long n)
   ib_progress_add (data, n);
 }
 
+/* Hostile entries are integrity errors too, one line each (in a base
+ * layer that the caller allows them in, warnings). */
+static void
+add_hazards (struct item *it, const char *const *h, size_t n)
+{
+  for (size_t i = 0; i < n; i++)
+    {
+      cleanup_free char *line = ib_xasprintf ("layer %s: %s", it->desc.digest.s, h[i]);
+      add_line (it->lenient ? &it->warnings : &it->problem, line);
+    }
+}
+
+/* A layer this store has read through before (readthrough.h): its bytes
+ * hashed where they are, which says they are the bytes that were read;
+ * its diff_id and hostile entries then are the record's.  The checks and
+ * messages are the layer reader's, in its order. */
+static void
+check_known_layer (struct pool *p, struct item *it)
+{
+  ib_error_t err = NULL;
+  ib_digest got;
+  uint64_t size = 0;
+  const char *d = it->desc.digest.s;
+  if (ib_store_hash_blob (p->store, &it->desc.digest, &got, &size, on_bytes, p->progress, &err) < 0)
+    it->problem = ib_xstrdup (err->msg);
+  else if (strcmp (got.s, d) != 0)
+    it->problem = ib_xasprintf ("layer blob %s: content has digest %s", d, got.s);
+  else if (size != it->desc.size)
+    it->problem = ib_xasprintf ("layer blob %s: size is %llu, manifest says %llu", d, (unsigned long long) size,
+                                (unsigned long long) it->desc.size);
+  else if (strcmp (it->rec.diff_id.s, it->diff_id.s) != 0)
+    it->problem = ib_xasprintf ("layer blob %s: uncompressed digest %s, config says diff_id %s", d,
+                                it->rec.diff_id.s, it->diff_id.s);
+  else
+    {
+      ib_store_mark_hashed (p->store, &it->desc.digest);
+      add_hazards (it, (const char *const *) it->rec.hazards, it->rec.n_hazards);
+    }
+  ib_error_release (&err);
+}
+
 static void
 check_layer (struct pool *p, struct item *it)
 {
+  if (it->known)
+    {
+      check_known_layer (p, it);
+      return;
+    }
   ib_error_t err = NULL;
   struct ib_layer_reader *r;
   if (ib_layer_reader_open_threads (p->store, &it->desc, &it->diff_id, p->inflate_threads, &r, &err) == 0)
@@ -69,15 +118,10 @@ check_layer (struct pool *p, struct item *it)
         ;
       if (x == 0)
         ib_layer_reader_end (r, NULL, &err);
-      /* Hostile entries are integrity errors too, one line each (in a
-       * base layer that the caller allows them in, warnings). */
       size_t nh;
       const char *const *h = ib_layer_reader_hazards (r, &nh);
-      for (size_t i = 0; err == NULL && i < nh; i++)
-        {
-          cleanup_free char *line = ib_xasprintf ("layer %s: %s", it->desc.digest.s, h[i]);
-          add_line (it->lenient ? &it->warnings : &it->problem, line);
-        }
+      if (err == NULL)
+        add_hazards (it, h, nh);
       ib_layer_reader_free (r);
     }
   if (err)
@@ -155,7 +199,8 @@ inflate_threads (const struct item *items, size_t n, int t)
 {
   int big = 0;
   for (size_t i = 0; i < n; i++)
-    big += items[i].is_layer && items[i].desc.size != UINT64_MAX && items[i].desc.size >= BIG_LAYER;
+    big += items[i].is_layer && !items[i].known && items[i].desc.size != UINT64_MAX
+           && items[i].desc.size >= BIG_LAYER;
   return big > 0 && big < t ? t / big : 1;
 }
 
@@ -212,11 +257,14 @@ report_items (struct item *items, size_t n, ib_problem_fn fn, void *data, struct
       st->blobs++;
       st->bytes += items[i].desc.size == UINT64_MAX ? 0 : items[i].desc.size;
       st->bad += items[i].problem != NULL;
+      st->layers_read += items[i].is_layer && !items[i].known;
+      st->layers_known += items[i].known;
       report_lines (items[i].warnings, false, fn, data);
       report_lines (items[i].problem, true, fn, data);
       free (items[i].warnings);
       free (items[i].problem);
       free (items[i].path);
+      ib_readthrough_clear (&items[i].rec);
       ib_descriptor_clear (&items[i].desc);
     }
 }
@@ -234,8 +282,8 @@ one_of (const char *s, const char *const *list)
 }
 
 int
-ib_verify_image (struct ib_store *s, const struct ib_image *img, size_t lenient_layers, struct ib_report *report,
-                 int jobs, ib_problem_fn fn, void *data, struct ib_verify_stats *st, ib_error_t *err)
+ib_verify_image (struct ib_store *s, const struct ib_image *img, const struct ib_verify_how *how,
+                 struct ib_report *report, ib_problem_fn fn, void *data, struct ib_verify_stats *st, ib_error_t *err)
 {
   (void) err;
   memset (st, 0, sizeof (*st));
@@ -257,13 +305,15 @@ ib_verify_image (struct ib_store *s, const struct ib_image *img, size_t lenient_
       ib_descriptor_copy (&items[n].desc, &img->layers[i]);
       items[n].diff_id = img->diff_ids[i];
       items[n].is_layer = true;
-      items[n].lenient = i < lenient_layers;
+      items[n].lenient = i < how->lenient_layers;
+      items[n].known = !how->full && items[n].desc.size != UINT64_MAX
+                       && ib_readthrough_load (s, &items[n].desc.digest, &items[n].rec) == 1;
     }
   /* The bytes checked are S's own: a view reads the artifact where it is
    * (the layout's files, the archive's members), never the store's copy. */
   ib_descriptor_copy (&items[n++].desc, &img->config);
   ib_descriptor_copy (&items[n++].desc, &img->manifest);
-  run_pool (s, items, n, jobs, report, "verify");
+  run_pool (s, items, n, how->jobs, report, "verify");
   report_items (items, n, fn, data, st);
   free (items);
   return 0;

@@ -276,16 +276,22 @@ check_integrity (struct ib_build *b, const struct ib_verify_image_options *o, st
   ib_error_t e = NULL;
   size_t errors = ib_report_errors (b->report, "integrity");
   double t0 = ib_now ();
-  size_t lenient = base_layers (b, o);
-  int r = ib_verify_image (b->store, b->image, lenient, b->report, o->jobs, ib_gate_sink_problem, &k, &st, &e);
+  struct ib_verify_how how = { .lenient_layers = base_layers (b, o), .jobs = o->jobs, .full = o->full };
+  int r = ib_verify_image (b->store, b->image, &how, b->report, ib_gate_sink_problem, &k, &st, &e);
   if (ib_gate_sink_finish (&k, IB_EINTEGRITY, r < 0 ? NULL : &e) < 0)
     r = -1;
-  cleanup_free char *detail = ib_xasprintf ("%zu blobs, %llu bytes", st.blobs, st.bytes);
+  /* Says how each layer was checked: a layer only hashed is never
+   * reported as read through. */
+  cleanup_free char *detail = ib_xasprintf ("%zu blobs, %llu bytes; %zu layer(s) read through, %zu hashed and known "
+                                            "from an earlier read (--full reads them)",
+                                            st.blobs, st.bytes, st.layers_read, st.layers_known);
   ib_gate_row (b, "integrity", r, ib_now () - t0, errors, detail, e);
   cJSON *in = cJSON_AddObjectToObject (ib_report_json (b->report), "integrity");
   cJSON_AddNumberToObject (in, "blobs", (double) st.blobs);
   cJSON_AddNumberToObject (in, "bytes", (double) st.bytes);
   cJSON_AddNumberToObject (in, "bad", (double) st.bad);
+  cJSON_AddNumberToObject (in, "layers_read", (double) st.layers_read);
+  cJSON_AddNumberToObject (in, "layers_known", (double) st.layers_known);
   keep (v, &e, "integrity");
 }
 

@@ -24,6 +24,7 @@ struct ib_verify_image_options
   const char *require_gates;
   bool smoke, json;
   bool allow_unsafe_base; /* hostile entries of the base's layers warn (verify.h) */
+  bool full;              /* read every layer through (verify.h) */
   int jobs;
   char *const *reports; /* --report junit:FILE / json:FILE (junit.h) */
   size_t n_reports;
