@@ -270,6 +270,51 @@ t_imgverify_smoke_without_gpus_fails() {
 }
 
 # imgverify's reports with the times and resources taken out.
+# A layer whose blob this store has read through (a build, a pull, an
+# imgverify) is hashed, its diff_id and hostile entries taken from that
+# read's record (layers/readthrough.h); --full reads it through again.
+# The bytes are hashed every time, and a record that lies about the
+# diff_id is caught by the config, then mended by --full.
+t_verify_hashes_the_layers_it_has_read_and_full_reads_them() {
+  build_base
+  "$IB" -q dsv41-flash-dcp2 -t r:1 >/dev/null
+  local n layer rec
+  n=$(skopeo inspect --raw "oci:$IMGBUILD_STORE:r:1" | jq '.layers | length')
+  layer=$(skopeo inspect --raw "oci:$IMGBUILD_STORE:r:1" | jq -r '.layers[-2].digest' | cut -d: -f2)
+  "$IV" --json r:1 >1.json
+  jq -e --argjson n "$n" '.status == "pass" and .integrity.layers_read + .integrity.layers_known == $n' 1.json
+  "$IV" --json r:1 >2.json
+  jq -e --argjson n "$n" '.status == "pass" and .integrity.layers_known == $n and .integrity.layers_read == 0' 2.json
+  jq -e --arg n "$n" '.gates[] | select(.name == "integrity") | .detail
+                      | contains("0 layer(s) read through, \($n) hashed and known from an earlier read")' 2.json
+  "$IV" --full --json r:1 >3.json
+  jq -e --argjson n "$n" '.status == "pass" and .integrity.layers_read == $n and .integrity.layers_known == 0' 3.json
+  # The record of the overlay layer says another diff_id, its seal made
+  # right: the config's diff_id disagrees, as if the layer had been read.
+  rec=$IMGBUILD_STORE/imgbuild/read-through/$layer
+  [ -s "$rec" ]
+  /usr/bin/python3 - "$rec" <<'PY'
+import hashlib, re, sys
+text = open(sys.argv[1]).read()
+body = text[: text.rindex("end ")]
+body = re.sub(r"diff_id sha256:[0-9a-f]{64}", "diff_id sha256:" + "0" * 64, body)
+open(sys.argv[1], "w").write(body + "end sha256:" + hashlib.sha256(body.encode()).hexdigest() + "\n")
+PY
+  expect_fail 4 "layer blob sha256:$layer: uncompressed digest sha256:0{64}, config says diff_id" "$IV" r:1
+  "$IV" --full r:1 >/dev/null
+  "$IV" --json r:1 >4.json
+  jq -e --argjson n "$n" '.status == "pass" and .integrity.layers_known == $n' 4.json
+  # Its bytes damaged in a copy of the store, the record still there: the
+  # digest of the bytes fails it, no inflate needed.
+  cp -al "$IMGBUILD_STORE" s-damaged
+  rm "s-damaged/blobs/sha256/$layer"
+  cp "$IMGBUILD_STORE/blobs/sha256/$layer" "s-damaged/blobs/sha256/$layer"
+  flip_byte "s-damaged/blobs/sha256/$layer" 50
+  IMGBUILD_STORE=$PWD/s-damaged "$IV" --json r:1 >5.json || true
+  jq -e --arg l "sha256:$layer" '.exit_code == 4 and (.error | contains("layer blob \($l): content has digest"))
+                                 and .integrity.layers_known >= 1' 5.json
+}
+
 verdict_of() { jq -S 'del(.. | .seconds?) | del(.resources)' "$1"; }
 
 # A big gzip layer's inflate index (layers/inflate_index.h): recorded by
@@ -294,9 +339,11 @@ PY
   "$IB" -q --smoke=off d -t big:1 >/dev/null
   layer=$(skopeo inspect "oci:$S:big:1" | jq -r '.Layers[0]' | cut -d: -f2)
   idx=$S/imgbuild/inflate-index/$layer
-  "$IV" --json big:1 >1.json
+  # --full: the layer is inflated each time (without it, a layer this
+  # store has read through is only hashed, and its index not read).
+  "$IV" --full --json big:1 >1.json
   [ -s "$idx" ]
-  "$IV" --json big:1 >2.json
+  "$IV" --full --json big:1 >2.json
   [ -s "$idx" ]
   diff <(verdict_of 1.json) <(verdict_of 2.json)
   /usr/bin/python3 - "$idx" <<'PY'
@@ -308,24 +355,27 @@ b[73 + snap - 32768 + 1000] ^= 1  # the first checkpoint's history (its last 32 
 b[-32:] = hashlib.sha256(b[:-32]).digest()
 open(sys.argv[1], "wb").write(b)
 PY
-  "$IV" --json big:1 >3.json
+  "$IV" --full --json big:1 >3.json
   diff <(verdict_of 1.json) <(verdict_of 3.json)
   [ ! -e "$idx" ]
   # Recorded again; in a copy of the store, the blob altered after it.
-  "$IV" big:1 >/dev/null
+  "$IV" --full big:1 >/dev/null
   [ -s "$idx" ]
   cp -r "$S" s2
   flip_byte "s2/blobs/sha256/$layer" 60
   local rc=0
-  IMGBUILD_STORE=$PWD/s2 "$IV" --json big:1 >4.json || rc=$?
+  IMGBUILD_STORE=$PWD/s2 "$IV" --full --json big:1 >4.json || rc=$?
   [ "$rc" = 4 ]
   rm -f "s2/imgbuild/inflate-index/$layer"
-  IMGBUILD_STORE=$PWD/s2 "$IV" --json big:1 >5.json || true
+  IMGBUILD_STORE=$PWD/s2 "$IV" --full --json big:1 >5.json || true
   diff <(verdict_of 4.json) <(verdict_of 5.json)
-  # Untagged and collected, the index goes with its blob.
+  # Untagged and collected, the index and the record of the layer's read
+  # (layers/readthrough.h) go with their blob.
+  [ -s "$S/imgbuild/read-through/$layer" ]
   jq -c '.manifests |= map(select(.annotations["org.opencontainers.image.ref.name"] != "big:1"))' "$S/index.json" >i.json
   cp i.json "$S/index.json"
   "$IB" --gc >/dev/null
   [ ! -e "$S/blobs/sha256/$layer" ]
   [ ! -e "$idx" ]
+  [ ! -e "$S/imgbuild/read-through/$layer" ]
 }
