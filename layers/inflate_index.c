@@ -44,12 +44,7 @@ struct ib_inflate_index
 static char *
 index_path (struct ib_store *s, const ib_digest *blob, bool create, ib_error_t *err)
 {
-  cleanup_free char *dir = NULL;
-  if (!create)
-    dir = ib_path_join (ib_store_root (s), "imgbuild/" KIND);
-  else if (ib_store_cache_dir (s, KIND, &dir, err) < 0)
-    return NULL;
-  return ib_path_join (dir, ib_digest_hex (blob->s));
+  return ib_store_cache_file (s, KIND, blob, create, err);
 }
 
 static void

@@ -19,17 +19,6 @@
 #define MAGIC "imgbuild-read-through 1"
 #define KIND "read-through"
 
-static char *
-record_path (struct ib_store *s, const ib_digest *blob, bool create, ib_error_t *err)
-{
-  cleanup_free char *dir = NULL;
-  if (!create)
-    dir = ib_path_join (ib_store_root (s), "imgbuild/" KIND);
-  else if (ib_store_cache_dir (s, KIND, &dir, err) < 0)
-    return NULL;
-  return ib_path_join (dir, ib_digest_hex (blob->s));
-}
-
 /* The first line: what the hostile entries were found by. */
 static char *
 first_line (void)
@@ -45,7 +34,7 @@ ib_readthrough_save (struct ib_store *s, const ib_digest *blob, const struct ib_
     room += strlen (rec->hazards[i]) + 32;
   if (room > IB_READTHROUGH_MAX)
     return 0;
-  cleanup_free char *path = record_path (s, blob, true, err);
+  cleanup_free char *path = ib_store_cache_file (s, KIND, blob, true, err);
   if (path == NULL)
     return -1;
   cleanup_free char *text = NULL;
@@ -130,7 +119,7 @@ int
 ib_readthrough_load (struct ib_store *s, const ib_digest *blob, struct ib_readthrough *out)
 {
   memset (out, 0, sizeof (*out));
-  cleanup_free char *path = record_path (s, blob, false, NULL);
+  cleanup_free char *path = ib_store_cache_file (s, KIND, blob, false, NULL);
   cleanup_free char *text = NULL;
   size_t len = 0;
   if (path == NULL || ib_read_file (path, IB_READTHROUGH_MAX, &text, &len, NULL) < 0)

@@ -213,6 +213,20 @@ ib_store_cache_dir (const struct ib_store *s, const char *kind, char **out, ib_e
   return 0;
 }
 
+char *
+ib_store_cache_file (const struct ib_store *s, const char *kind, const ib_digest *d, bool create, ib_error_t *err)
+{
+  cleanup_free char *dir = NULL;
+  if (!create)
+    {
+      cleanup_free char *base = ib_path_join (s->root, "imgbuild");
+      dir = ib_path_join (base, kind);
+    }
+  else if (ib_store_cache_dir (s, kind, &dir, err) < 0)
+    return NULL;
+  return ib_path_join (dir, ib_digest_hex (d->s));
+}
+
 /* The bytes of a blob go to its temporary file only once they pass this:
  * below it they wait in memory for the digest, and a blob the store
  * already holds (a layer built again, an unchanged config) then costs no

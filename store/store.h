@@ -79,6 +79,10 @@ bool ib_store_blob_trusted (const struct ib_store *s, const ib_digest *d);
 void ib_store_mark_hashed (struct ib_store *s, const ib_digest *d);
 /* A folder for derived data of one kind (created on demand). */
 int ib_store_cache_dir (const struct ib_store *s, const char *kind, char **out, ib_error_t *err);
+/* The file of that KIND named by blob D's hex (so that gc sweeps it with
+ * the blob); its folder made when CREATE, and NULL when that fails. */
+char *ib_store_cache_file (const struct ib_store *s, const char *kind, const ib_digest *d, bool create,
+                           ib_error_t *err);
 
 /* Blob writers of one store may run on several threads at once (the
  * registry's parallel transfers do): each writes its own temporary file
