@@ -1,6 +1,7 @@
 #include "readthrough.h"
 
 #include <archive.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,14 +30,6 @@ first_line (void)
 int
 ib_readthrough_save (struct ib_store *s, const ib_digest *blob, const struct ib_readthrough *rec, ib_error_t *err)
 {
-  size_t room = 256;
-  for (size_t i = 0; i < rec->n_hazards; i++)
-    room += strlen (rec->hazards[i]) + 32;
-  if (room > IB_READTHROUGH_MAX)
-    return 0;
-  cleanup_free char *path = ib_store_cache_file (s, KIND, blob, true, err);
-  if (path == NULL)
-    return -1;
   cleanup_free char *text = NULL;
   size_t len = 0;
   FILE *f = open_memstream (&text, &len);
@@ -56,10 +49,17 @@ ib_readthrough_save (struct ib_store *s, const ib_digest *blob, const struct ib_
   fprintf (f, "end %s\n", sum.s);
   if (fclose (f) != 0)
     abort ();
+  if (len > IB_READTHROUGH_MAX)
+    return 0;
+  cleanup_free char *path = ib_store_cache_file (s, KIND, blob, true, err);
+  if (path == NULL)
+    return -1;
   return ib_write_cache_file (path, text, len, err);
 }
 
-/* The number after PREFIX at *P, moving *P past its line. */
+/* The number after PREFIX at *P, moving *P past its line: decimal as
+ * written (no sign, no leading zero, in range), so that a record reads
+ * one way only. */
 static bool
 take_number (const char **p, const char *end, const char *prefix, uint64_t *out)
 {
@@ -68,10 +68,11 @@ take_number (const char **p, const char *end, const char *prefix, uint64_t *out)
     return false;
   char *stop;
   const char *at = *p + n;
-  if (at >= end || *at < '0' || *at > '9')
+  if (at >= end || *at < '0' || *at > '9' || (*at == '0' && at + 1 < end && at[1] != '\n'))
     return false;
+  errno = 0;
   unsigned long long v = strtoull (at, &stop, 10);
-  if (stop >= end || *stop != '\n')
+  if (errno == ERANGE || stop >= end || *stop != '\n')
     return false;
   *out = v;
   *p = stop + 1;

@@ -33,7 +33,8 @@ struct ib_readthrough
 };
 
 /* Keep REC for BLOB in S.  A layer whose hostile entries would make the
- * record larger than IB_READTHROUGH_MAX is not kept (read again). */
+ * record larger than IB_READTHROUGH_MAX is not kept (0: it is read again
+ * next time). */
 #define IB_READTHROUGH_MAX (1u << 20)
 int ib_readthrough_save (struct ib_store *s, const ib_digest *blob, const struct ib_readthrough *rec,
                          ib_error_t *err);
