@@ -96,6 +96,16 @@ readthrough_record_round_trip_and_refusals (struct test_ctx *t)
                                          IB_TAR_CHECK_RULES, archive_version_number () + 1, rec.diff_id.s);
   write_sealed (path, lib);
   CHECK (t, ib_readthrough_load (s, &blob, &got) == 0);
+  /* A number written another way (a leading zero, out of range) is not
+   * the record's: each record reads one way only. */
+  const char *sizes[] = { "01234", "18446744073709551616", "+1234", "" };
+  for (size_t i = 0; i < sizeof (sizes) / sizeof (*sizes); i++)
+    {
+      cleanup_free char *odd = ib_xasprintf ("imgbuild-read-through 1 %d %d\nsize %s\ndiff_id %s\n", IB_TAR_CHECK_RULES,
+                                             archive_version_number (), sizes[i], rec.diff_id.s);
+      write_sealed (path, odd);
+      CHECK (t, ib_readthrough_load (s, &blob, &got) == 0);
+    }
   /* Too many hostile entries to keep: nothing is kept, nothing is left. */
   unlink (path);
   size_t many = IB_READTHROUGH_MAX / 64;
