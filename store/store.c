@@ -216,13 +216,9 @@ ib_store_cache_dir (const struct ib_store *s, const char *kind, char **out, ib_e
 char *
 ib_store_cache_file (const struct ib_store *s, const char *kind, const ib_digest *d, bool create, ib_error_t *err)
 {
-  cleanup_free char *dir = NULL;
-  if (!create)
-    {
-      cleanup_free char *base = ib_path_join (s->root, "imgbuild");
-      dir = ib_path_join (base, kind);
-    }
-  else if (ib_store_cache_dir (s, kind, &dir, err) < 0)
+  cleanup_free char *base = ib_path_join (s->root, "imgbuild");
+  cleanup_free char *dir = ib_path_join (base, kind);
+  if (create && ib_mkdir_p (dir, 0755, err) < 0)
     return NULL;
   return ib_path_join (dir, ib_digest_hex (d->s));
 }

@@ -269,7 +269,6 @@ t_imgverify_smoke_without_gpus_fails() {
   "$IV" dsv41-flash-dcp2:local >/dev/null
 }
 
-# imgverify's reports with the times and resources taken out.
 # A layer whose blob this store has read through (a build, a pull, an
 # imgverify) is hashed, its diff_id and hostile entries taken from that
 # read's record (layers/readthrough.h); --full reads it through again.
@@ -315,6 +314,7 @@ PY
                                  and .integrity.layers_known >= 1' 5.json
 }
 
+# imgverify's reports with the times and resources taken out.
 verdict_of() { jq -S 'del(.. | .seconds?) | del(.resources)' "$1"; }
 
 # A big gzip layer's inflate index (layers/inflate_index.h): recorded by
