@@ -44,11 +44,11 @@ wants (const struct ib_index_file *f, enum ib_index_need kind)
   return false;
 }
 
-/* ---- the pass's worker --------------------------------------------------- */
+/* ---- the pass ----------------------------------------------------------- */
 
-/* The concurrent calls for one file, with its spool (owned: closed once
- * they have run) and its path and digest (copied: the pass's strings are
- * its own). */
+/* The concurrent calls for one file, with its spool (owned: given back to
+ * the pass once they have run) and its path and digest (copied: the
+ * pass's strings are its own). */
 struct index_job
 {
   const struct ib_indexer *ix[IB_MAX_INDEXERS];
@@ -58,116 +58,174 @@ struct index_job
   int fd;
 };
 
-/* Threads of a worker.  Two inspections of GPU code at once keep both
+/* Threads of a pass.  Two inspections of GPU code at once keep both
  * cores of a small machine busy while the pass inflates; each holds up to
  * some 12 MiB (NCCL's code, streamed), and the bound is 64 MiB. */
-#define WORKER_THREADS 2
+#define PASS_THREADS 2
+/* Spools kept: one for each running call, the waiting one and the file
+ * the pass reads, so that a pass makes no file after its first few. */
+#define SPOOLS_KEPT (PASS_THREADS + 3)
 
-struct ib_index_worker
+struct ib_index_pass
 {
-  pthread_t thread[WORKER_THREADS];
+  const struct ib_store *s;
+  char *spool_dir;
+  /* Held around the calls made in a layer's pass (wants () and the index ()
+   * calls not handed to the threads): the layers read at once share P, and
+   * those calls were written for one pass at a time. */
+  pthread_mutex_t in_pass;
+  pthread_t thread[PASS_THREADS];
   size_t n_threads;
   pthread_mutex_t lock;
   pthread_cond_t changed; /* a job waits, its slot is free, or stop */
   struct index_job *waiting;
   bool stop;
+  int kept[SPOOLS_KEPT]; /* empty spools, offset anywhere */
+  size_t n_kept;
 };
 
+/* An empty spool: a kept one, else a new unlinked file; -1 when none can
+ * be made. */
+static int
+spool_take (struct ib_index_pass *p)
+{
+  int fd = -1;
+  pthread_mutex_lock (&p->lock);
+  if (p->n_kept)
+    fd = p->kept[--p->n_kept];
+  pthread_mutex_unlock (&p->lock);
+  if (fd >= 0)
+    {
+      if (lseek (fd, 0, SEEK_SET) == 0)
+        return fd;
+      close (fd);
+    }
+  cleanup_free char *tmp = ib_path_join (p->spool_dir, ".index-spool-XXXXXX");
+  fd = mkostemp (tmp, O_CLOEXEC);
+  if (fd >= 0)
+    unlink (tmp);
+  return fd;
+}
+
+/* FD's calls have returned: empty it (no stale byte can follow a shorter
+ * file, and pages not yet written back are dropped, never written) and
+ * keep it, or close it when enough are kept. */
 static void
-job_run (struct index_job *j)
+spool_give_back (struct ib_index_pass *p, int fd)
+{
+  if (fd < 0)
+    return;
+  bool keep = ftruncate (fd, 0) == 0;
+  pthread_mutex_lock (&p->lock);
+  keep = keep && !p->stop && p->n_kept < SPOOLS_KEPT;
+  if (keep)
+    p->kept[p->n_kept++] = fd;
+  pthread_mutex_unlock (&p->lock);
+  if (!keep)
+    close (fd);
+}
+
+static void
+job_run (struct ib_index_pass *p, struct index_job *j)
 {
   for (size_t i = 0; i < j->n_ix; i++)
     j->ix[i]->index (j->ix[i]->data, j->path, j->digest, NULL, 0, j->fd);
-  close (j->fd);
+  spool_give_back (p, j->fd);
   free (j->path);
   free (j);
 }
 
 static void *
-worker_main (void *data)
+pass_thread (void *data)
 {
-  struct ib_index_worker *w = data;
-  pthread_mutex_lock (&w->lock);
+  struct ib_index_pass *p = data;
+  pthread_mutex_lock (&p->lock);
   for (;;)
     {
-      while (w->waiting == NULL && !w->stop)
-        pthread_cond_wait (&w->changed, &w->lock);
-      struct index_job *j = w->waiting;
+      while (p->waiting == NULL && !p->stop)
+        pthread_cond_wait (&p->changed, &p->lock);
+      struct index_job *j = p->waiting;
       if (j == NULL)
         break; /* stopped, and nothing left */
-      w->waiting = NULL;
-      pthread_cond_broadcast (&w->changed);
-      pthread_mutex_unlock (&w->lock);
-      job_run (j);
-      pthread_mutex_lock (&w->lock);
+      p->waiting = NULL;
+      pthread_cond_broadcast (&p->changed);
+      pthread_mutex_unlock (&p->lock);
+      job_run (p, j);
+      pthread_mutex_lock (&p->lock);
     }
-  pthread_mutex_unlock (&w->lock);
+  pthread_mutex_unlock (&p->lock);
   return NULL;
 }
 
-struct ib_index_worker *
-ib_index_worker_start (const struct ib_store *s)
+struct ib_index_pass *
+ib_index_pass_start (const struct ib_store *s, const char *spool_dir)
 {
+  struct ib_index_pass *p = ib_xcalloc (1, sizeof (*p));
+  p->s = s;
+  p->spool_dir = ib_xstrdup (spool_dir);
+  pthread_mutex_init (&p->in_pass, NULL);
+  pthread_mutex_init (&p->lock, NULL);
+  pthread_cond_init (&p->changed, NULL);
   bool any = false;
   for (size_t i = 0; i < s->n_indexers; i++)
     any |= s->indexers[i]->concurrent;
-  if (!any)
-    return NULL;
-  struct ib_index_worker *w = ib_xcalloc (1, sizeof (*w));
-  pthread_mutex_init (&w->lock, NULL);
-  pthread_cond_init (&w->changed, NULL);
-  while (w->n_threads < WORKER_THREADS && pthread_create (&w->thread[w->n_threads], NULL, worker_main, w) == 0)
-    w->n_threads++;
-  if (w->n_threads == 0)
-    {
-      pthread_cond_destroy (&w->changed);
-      pthread_mutex_destroy (&w->lock);
-      free (w);
-      return NULL;
-    }
-  return w;
+  while (any && p->n_threads < PASS_THREADS
+         && pthread_create (&p->thread[p->n_threads], NULL, pass_thread, p) == 0)
+    p->n_threads++;
+  return p;
 }
 
-static void
-worker_push (struct ib_index_worker *w, struct index_job *j)
+size_t
+ib_index_pass_threads (const struct ib_index_pass *p)
 {
-  pthread_mutex_lock (&w->lock);
-  while (w->waiting != NULL)
-    pthread_cond_wait (&w->changed, &w->lock);
-  w->waiting = j;
-  pthread_cond_broadcast (&w->changed);
-  pthread_mutex_unlock (&w->lock);
+  return p->n_threads;
 }
 
 void
-ib_index_worker_finish (struct ib_index_worker *w)
+ib_index_pass_finish (struct ib_index_pass *p)
 {
-  if (w == NULL)
+  if (p == NULL)
     return;
-  pthread_mutex_lock (&w->lock);
-  w->stop = true;
-  pthread_cond_broadcast (&w->changed);
-  pthread_mutex_unlock (&w->lock);
-  for (size_t i = 0; i < w->n_threads; i++)
-    pthread_join (w->thread[i], NULL);
-  pthread_cond_destroy (&w->changed);
-  pthread_mutex_destroy (&w->lock);
-  free (w);
+  pthread_mutex_lock (&p->lock);
+  p->stop = true;
+  pthread_cond_broadcast (&p->changed);
+  pthread_mutex_unlock (&p->lock);
+  for (size_t i = 0; i < p->n_threads; i++)
+    pthread_join (p->thread[i], NULL);
+  for (size_t i = 0; i < p->n_kept; i++)
+    close (p->kept[i]);
+  pthread_cond_destroy (&p->changed);
+  pthread_mutex_destroy (&p->lock);
+  pthread_mutex_destroy (&p->in_pass);
+  free (p->spool_dir);
+  free (p);
+}
+
+static void
+pass_push (struct ib_index_pass *p, struct index_job *j)
+{
+  pthread_mutex_lock (&p->lock);
+  while (p->waiting != NULL)
+    pthread_cond_wait (&p->changed, &p->lock);
+  p->waiting = j;
+  pthread_cond_broadcast (&p->changed);
+  pthread_mutex_unlock (&p->lock);
 }
 
 /* ---- one file ------------------------------------------------------------- */
 
 bool
-ib_index_file_begin (struct ib_index_file *f, const struct ib_store *s, const char *spool_dir,
-                     struct ib_index_worker *worker, const char *path, uint64_t size, const unsigned char *head,
-                     size_t n_head)
+ib_index_file_begin (struct ib_index_file *f, struct ib_index_pass *p, const char *path, uint64_t size,
+                     const unsigned char *head, size_t n_head)
 {
+  const struct ib_store *s = p->s;
   memset (f, 0, sizeof (*f));
   f->fd = -1;
-  f->worker = worker;
+  f->pass = p;
   f->ix = s->indexers;
   f->n_ix = s->n_indexers;
   bool any = false;
+  pthread_mutex_lock (&p->in_pass);
   for (size_t i = 0; i < f->n_ix; i++)
     {
       f->need[i] = f->ix[i]->wants (f->ix[i]->data, path, size, head, n_head);
@@ -175,19 +233,15 @@ ib_index_file_begin (struct ib_index_file *f, const struct ib_store *s, const ch
         f->need[i] = IB_INDEX_SKIP;
       any |= f->need[i] != IB_INDEX_SKIP;
     }
+  pthread_mutex_unlock (&p->in_pass);
   if (!any)
     return false;
   f->path = ib_xstrdup (path);
-  f->spool_dir = spool_dir;
   if (wants (f, IB_INDEX_FD))
     {
       /* One spool for every indexer that wants the file: ELF readers seek. */
-      cleanup_free char *tmp = ib_path_join (spool_dir, ".index-spool-XXXXXX");
-      f->fd = mkostemp (tmp, O_CLOEXEC);
-      if (f->fd < 0)
-        f->failed = 1;
-      else
-        unlink (tmp);
+      f->fd = spool_take (p);
+      f->failed = f->fd < 0;
     }
   else if (wants (f, IB_INDEX_TEXT))
     {
@@ -242,9 +296,10 @@ ib_index_file_end (struct ib_index_file *f, const char *digest)
   if (f->text)
     f->text[f->len] = '\0';
   struct index_job *j = NULL;
+  pthread_mutex_lock (&f->pass->in_pass);
   for (size_t i = 0; !f->failed && i < f->n_ix; i++)
     {
-      if (f->need[i] == IB_INDEX_FD && f->ix[i]->concurrent && f->worker)
+      if (f->need[i] == IB_INDEX_FD && f->ix[i]->concurrent && f->pass->n_threads)
         {
           if (j == NULL)
             j = ib_xcalloc (1, sizeof (*j));
@@ -255,6 +310,7 @@ ib_index_file_end (struct ib_index_file *f, const char *digest)
         f->ix[i]->index (f->ix[i]->data, f->path, digest, f->need[i] == IB_INDEX_TEXT ? f->text : NULL,
                          f->need[i] == IB_INDEX_TEXT ? f->len : 0, f->need[i] == IB_INDEX_FD ? f->fd : -1);
     }
+  pthread_mutex_unlock (&f->pass->in_pass);
   if (j)
     {
       /* The spool and the path move to the job: every call in the pass
@@ -263,7 +319,7 @@ ib_index_file_end (struct ib_index_file *f, const char *digest)
       snprintf (j->digest, sizeof (j->digest), "%s", digest);
       j->fd = f->fd;
       f->fd = -1;
-      worker_push (f->worker, j);
+      pass_push (f->pass, j);
     }
   ib_index_file_abort (f);
 }
@@ -271,8 +327,7 @@ ib_index_file_end (struct ib_index_file *f, const char *digest)
 void
 ib_index_file_abort (struct ib_index_file *f)
 {
-  if (f->fd >= 0)
-    close (f->fd);
+  spool_give_back (f->pass, f->fd);
   f->fd = -1;
   free (f->text);
   free (f->path);

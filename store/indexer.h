@@ -49,7 +49,7 @@ struct ib_indexer
   void (*index) (void *data, const char *path, const char *digest, const char *text, size_t len, int fd);
   void *data;
   /* Whether index () of a file handed by descriptor (IB_INDEX_FD) may run
-   * on the pass's worker (ib_index_worker_start): beside the pass, beside
+   * on a thread of the pass (ib_index_pass_start): beside the pass, beside
    * this indexer's wants () and other index () calls, and beside another
    * such call for another file (or another file of the same content).
    * Only an indexer whose FD calls touch nothing of DATA that another call
@@ -70,15 +70,26 @@ const struct ib_indexer *ib_store_indexer (const struct ib_store *s, const char 
 
 /* ---- the file-list pass's side (fsview.c) -------------------------------- */
 
-/* The threads that run the concurrent indexers' FD calls of one pass: two
- * files' calls running and one waiting at most (each holds its file's
- * unlinked spool open: disk, not memory); the pass waits for room.  NULL
- * when none of S's indexers is concurrent (no thread is made for nothing)
- * or no thread could be made: the calls then run in the pass. */
-struct ib_index_worker;
-struct ib_index_worker *ib_index_worker_start (const struct ib_store *s);
-/* Wait for every call handed to W, then free it; NULL is fine. */
-void ib_index_worker_finish (struct ib_index_worker *w);
+/* One pass's indexing: where its spools go, the spools it keeps for the
+ * next file, and the threads that run the concurrent indexers' FD calls
+ * (two files' calls running and one waiting at most, each holding its
+ * file's spool: disk, not memory; the pass waits for room).  No thread is
+ * made when none of S's indexers is concurrent, or none could be made: the
+ * calls then run in the pass.  Several layers' passes may share one P
+ * (their calls made in the pass then take turns).
+ *
+ * A spool is an unlinked file in SPOOL_DIR, emptied and kept once its
+ * calls return, and written again for a later file of the pass: a file
+ * made and unlinked for each of the 1,204 libraries of CUDA's toolkit was
+ * a tenth of a cold build's CPU time in ext4's inode allocation (which
+ * walks the inodes deleted just before). */
+struct ib_index_pass;
+struct ib_index_pass *ib_index_pass_start (const struct ib_store *s, const char *spool_dir);
+/* The threads P runs concurrent calls on (0: they run in the pass). */
+size_t ib_index_pass_threads (const struct ib_index_pass *p);
+/* Wait for every call handed to P's threads, close its spools, free it;
+ * NULL is fine. */
+void ib_index_pass_finish (struct ib_index_pass *p);
 
 /* One regular file being read: which indexers want it and its bytes so far. */
 struct ib_index_file
@@ -90,23 +101,20 @@ struct ib_index_file
   char *text;
   size_t len, cap;
   int fd;
-  const char *spool_dir;
   int failed; /* a spool that could not be written: no index for this file */
   int digest_only; /* every indexer wants IB_INDEX_DIGEST or nothing: no bytes kept */
-  struct ib_index_worker *worker;
+  struct ib_index_pass *pass;
 };
 
-/* Ask S's indexers about the file; false when none wants it (then nothing
- * else need be called).  SPOOL_DIR: where an unlinked spool may go.
- * WORKER (may be NULL): where the concurrent indexers' calls go. */
-bool ib_index_file_begin (struct ib_index_file *f, const struct ib_store *s, const char *spool_dir,
-                          struct ib_index_worker *worker, const char *path, uint64_t size,
+/* Ask the indexers of P's store about the file; false when none wants it
+ * (then nothing else need be called). */
+bool ib_index_file_begin (struct ib_index_file *f, struct ib_index_pass *p, const char *path, uint64_t size,
                           const unsigned char *head, size_t n_head);
 /* The file's bytes, in order, the first read's included. */
 void ib_index_file_feed (struct ib_index_file *f, const void *buf, size_t n);
 /* The file is read whole and its digest is DIGEST: index it, then free.
- * The concurrent indexers' calls are handed to the worker with the spool,
- * after every other indexer's call on it has returned. */
+ * The concurrent indexers' calls are handed to P's threads with the
+ * spool, after every other indexer's call on it has returned. */
 void ib_index_file_end (struct ib_index_file *f, const char *digest);
 /* The file was not read whole (an error): free without indexing. */
 void ib_index_file_abort (struct ib_index_file *f);

@@ -5,12 +5,16 @@
 
 #include <archive_entry.h>
 #include <malloc.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../util/cleanup.h"
+#include "../util/cpus.h"
 #include "../util/fsutil.h"
+#include "../layers/image.h"
 #include "fscache.h"
 #include "../store/indexer.h"
 #include "../layers/layer_reader.h"
@@ -101,8 +105,7 @@ classify_whiteout (struct ib_fs_entry *e)
  * (indexer.h), hand it to them in the same read. */
 static int
 hash_entry_data (struct ib_layer_reader *r, struct ib_fs_entry *e, struct ib_fs_strings **strings, char *buf,
-                 size_t bufsz, const struct ib_store *s, const char *spool_dir, struct ib_index_worker *worker,
-                 ib_error_t *err)
+                 size_t bufsz, struct ib_index_pass *pass, ib_error_t *err)
 {
   ib_sha256 *h = ib_sha256_new ();
   struct ib_index_file ixf;
@@ -117,9 +120,8 @@ hash_entry_data (struct ib_layer_reader *r, struct ib_fs_entry *e, struct ib_fs_
             ib_index_file_abort (&ixf);
           return ib_error_wrap (err, "read `%s`", e->path);
         }
-      if (first && spool_dir)
-        indexing = ib_index_file_begin (&ixf, s, spool_dir, worker, e->path, e->size, (const unsigned char *) buf,
-                                        (size_t) n);
+      if (first && pass)
+        indexing = ib_index_file_begin (&ixf, pass, e->path, e->size, (const unsigned char *) buf, (size_t) n);
       first = false;
       if (n == 0)
         break;
@@ -136,23 +138,38 @@ hash_entry_data (struct ib_layer_reader *r, struct ib_fs_entry *e, struct ib_fs_
   return 0;
 }
 
+/* The spool folder of S's indexers' pass, NULL when S has no indexer (or
+ * the folder cannot be made: no indexing, the gates read for themselves). */
+static char *
+spool_dir_of (struct ib_store *s)
+{
+  size_t n_ix;
+  ib_store_indexers (s, &n_ix);
+  char *dir = NULL;
+  if (n_ix && ib_store_cache_dir (s, "spool", &dir, NULL) < 0)
+    dir = NULL;
+  return dir;
+}
+
+/* The pass of layer BLOB: its indexers' calls go to SHARED (several
+ * layers read at once), else to a pass of its own. */
 static int
-compute_list (struct ib_store *s, const struct ib_descriptor *blob, const ib_digest *diff_id, struct ib_fs_list *l,
-              ib_error_t *err)
+compute_list (struct ib_store *s, const struct ib_descriptor *blob, const ib_digest *diff_id,
+              struct ib_index_pass *shared, struct ib_fs_list *l, ib_error_t *err)
 {
   struct ib_layer_reader *r;
   if (ib_layer_reader_open (s, blob, diff_id, &r, err) < 0)
     return -1;
   size_t cap = 0;
   cleanup_free char *buf = ib_xmalloc (1 << 20);
-  /* The indexers' spool goes beside their caches; none, no indexing. */
-  size_t n_ix;
-  ib_store_indexers (s, &n_ix);
-  cleanup_free char *spool_dir = NULL;
-  if (n_ix && ib_store_cache_dir (s, "spool", &spool_dir, NULL) < 0)
-    spool_dir = NULL;
   /* Its calls end before the list does: a gate reads their records. */
-  struct ib_index_worker *worker = spool_dir ? ib_index_worker_start (s) : NULL;
+  struct ib_index_pass *own = NULL;
+  if (shared == NULL)
+    {
+      cleanup_free char *spool_dir = spool_dir_of (s);
+      own = spool_dir ? ib_index_pass_start (s, spool_dir) : NULL;
+    }
+  struct ib_index_pass *pass = shared ? shared : own;
   struct archive_entry *ae;
   int x;
   while ((x = ib_layer_reader_next (r, &ae, err)) == 1)
@@ -169,14 +186,14 @@ compute_list (struct ib_store *s, const struct ib_descriptor *blob, const ib_dig
       const char *link = e->type == IB_FS_HARDLINK ? archive_entry_hardlink (ae) : archive_entry_symlink (ae);
       if (link)
         e->link = ib_fs_strings_add (&l->strings, link, strlen (link));
-      if (e->type == IB_FS_FILE && hash_entry_data (r, e, &l->strings, buf, 1 << 20, s, spool_dir, worker, err) < 0)
+      if (e->type == IB_FS_FILE && hash_entry_data (r, e, &l->strings, buf, 1 << 20, pass, err) < 0)
         {
           x = -1;
           break;
         }
       classify_whiteout (e);
     }
-  ib_index_worker_finish (worker);
+  ib_index_pass_finish (own);
   if (x == 0)
     x = ib_layer_reader_end (r, NULL, err);
   size_t nh;
@@ -230,9 +247,9 @@ ib_fs_unescape (char *s)
   return ib_xstrdup (s);
 }
 
-int
-ib_fs_list_layer (struct ib_store *s, const struct ib_descriptor *blob, const ib_digest *diff_id,
-                  struct ib_fs_list **out, ib_error_t *err)
+static int
+list_layer (struct ib_store *s, const struct ib_descriptor *blob, const ib_digest *diff_id,
+            struct ib_index_pass *shared, struct ib_fs_list **out, ib_error_t *err)
 {
   cleanup_free char *dir = NULL;
   if (ib_store_cache_dir (s, "files", &dir, err) < 0)
@@ -246,7 +263,7 @@ ib_fs_list_layer (struct ib_store *s, const struct ib_descriptor *blob, const ib
     }
   ib_fs_list_free (l);
   l = ib_xcalloc (1, sizeof (*l));
-  if (compute_list (s, blob, diff_id, l, err) < 0 || ib_fs_cache_save (cache, diff_id, l, err) < 0)
+  if (compute_list (s, blob, diff_id, shared, l, err) < 0 || ib_fs_cache_save (cache, diff_id, l, err) < 0)
     {
       ib_fs_list_free (l);
       return -1;
@@ -270,4 +287,92 @@ ib_fs_list_layer (struct ib_store *s, const struct ib_descriptor *blob, const ib
   malloc_trim (0);
   *out = l;
   return 0;
+}
+
+int
+ib_fs_list_layer (struct ib_store *s, const struct ib_descriptor *blob, const ib_digest *diff_id,
+                  struct ib_fs_list **out, ib_error_t *err)
+{
+  return list_layer (s, blob, diff_id, NULL, out, err);
+}
+
+/* ---- layers listed at once ------------------------------------------------ */
+
+/* Layers read at once.  One layer's pass keeps a core and a third busy
+ * (inflating and indexing on one, its digests on a thread of their own,
+ * GPU code on the indexers' threads), not two: over CUDA's libraries the
+ * two layers of the `gpu` bench, listed one after the other, kept 135% of
+ * two cores busy.  Each pass holds its rings and buffers (the indexers'
+ * threads are shared), so the count is bounded whatever the machine. */
+#define AHEAD_MAX 4
+
+struct ahead
+{
+  struct ib_store *s;
+  const struct ib_image *img;
+  const size_t *todo;
+  size_t n_todo, next;
+  struct ib_index_pass *pass;
+  pthread_mutex_t lock;
+};
+
+static void *
+ahead_thread (void *data)
+{
+  struct ahead *a = data;
+  for (;;)
+    {
+      pthread_mutex_lock (&a->lock);
+      size_t k = a->next < a->n_todo ? a->todo[a->next++] : SIZE_MAX;
+      pthread_mutex_unlock (&a->lock);
+      if (k == SIZE_MAX)
+        return NULL;
+      struct ib_fs_list *l = NULL;
+      ib_error_t e = NULL;
+      /* A layer that cannot be listed is the caller's own read to report. */
+      if (list_layer (a->s, &a->img->layers[k], &a->img->diff_ids[k], a->pass, &l, &e) < 0)
+        ib_error_release (&e);
+      ib_fs_list_free (l);
+    }
+}
+
+/* Whether layer K of IMG has a list in the cache that a read would take
+ * (its blob trusted and the file there; whether it loads is the read's to
+ * find). */
+static bool
+listed (struct ib_store *s, const struct ib_image *img, size_t k)
+{
+  cleanup_free char *dir = NULL;
+  if (ib_store_cache_dir (s, "files", &dir, NULL) < 0)
+    return false;
+  cleanup_free char *cache = ib_path_join (dir, ib_digest_hex (img->diff_ids[k].s));
+  return ib_store_blob_trusted (s, &img->layers[k].digest) && access (cache, F_OK) == 0;
+}
+
+void
+ib_fs_list_layers_ahead (struct ib_store *s, const struct ib_image *img, size_t first)
+{
+  cleanup_free size_t *todo = ib_xcalloc (img->n_layers + 1, sizeof (*todo));
+  size_t n_todo = 0;
+  for (size_t k = first; k < img->n_layers; k++)
+    if (!listed (s, img, k))
+      todo[n_todo++] = k;
+  int cpus = ib_online_cpus ();
+  size_t jobs = cpus < 2 ? 1 : cpus / 2 < 2 ? 2 : cpus / 2 > AHEAD_MAX ? AHEAD_MAX : (size_t) cpus / 2;
+  if (jobs > n_todo)
+    jobs = n_todo;
+  if (jobs < 2)
+    return; /* one layer, or one core: the caller's reads are as fast */
+  cleanup_free char *spool_dir = spool_dir_of (s);
+  struct ahead a = { .s = s, .img = img, .todo = todo, .n_todo = n_todo };
+  a.pass = spool_dir ? ib_index_pass_start (s, spool_dir) : NULL;
+  pthread_mutex_init (&a.lock, NULL);
+  pthread_t th[AHEAD_MAX];
+  size_t made = 0;
+  while (made < jobs && pthread_create (&th[made], NULL, ahead_thread, &a) == 0)
+    made++;
+  for (size_t i = 0; i < made; i++)
+    pthread_join (th[i], NULL);
+  ib_index_pass_finish (a.pass);
+  pthread_mutex_destroy (&a.lock);
 }

@@ -527,6 +527,7 @@ int
 ib_fsview_push_layers (struct ib_fsview *v, struct ib_store *s, const struct ib_image *img, size_t first,
                        ib_error_t *err)
 {
+  ib_fs_list_layers_ahead (s, img, first);
   for (size_t i = first; i < img->n_layers; i++)
     {
       struct ib_fs_list *l;

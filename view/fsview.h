@@ -62,6 +62,12 @@ struct ib_fs_list
 int ib_fs_list_layer (struct ib_store *s, const struct ib_descriptor *blob, const ib_digest *diff_id,
                       struct ib_fs_list **out, ib_error_t *err);
 void ib_fs_list_free (struct ib_fs_list *l);
+/* Compute and cache, several at once, the lists of IMG's layers from
+ * number FIRST on that are not cached yet, so that ib_fs_list_layer then
+ * reads each from the cache.  A layer that cannot be listed is left as it
+ * was: the caller's own ib_fs_list_layer reads it and says why.  Nothing is
+ * done for one layer, or on one CPU. */
+void ib_fs_list_layers_ahead (struct ib_store *s, const struct ib_image *img, size_t first);
 
 
 struct ib_fsview;

@@ -1,7 +1,9 @@
 /* The file-list pass's indexers (store/indexer.h): a concurrent indexer's
- * calls run on the pass's worker, once for each file, each with a spool
+ * calls run on the pass's threads, once for each file, each with a spool
  * that reads back as the file, and every one has returned before the list
- * does; the others run in the pass itself. */
+ * does; the others run in the pass itself.  Spools are reused: a pass
+ * makes a few files, not one for each file it indexes, and a spool that
+ * held a longer file reads back as the shorter one written after it. */
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -17,7 +19,7 @@
 #include "../../view/fsview.h"
 #include "test.h"
 
-#define FILES 5
+#define FILES 12
 
 struct seen
 {
@@ -25,6 +27,8 @@ struct seen
   pthread_mutex_t lock; /* the worker's calls may run at once */
   size_t n, off_thread, same_bytes;
   bool path_seen[FILES];
+  char spool[FILES][512]; /* the distinct spool files seen, by name */
+  size_t n_spools;
 };
 
 static enum ib_index_need
@@ -43,8 +47,14 @@ record (void *data, const char *path, const char *digest, const char *text, size
    * wait for its worker would be returned before it returns. */
   if (strcmp (path, "opt/f4.so") == 0)
     nanosleep (&(struct timespec){ 0, 50 * 1000 * 1000 }, NULL);
-  char buf[256];
+  char buf[4096];
   ssize_t got = pread (fd, buf, sizeof (buf), 0);
+  /* A spool's name, unlinked: the same name is the same file written
+   * again (an inode's number may come back for a new file). */
+  char link[64], name[512];
+  snprintf (link, sizeof (link), "/proc/self/fd/%d", fd);
+  ssize_t nl = readlink (link, name, sizeof (name) - 1);
+  name[nl > 0 ? nl : 0] = '\0';
   ib_digest d;
   if (got >= 0)
     ib_sha256_buf (buf, (size_t) got, &d);
@@ -52,8 +62,13 @@ record (void *data, const char *path, const char *digest, const char *text, size
   pthread_mutex_lock (&x->lock);
   x->same_bytes += got >= 0 && strcmp (d.s + 7, digest) == 0;
   x->off_thread += !pthread_equal (pthread_self (), x->pass);
-  if (sscanf (path, "opt/f%u.so", &k) == 1 && k < FILES)
+  if (sscanf (path, "opt/f%02u.so", &k) == 1 && k < FILES)
     x->path_seen[k] = true;
+  bool known = false;
+  for (size_t i = 0; nl > 0 && i < x->n_spools; i++)
+    known |= strcmp (x->spool[i], name) == 0;
+  if (nl > 0 && !known && x->n_spools < FILES)
+    snprintf (x->spool[x->n_spools++], sizeof (x->spool[0]), "%s", name);
   x->n++;
   pthread_mutex_unlock (&x->lock);
 }
@@ -66,11 +81,14 @@ indexer_concurrent_calls_end_before_the_list (struct test_ctx *t)
   cleanup_free char *root = ib_path_join (test_tmpdir (), "store");
   CHECK (t, ib_store_open (root, &s, &err) == 0);
   struct ib_layer_entry e[FILES];
-  char names[FILES][32], text[FILES][32];
+  char names[FILES][32], text[FILES][2048];
   for (size_t i = 0; i < FILES; i++)
     {
-      snprintf (names[i], sizeof (names[i]), "opt/f%zu.so", i);
-      snprintf (text[i], sizeof (text[i]), "file %zu\n", i);
+      /* Each shorter than the one before, in the layer's order. */
+      snprintf (names[i], sizeof (names[i]), "opt/f%02zu.so", i);
+      int len = snprintf (text[i], sizeof (text[i]), "file %zu\n", i);
+      memset (text[i] + len, 'x', (FILES - i) * 100);
+      text[i][len + (int) (FILES - i) * 100] = '\0';
       char src[32];
       snprintf (src, sizeof (src), "src/f%zu", i);
       e[i] = (struct ib_layer_entry){ .path = names[i], .type = IB_ENTRY_FILE, .mode = -1 };
@@ -96,6 +114,9 @@ indexer_concurrent_calls_end_before_the_list (struct test_ctx *t)
     CHECK (t, con.path_seen[i]);
   /* The other indexer's calls, in the pass, with the same spool. */
   CHECK (t, in_pass.n == FILES && in_pass.off_thread == 0 && in_pass.same_bytes == FILES);
+  /* A few spools, each written again: two running, one waiting, one
+   * being filled is the most a pass has out at once. */
+  CHECK (t, con.n_spools >= 1 && con.n_spools <= 4);
   ib_fs_list_free (l);
   ib_descriptor_clear (&r.desc);
   ib_store_free (s);
@@ -112,12 +133,16 @@ indexer_worker_only_for_a_concurrent_indexer (struct test_ctx *t)
   struct ib_indexer a = { "in-pass", wants_all, record, &x, false };
   struct ib_indexer b = { "concurrent", wants_all, record, &x, true };
   /* No indexer, or none concurrent: no thread is made for a pass. */
-  CHECK (t, ib_index_worker_start (s) == NULL);
+  struct ib_index_pass *p = ib_index_pass_start (s, test_tmpdir ());
+  CHECK (t, ib_index_pass_threads (p) == 0);
+  ib_index_pass_finish (p);
   ib_store_add_indexer (s, &a);
-  CHECK (t, ib_index_worker_start (s) == NULL);
+  p = ib_index_pass_start (s, test_tmpdir ());
+  CHECK (t, ib_index_pass_threads (p) == 0);
+  ib_index_pass_finish (p);
   ib_store_add_indexer (s, &b);
-  struct ib_index_worker *w = ib_index_worker_start (s);
-  CHECK (t, w != NULL);
-  ib_index_worker_finish (w);
+  p = ib_index_pass_start (s, test_tmpdir ());
+  CHECK (t, ib_index_pass_threads (p) > 0);
+  ib_index_pass_finish (p);
   ib_store_free (s);
 }
