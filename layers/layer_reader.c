@@ -85,6 +85,8 @@ struct ib_layer_reader
   unsigned char *snap;                     /* a checkpoint being recorded */
   void (*progress) (void *, unsigned long long);
   void *progress_data;
+  int file_fd;        /* ib_layer_reader_of_file's: the file, else -1 */
+  uint64_t file_len;  /* its length; data_read is where the next read starts */
 };
 
 void
@@ -375,6 +377,38 @@ blob_length (int fd, const struct ib_blob_loc *l)
                                                                                 : 0;
 }
 
+struct ib_layer_reader *
+ib_layer_reader_of_file (int fd, uint64_t len)
+{
+  struct ib_layer_reader *r = ib_xcalloc (1, sizeof (*r));
+  r->fd = -1;
+  r->file_fd = fd;
+  r->file_len = len;
+  return r;
+}
+
+static ssize_t
+file_data (struct ib_layer_reader *r, void *buf, size_t len, ib_error_t *err)
+{
+  uint64_t left = r->file_len - r->data_read;
+  ssize_t n;
+  do
+    n = left ? pread (r->file_fd, buf, len < left ? len : (size_t) left, (off_t) r->data_read) : 0;
+  while (n < 0 && errno == EINTR);
+  if (n < 0)
+    return ib_error_errno (err, errno, IB_EENV, "read a spooled file");
+  if (n == 0 && left)
+    return ib_error (err, IB_EENV, "a spooled file is shorter than it was written");
+  r->data_read += (uint64_t) n;
+  return n;
+}
+
+uint64_t
+ib_layer_reader_data_at (const struct ib_layer_reader *r)
+{
+  return r->data_at;
+}
+
 int
 ib_layer_reader_open (struct ib_store *s, const struct ib_descriptor *blob, const ib_digest *expected_diff_id,
                       struct ib_layer_reader **out, ib_error_t *err)
@@ -391,6 +425,7 @@ ib_layer_reader_open_threads (struct ib_store *s, const struct ib_descriptor *bl
     return ib_error_wrap (err, "layer %s", blob->digest.s);
   struct ib_layer_reader *r = ib_xcalloc (1, sizeof (*r));
   r->store = s;
+  r->file_fd = -1;
   r->fd = ib_blob_loc_open (&loc, &blob->digest, err);
   r->path = steal_pointer (&loc.path);
   r->left = loc.length;
@@ -484,6 +519,8 @@ ib_layer_reader_hazards (const struct ib_layer_reader *r, size_t *n)
 ssize_t
 ib_layer_reader_data (struct ib_layer_reader *r, void *buf, size_t len, ib_error_t *err)
 {
+  if (r->file_fd >= 0)
+    return file_data (r, buf, len, err);
   if (r->footerless)
     return 0;
   la_ssize_t n = archive_read_data (r->a, buf, len);

@@ -9,6 +9,7 @@
 #include <archive_entry.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "../store/descriptor.h"
@@ -28,6 +29,15 @@ int ib_layer_reader_open (struct ib_store *s, const struct ib_descriptor *blob, 
 int ib_layer_reader_open_threads (struct ib_store *s, const struct ib_descriptor *blob,
                                   const ib_digest *expected_diff_id, int threads, struct ib_layer_reader **out,
                                   ib_error_t *err);
+/* A reader of one file's bytes instead of a layer's: LEN bytes from 0 of
+ * FD (the caller's, read with pread), handed out by ib_layer_reader_data;
+ * nothing else but ib_layer_reader_free may be called on it.  How a file
+ * read from a layer by range (layer_seek.h) goes to the code written for a
+ * reader standing at a tar entry (view/extract.h). */
+struct ib_layer_reader *ib_layer_reader_of_file (int fd, uint64_t len);
+/* After ib_layer_reader_next: where the entry's data starts in the
+ * layer's tar stream (its header and any extended headers before it). */
+uint64_t ib_layer_reader_data_at (const struct ib_layer_reader *r);
 /* Called with the number of blob bytes read, as they are read (progress). */
 void ib_layer_reader_on_progress (struct ib_layer_reader *r, void (*fn) (void *, unsigned long long), void *data);
 /* 1 and *ENTRY set, 0 at the end, -1 on error. */

@@ -96,8 +96,8 @@ struct cache_kind
   bool layers; /* records say their layer */
 };
 
-static const struct cache_kind list_kind = { "imgbuild-files 3", false };
-static const struct cache_kind view_kind = { "imgbuild-view 1", true };
+static const struct cache_kind list_kind = { "imgbuild-files 4", false };
+static const struct cache_kind view_kind = { "imgbuild-view 2", true };
 
 struct cache_head
 {
@@ -111,6 +111,7 @@ struct cache_head
 struct cache_rec
 {
   uint64_t size;
+  uint64_t at; /* ib_fs_entry.at */
   uint32_t path, link; /* offsets into the strings */
   uint32_t mode;
   char type;
@@ -119,7 +120,7 @@ struct cache_rec
 };
 
 _Static_assert (sizeof (struct cache_head) == 128, "the header's layout is the file's");
-_Static_assert (sizeof (struct cache_rec) == 88, "the record's layout is the file's");
+_Static_assert (sizeof (struct cache_rec) == 96, "the record's layout is the file's");
 
 static void
 init_head (struct cache_head *h, const struct cache_kind *kind, const ib_digest *id)
@@ -193,7 +194,7 @@ put_records (struct out *o, const struct cache_kind *kind, const struct ib_fs_li
       if (i % RELEASE_EVERY == RELEASE_EVERY - 1)
         ib_fs_strings_release (l->strings);
       const struct ib_fs_entry *e = &l->e[i];
-      struct cache_rec r = { .size = e->size, .mode = e->mode, .type = e->type };
+      struct cache_rec r = { .size = e->size, .at = e->at, .mode = e->mode, .type = e->type };
       r.layer = kind->layers ? (uint16_t) e->layer : 0;
       r.path = string_at (used, e->path);
       r.link = e->link ? string_at (used, e->link) : 0;
@@ -313,6 +314,7 @@ take_record (const struct cache_rec *r, char *strings, uint64_t size, unsigned n
   e->path = strings + r->path;
   e->link = r->link ? strings + r->link : NULL;
   e->size = r->size;
+  e->at = r->at;
   e->mode = r->mode;
   e->layer = r->layer;
   e->type = r->type;

@@ -183,6 +183,8 @@ compute_list (struct ib_store *s, const struct ib_descriptor *blob, const ib_dig
       e->type = type_of (ae);
       e->mode = archive_entry_perm (ae);
       e->size = (uint64_t) archive_entry_size (ae);
+      if (e->type == IB_FS_FILE && archive_entry_sparse_count (ae) == 0)
+        e->at = ib_layer_reader_data_at (r) + 1;
       const char *link = e->type == IB_FS_HARDLINK ? archive_entry_hardlink (ae) : archive_entry_symlink (ae);
       if (link)
         e->link = ib_fs_strings_add (&l->strings, link, strlen (link));

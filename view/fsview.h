@@ -39,6 +39,10 @@ struct ib_fs_entry
    * of ib_fs_list_layer or in a view (a list a caller makes may leave it
    * NULL for "none": pushed on a view, it reads "") */
   const char *digest;
+  /* A regular file's data: one more than its offset in its layer's tar
+   * stream (layers/layer_seek.h); 0 when not known (a list a caller
+   * made, a sparse file). */
+  uint64_t at;
 };
 
 /* Where the paths and link targets of a list or a view live: blocks freed

@@ -513,7 +513,7 @@ layer_refuses_duplicates_and_bad_sources (struct test_ctx *t)
 static bool
 same_entry (const struct ib_fs_entry *a, const struct ib_fs_entry *b)
 {
-  return strcmp (a->path, b->path) == 0 && a->type == b->type && a->mode == b->mode && a->size == b->size
+  return strcmp (a->path, b->path) == 0 && a->type == b->type && a->mode == b->mode && a->size == b->size && a->at == b->at
          && strcmp (a->digest, b->digest) == 0 && (a->link == NULL) == (b->link == NULL)
          && (a->link == NULL || strcmp (a->link, b->link) == 0);
 }
@@ -566,39 +566,40 @@ layer_reader_checks_digests (struct test_ctx *t)
    * record whose path lies past the strings, two records out of order, a
    * type unknown, another record layout (8 bytes more per record, as the
    * header says), a digest not ended where it should be.  (fscache.c: a
-   * 128-byte header whose record size is at 96, then 88-byte records, the
-   * path's offset at 8 in each, the type at 20, the digest's end at 85.) */
+   * 128-byte header whose record size is at 96, then REC-byte records, the
+   * path's offset at 16 in each, the type at 28, the digest's end at 93.) */
+  enum { REC = 96 };
   for (int damage = 0; damage < 6; damage++)
     {
       cleanup_free char *bytes = NULL;
       size_t len = 0;
-      CHECK (t, ib_read_file (cache, 1 << 20, &bytes, &len, NULL) == 0 && len > 128 + 6 * 88);
-      if (bytes == NULL || len <= 128 + 6 * 88 + 32)
+      CHECK (t, ib_read_file (cache, 1 << 20, &bytes, &len, NULL) == 0 && len > 128 + 6 * REC);
+      if (bytes == NULL || len <= 128 + 6 * REC + 32)
         break;
       char *rec = bytes + 128;
-      char swap[88];
+      char swap[REC];
       if (damage == 0)
         len -= 2; /* the last string's last character and its NUL */
       else if (damage == 1)
-        memset (rec + 2 * 88 + 8, 0xff, 4);
+        memset (rec + 2 * REC + 16, 0xff, 4);
       else if (damage == 2)
         {
-          memcpy (swap, rec + 88, 88);
-          memcpy (rec + 88, rec + 3 * 88, 88);
-          memcpy (rec + 3 * 88, swap, 88);
+          memcpy (swap, rec + REC, REC);
+          memcpy (rec + REC, rec + 3 * REC, REC);
+          memcpy (rec + 3 * REC, swap, REC);
         }
       else if (damage == 3)
-        rec[4 * 88 + 20] = 'Z';
+        rec[4 * REC + 28] = 'Z';
       else if (damage == 5)
-        rec[4 * 88 + 85] = 'x';
+        rec[4 * REC + 93] = 'x';
       else
         {
           char *wide = ib_xcalloc (1, len + 6 * 8);
           memcpy (wide, bytes, 128);
           wide[96] += 8;
           for (size_t k = 0; k < 6; k++)
-            memcpy (wide + 128 + k * 96, rec + k * 88, 88);
-          memcpy (wide + 128 + 6 * 96, rec + 6 * 88, len - 128 - 6 * 88);
+            memcpy (wide + 128 + k * (REC + 8), rec + k * REC, REC);
+          memcpy (wide + 128 + 6 * (REC + 8), rec + 6 * REC, len - 128 - 6 * REC);
           free (bytes);
           bytes = wide;
           len += 6 * 8;
@@ -884,7 +885,7 @@ fscache_gives_back_the_pages_it_read (struct test_ctx *t)
   long walked = test_mapped_kib (path);
   ib_fs_strings_release (got.strings);
   long released = test_mapped_kib (path);
-  /* 50,000 records of 88 bytes and 3.5 MB of paths, all read */
+  /* 50,000 records of 96 bytes and 3.5 MB of paths, all read */
   CHECK (t, sum > n * 64);
   CHECK (t, walked > 4096);
   CHECK (t, loaded < walked / 8);
