@@ -42,13 +42,26 @@ ib_ref_clear (struct ib_ref *r)
 }
 
 int
-ib_image_copy_blobs (const struct ib_store *src, struct ib_store *dst, const struct ib_image *img, ib_error_t *err)
+ib_image_copy_blobs (const struct ib_store *src, struct ib_store *dst, const struct ib_image *img,
+                     const struct ib_pull_listener *listener, ib_error_t *err)
 {
+  /* A listener loads the image from DST as its layers come: the manifest
+   * goes first then, as a registry's pull puts it.  A blob is not a name
+   * (DST names an image in its index, after the copy), so a copy cut short
+   * leaves blobs that nothing names, for gc. */
+  if (listener && ib_store_copy_blob (src, dst, &img->manifest, err) < 0)
+    return -1;
   if (ib_store_copy_blob (src, dst, &img->config, err) < 0)
     return -1;
+  if (listener)
+    listener->arrived (listener->data, img, 0);
   for (size_t i = 0; i < img->n_layers; i++)
-    if (ib_store_copy_blob (src, dst, &img->layers[i], err) < 0)
-      return -1;
+    {
+      if (ib_store_copy_blob (src, dst, &img->layers[i], err) < 0)
+        return -1;
+      if (listener)
+        listener->arrived (listener->data, img, i + 1);
+    }
   /* The manifest last: a layout never names an image whose blobs it lacks. */
   return ib_store_copy_blob (src, dst, &img->manifest, err);
 }

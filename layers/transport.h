@@ -33,8 +33,8 @@ struct ib_transfer_report
  * k + 1 for its layer k.  IMG is the pull's own (its manifest and its
  * descriptors; no diff_ids: the config may not be there yet), valid only
  * during the call, which must only hand the work on (view/pull_lists.h).
- * A blob the store already had is told of too.  Only a registry's pull
- * calls it: the others read their source in place or in one piece. */
+ * A blob the store already had is told of too.  A registry's pull and an
+ * OCI layout's call it: the others read their source in one piece. */
 struct ib_pull_listener
 {
   void (*arrived) (void *data, const struct ib_image *img, size_t i);
@@ -97,9 +97,11 @@ struct ib_ref
 void ib_ref_clear (struct ib_ref *r);
 /* NAME:TAG with a non-empty name and tag, no spaces. */
 int ib_check_image_name (const char *name, ib_error_t *err);
-/* Copy the manifest, config and layers of IMG (loaded from SRC) to DST. */
+/* Copy the manifest, config and layers of IMG (loaded from SRC) to DST;
+ * LISTENER (may be NULL) is told of the config and of each layer as it is
+ * in DST. */
 int ib_image_copy_blobs (const struct ib_store *src, struct ib_store *dst, const struct ib_image *img,
-                         ib_error_t *err);
+                         const struct ib_pull_listener *listener, ib_error_t *err);
 /* A line about a transfer of REF, for the program's report (nothing when
  * the reference came without one). */
 void ib_transport_note (const struct ib_ref *ref, const char *fmt, ...) __attribute__ ((format (printf, 2, 3)));

@@ -17,7 +17,7 @@ oci_pull (struct ib_store *s, const struct ib_ref *ref, const struct ib_platform
   if (r == 0)
     r = ib_image_load (src, &top, platform, &img, err);
   if (r == 0)
-    r = ib_image_copy_blobs (src, s, img, err);
+    r = ib_image_copy_blobs (src, s, img, ref->remote ? ref->remote->listener : NULL, err);
   /* Provenance travels with the image. */
   if (r == 0)
     r = ib_store_copy_referrer (src, s, &img->manifest, err);
@@ -36,7 +36,7 @@ oci_push (struct ib_store *s, const struct ib_image *img, const struct ib_ref *r
   struct ib_store *dst;
   if (ib_store_open (ref->location, &dst, err) < 0)
     return -1;
-  int r = ib_image_copy_blobs (s, dst, img, err);
+  int r = ib_image_copy_blobs (s, dst, img, NULL, err);
   if (r == 0)
     r = ib_store_tag (dst, ref->name ? ref->name : name, &img->manifest, NULL, err);
   if (r == 0)

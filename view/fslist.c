@@ -138,10 +138,8 @@ hash_entry_data (struct ib_layer_reader *r, struct ib_fs_entry *e, struct ib_fs_
   return 0;
 }
 
-/* The spool folder of S's indexers' pass, NULL when S has no indexer (or
- * the folder cannot be made: no indexing, the gates read for themselves). */
-static char *
-spool_dir_of (struct ib_store *s)
+char *
+ib_fs_spool_dir (struct ib_store *s)
 {
   size_t n_ix;
   ib_store_indexers (s, &n_ix);
@@ -166,7 +164,7 @@ compute_list (struct ib_store *s, const struct ib_descriptor *blob, const ib_dig
   struct ib_index_pass *own = NULL;
   if (shared == NULL)
     {
-      cleanup_free char *spool_dir = spool_dir_of (s);
+      cleanup_free char *spool_dir = ib_fs_spool_dir (s);
       own = spool_dir ? ib_index_pass_start (s, spool_dir) : NULL;
     }
   struct ib_index_pass *pass = shared ? shared : own;
@@ -249,9 +247,9 @@ ib_fs_unescape (char *s)
   return ib_xstrdup (s);
 }
 
-static int
-list_layer (struct ib_store *s, const struct ib_descriptor *blob, const ib_digest *diff_id,
-            struct ib_index_pass *shared, struct ib_fs_list **out, ib_error_t *err)
+int
+ib_fs_list_layer_in (struct ib_store *s, const struct ib_descriptor *blob, const ib_digest *diff_id,
+                     struct ib_index_pass *shared, struct ib_fs_list **out, ib_error_t *err)
 {
   cleanup_free char *dir = NULL;
   if (ib_store_cache_dir (s, "files", &dir, err) < 0)
@@ -295,7 +293,7 @@ int
 ib_fs_list_layer (struct ib_store *s, const struct ib_descriptor *blob, const ib_digest *diff_id,
                   struct ib_fs_list **out, ib_error_t *err)
 {
-  return list_layer (s, blob, diff_id, NULL, out, err);
+  return ib_fs_list_layer_in (s, blob, diff_id, NULL, out, err);
 }
 
 /* ---- layers listed at once ------------------------------------------------ */
@@ -332,23 +330,20 @@ ahead_thread (void *data)
       struct ib_fs_list *l = NULL;
       ib_error_t e = NULL;
       /* A layer that cannot be listed is the caller's own read to report. */
-      if (list_layer (a->s, &a->img->layers[k], &a->img->diff_ids[k], a->pass, &l, &e) < 0)
+      if (ib_fs_list_layer_in (a->s, &a->img->layers[k], &a->img->diff_ids[k], a->pass, &l, &e) < 0)
         ib_error_release (&e);
       ib_fs_list_free (l);
     }
 }
 
-/* Whether layer K of IMG has a list in the cache that a read would take
- * (its blob trusted and the file there; whether it loads is the read's to
- * find). */
-static bool
-listed (struct ib_store *s, const struct ib_image *img, size_t k)
+bool
+ib_fs_list_cached (struct ib_store *s, const struct ib_descriptor *blob, const ib_digest *diff_id)
 {
   cleanup_free char *dir = NULL;
   if (ib_store_cache_dir (s, "files", &dir, NULL) < 0)
     return false;
-  cleanup_free char *cache = ib_path_join (dir, ib_digest_hex (img->diff_ids[k].s));
-  return ib_store_blob_trusted (s, &img->layers[k].digest) && access (cache, F_OK) == 0;
+  cleanup_free char *cache = ib_path_join (dir, ib_digest_hex (diff_id->s));
+  return ib_store_blob_trusted (s, &blob->digest) && access (cache, F_OK) == 0;
 }
 
 void
@@ -357,15 +352,21 @@ ib_fs_list_layers_ahead (struct ib_store *s, const struct ib_image *img, size_t 
   cleanup_free size_t *todo = ib_xcalloc (img->n_layers + 1, sizeof (*todo));
   size_t n_todo = 0;
   for (size_t k = first; k < img->n_layers; k++)
-    if (!listed (s, img, k))
-      todo[n_todo++] = k;
+    {
+      /* A layer twice in the image (an empty one, say) is read once. */
+      bool again = false;
+      for (size_t i = 0; i < n_todo && !again; i++)
+        again = strcmp (img->layers[todo[i]].digest.s, img->layers[k].digest.s) == 0;
+      if (!again && !ib_fs_list_cached (s, &img->layers[k], &img->diff_ids[k]))
+        todo[n_todo++] = k;
+    }
   int cpus = ib_online_cpus ();
   size_t jobs = cpus < 2 ? 1 : cpus / 2 < 2 ? 2 : cpus / 2 > AHEAD_MAX ? AHEAD_MAX : (size_t) cpus / 2;
   if (jobs > n_todo)
     jobs = n_todo;
   if (jobs < 2)
     return; /* one layer, or one core: the caller's reads are as fast */
-  cleanup_free char *spool_dir = spool_dir_of (s);
+  cleanup_free char *spool_dir = ib_fs_spool_dir (s);
   struct ahead a = { .s = s, .img = img, .todo = todo, .n_todo = n_todo };
   a.pass = spool_dir ? ib_index_pass_start (s, spool_dir) : NULL;
   pthread_mutex_init (&a.lock, NULL);

@@ -66,6 +66,18 @@ struct ib_fs_list
 int ib_fs_list_layer (struct ib_store *s, const struct ib_descriptor *blob, const ib_digest *diff_id,
                       struct ib_fs_list **out, ib_error_t *err);
 void ib_fs_list_free (struct ib_fs_list *l);
+/* The same, the indexers' calls of the pass made in PASS (store/indexer.h:
+ * several layers read at once share one; NULL: a pass of its own). */
+struct ib_index_pass;
+int ib_fs_list_layer_in (struct ib_store *s, const struct ib_descriptor *blob, const ib_digest *diff_id,
+                         struct ib_index_pass *pass, struct ib_fs_list **out, ib_error_t *err);
+/* Whether BLOB's list is in the cache for ib_fs_list_layer to take (its
+ * blob trusted and the file there; whether it loads is the read's to
+ * find): a question that loads nothing. */
+bool ib_fs_list_cached (struct ib_store *s, const struct ib_descriptor *blob, const ib_digest *diff_id);
+/* The folder of S's indexers' spools, NULL when S has no indexer (or the
+ * folder cannot be made: no indexing, the gates read for themselves). */
+char *ib_fs_spool_dir (struct ib_store *s);
 /* Compute and cache, several at once, the lists of IMG's layers from
  * number FIRST on that are not cached yet, so that ib_fs_list_layer then
  * reads each from the cache.  A layer that cannot be listed is left as it

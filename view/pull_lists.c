@@ -1,24 +1,30 @@
-/* The lister of a pull (pull_lists.h): one thread, fed by the pull's
- * transfer threads through a queue under one mutex.
+/* The lister of a pull (pull_lists.h): a few threads, fed by the pull's
+ * transfer threads through a queue under one mutex, each listing one layer
+ * at a time with the indexers' pass they share (store/indexer.h).
  *
- * One thread, not one per layer: a list pass already keeps two cores busy
- * (inflating on one, hashing on the other: layers/layer_reader.c), the
- * downloads need a share of them too, and the indexers a pass feeds were
- * written for one pass at a time. */
+ * As many threads as ib_fs_list_layers_ahead reads layers at once: one
+ * layer's pass keeps some 1.3 cores busy, and the transfers take a share
+ * too. */
 #include "pull_lists.h"
 
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../store/indexer.h"
 #include "../util/cleanup.h"
+#include "../util/cpus.h"
 #include "../util/fsutil.h"
 #include "fsview.h"
+
+#define LISTERS 2
 
 struct ib_pull_lister
 {
   struct ib_store *s;
-  pthread_t thread;
+  pthread_t thread[LISTERS];
+  size_t n_threads;
+  struct ib_index_pass *pass; /* shared by the threads' passes; NULL: each its own */
   pthread_mutex_t lock; /* everything below */
   pthread_cond_t wake;
   struct ib_descriptor manifest; /* the pulled image's, once its config came */
@@ -48,7 +54,7 @@ arrived (void *data, const struct ib_image *img, size_t i)
         }
       l->arrived[l->n_arrived++] = i - 1;
     }
-  pthread_cond_signal (&l->wake);
+  pthread_cond_broadcast (&l->wake);
   pthread_mutex_unlock (&l->lock);
 }
 
@@ -73,7 +79,15 @@ list_layer (struct ib_pull_lister *l, const struct ib_image *img, size_t k)
 {
   struct ib_fs_list *list;
   ib_error_t e = NULL;
-  if (k < img->n_layers && ib_fs_list_layer (l->s, &img->layers[k], &img->diff_ids[k], &list, &e) == 0)
+  if (k < img->n_layers && ib_fs_list_cached (l->s, &img->layers[k], &img->diff_ids[k]))
+    {
+      /* Listed before (a warm build): nothing is loaded for nothing. */
+      pthread_mutex_lock (&l->lock);
+      l->stats.listed++;
+      pthread_mutex_unlock (&l->lock);
+      return;
+    }
+  if (k < img->n_layers && ib_fs_list_layer_in (l->s, &img->layers[k], &img->diff_ids[k], l->pass, &list, &e) == 0)
     {
       ib_fs_list_free (list);
       pthread_mutex_lock (&l->lock);
@@ -101,7 +115,8 @@ run (void *data)
       if (img)
         list_layer (l, img, k);
       pthread_mutex_lock (&l->lock);
-      l->stats.layers = img ? img->n_layers : 0;
+      if (img)
+        l->stats.layers = img->n_layers;
     }
   pthread_mutex_unlock (&l->lock);
   ib_image_free (img);
@@ -115,9 +130,15 @@ ib_pull_lister_start (struct ib_store *s, struct ib_pull_listener *listener)
   l->s = s;
   pthread_mutex_init (&l->lock, NULL);
   pthread_cond_init (&l->wake, NULL);
-  if (pthread_create (&l->thread, NULL, run, l) != 0)
+  cleanup_free char *spool_dir = ib_fs_spool_dir (s);
+  l->pass = spool_dir ? ib_index_pass_start (s, spool_dir) : NULL;
+  size_t want = ib_online_cpus () > 1 ? LISTERS : 1;
+  while (l->n_threads < want && pthread_create (&l->thread[l->n_threads], NULL, run, l) == 0)
+    l->n_threads++;
+  if (l->n_threads == 0)
     {
       /* No thread: no listener either; the build lists after the pull. */
+      ib_index_pass_finish (l->pass);
       pthread_cond_destroy (&l->wake);
       pthread_mutex_destroy (&l->lock);
       free (l);
@@ -138,9 +159,11 @@ ib_pull_lister_finish (struct ib_pull_lister *l, bool pull_failed, struct ib_pul
   pthread_mutex_lock (&l->lock);
   l->over = true;
   l->failed = pull_failed;
-  pthread_cond_signal (&l->wake);
+  pthread_cond_broadcast (&l->wake);
   pthread_mutex_unlock (&l->lock);
-  pthread_join (l->thread, NULL);
+  for (size_t i = 0; i < l->n_threads; i++)
+    pthread_join (l->thread[i], NULL);
+  ib_index_pass_finish (l->pass);
   if (stats)
     *stats = l->stats;
   pthread_cond_destroy (&l->wake);

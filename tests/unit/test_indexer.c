@@ -15,6 +15,7 @@
 #include "../../store/indexer.h"
 #include "../../store/store.h"
 #include "../../util/cleanup.h"
+#include "../../util/cpus.h"
 #include "../../util/fsutil.h"
 #include "../../view/fsview.h"
 #include "test.h"
@@ -45,7 +46,9 @@ record (void *data, const char *path, const char *digest, const char *text, size
   struct seen *x = data;
   /* The last file's call outlasts the pass's end: a list that did not
    * wait for its worker would be returned before it returns. */
-  if (strcmp (path, "opt/f4.so") == 0)
+  char last[32];
+  snprintf (last, sizeof (last), "opt/f%02d.so", FILES - 1);
+  if (strcmp (path, last) == 0)
     nanosleep (&(struct timespec){ 0, 50 * 1000 * 1000 }, NULL);
   char buf[4096];
   ssize_t got = pread (fd, buf, sizeof (buf), 0);
@@ -144,5 +147,94 @@ indexer_worker_only_for_a_concurrent_indexer (struct test_ctx *t)
   p = ib_index_pass_start (s, test_tmpdir ());
   CHECK (t, ib_index_pass_threads (p) > 0);
   ib_index_pass_finish (p);
+  ib_store_free (s);
+}
+
+/* ---- layers listed at once ------------------------------------------------ */
+
+struct turns
+{
+  pthread_mutex_t lock;
+  int inside, most_inside;
+  pthread_t threads[8];
+  size_t n_threads, calls;
+};
+
+static enum ib_index_need
+wants_text (void *data, const char *path, uint64_t size, const unsigned char *head, size_t n_head)
+{
+  (void) data, (void) path, (void) size, (void) head, (void) n_head;
+  return IB_INDEX_TEXT;
+}
+
+/* A call that lasts: two made at once, from two layers' passes, would be
+ * seen inside together. */
+static void
+take_turn (void *data, const char *path, const char *digest, const char *text, size_t len, int fd)
+{
+  (void) path, (void) digest, (void) text, (void) len, (void) fd;
+  struct turns *x = data;
+  pthread_mutex_lock (&x->lock);
+  x->inside++;
+  x->most_inside = x->inside > x->most_inside ? x->inside : x->most_inside;
+  bool known = false;
+  for (size_t i = 0; i < x->n_threads; i++)
+    known |= pthread_equal (x->threads[i], pthread_self ());
+  if (!known && x->n_threads < 8)
+    x->threads[x->n_threads++] = pthread_self ();
+  x->calls++;
+  pthread_mutex_unlock (&x->lock);
+  nanosleep (&(struct timespec){ 0, 20 * 1000 * 1000 }, NULL);
+  pthread_mutex_lock (&x->lock);
+  x->inside--;
+  pthread_mutex_unlock (&x->lock);
+}
+
+void
+indexer_layers_listed_at_once_take_turns_in_the_pass (struct test_ctx *t)
+{
+  if (ib_online_cpus () < 2)
+    return; /* one CPU: layers are listed one at a time, by the caller */
+  ib_error_t err = NULL;
+  struct ib_store *s;
+  cleanup_free char *root = ib_path_join (test_tmpdir (), "store");
+  CHECK (t, ib_store_open (root, &s, &err) == 0);
+  enum { LAYERS = 3, PER = 4 };
+  struct ib_descriptor desc[LAYERS];
+  ib_digest diff_ids[LAYERS];
+  for (size_t k = 0; k < LAYERS; k++)
+    {
+      struct ib_layer_entry e[PER];
+      char names[PER][32], src[PER][32], text[PER][32];
+      for (size_t i = 0; i < PER; i++)
+        {
+          snprintf (names[i], sizeof (names[i]), "opt/l%zu/f%zu.txt", k, i);
+          snprintf (src[i], sizeof (src[i]), "src-l%zu-f%zu", k, i);
+          snprintf (text[i], sizeof (text[i]), "layer %zu file %zu\n", k, i);
+          e[i] = (struct ib_layer_entry){ .path = names[i], .type = IB_ENTRY_FILE, .mode = -1 };
+          e[i].source = (char *) test_write (test_tmpdir (), src[i], text[i]);
+        }
+      struct ib_layer_options o = { .mtime = 0, .gzip_level = 6 };
+      struct ib_layer_result r = { 0 };
+      CHECK (t, ib_layer_write (s, e, PER, &o, &r, &err) == 0);
+      desc[k] = r.desc;
+      diff_ids[k] = r.diff_id;
+    }
+  struct turns x = { .lock = PTHREAD_MUTEX_INITIALIZER };
+  struct ib_indexer ix = { "turns", wants_text, take_turn, &x, false };
+  ib_store_add_indexer (s, &ix);
+  struct ib_image img = { .n_layers = LAYERS, .layers = desc, .diff_ids = diff_ids };
+  ib_fs_list_layers_ahead (s, &img, 0);
+  /* Every layer listed and cached, on threads of their own, at once... */
+  for (size_t k = 0; k < LAYERS; k++)
+    CHECK (t, ib_fs_list_cached (s, &desc[k], &diff_ids[k]));
+  CHECK (t, x.calls == LAYERS * PER);
+  CHECK (t, x.n_threads >= 2);
+  for (size_t i = 0; i < x.n_threads; i++)
+    CHECK (t, !pthread_equal (x.threads[i], pthread_self ()));
+  /* ...and the calls made in their passes one at a time. */
+  CHECK (t, x.most_inside == 1);
+  for (size_t k = 0; k < LAYERS; k++)
+    ib_descriptor_clear (&desc[k]);
   ib_store_free (s);
 }
