@@ -136,6 +136,8 @@ extract_by_range (struct ib_store *s, const struct ib_image *img, int layer, con
     if (wanted[i]->layer == layer)
       left[m++] = wanted[i];
   *n_left = m;
+  if (m == 0)
+    return 0; /* nothing of this layer: it is not even opened */
   struct ib_layer_seek *k = NULL;
   cleanup_free char *dir = NULL;
   if (!seekable (s, img, layer, wanted, n) || ib_store_cache_dir (s, "spool", &dir, NULL) < 0
