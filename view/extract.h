@@ -19,7 +19,12 @@ typedef int (*ib_extract_fn) (void *data, const struct ib_fs_entry *entry, struc
 
 /* For each entry of WANTED (entries of a view over IMG, so each names the
  * layer that provides it), call FN with its content.  Layers are read in
- * order, each at most once, and only those that provide a wanted file. */
+ * order, each at most once, and only those that provide a wanted file: a
+ * trusted gzip or uncompressed layer by range where its list knows where
+ * each wanted file's data starts (layers/layer_seek.h; each file's bytes
+ * proven by its digest before FN sees them, FN handed a reader of that
+ * file alone), else, and for any file whose range did not prove, by one
+ * streaming pass. */
 int ib_extract_entries (struct ib_store *s, const struct ib_image *img, const struct ib_fs_entry *const *wanted,
                         size_t n, ib_extract_fn fn, void *data, ib_error_t *err);
 
