@@ -9,7 +9,6 @@
 
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
-#include "layer_reader.h"
 #include "tarpath.h"
 
 /* An open-addressing hash set of strings: a layer can have 100,000
