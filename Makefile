@@ -42,7 +42,7 @@ CXXFLAGS += -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize=vptr,funct
 LDFLAGS += -fsanitize=address,undefined
 endif
 
-LIB_SRC := $(wildcard util/*.c store/*.c layers/*.c view/*.c registry/*.c transports/*.c symbol-check/*.c link-check/*.c kernels/*.c kernels/dcp2/dcp2_math.c recipe/*.c smoke/*.c definition/*.c \
+LIB_SRC := $(wildcard util/*.c store/*.c layers/*.c layer-read/*.c view/*.c registry/*.c transports/*.c symbol-check/*.c link-check/*.c kernels/*.c kernels/dcp2/dcp2_math.c recipe/*.c smoke/*.c definition/*.c \
   pycompile/*.c core/*.c diff/*.c cluster/*.c gates/*.c attest/*.c builder/*.c verify/*.c)
 LIB_CXX := $(wildcard recipe/*.cc)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(LIB_CXX:%.cc=$(BUILD)/obj/%.o)

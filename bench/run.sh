@@ -34,7 +34,7 @@
 #   skopeo      skopeo copy of the result to a new OCI layout
 #   verify      imgverify of the result: its layers were read through by the
 #               builds in this store, so their bytes are hashed and their
-#               diff_ids and entries are those reads' (layers/readthrough.h)
+#               diff_ids and entries are those reads' (layer-read/readthrough.h)
 #   verify-full imgverify --full: every layer inflated and checked again (a
 #               store that never read the image);  sha256sum, openssl-sha256:
 #               of its blobs, 2 at a time;  inflate: igzip -dc of its layers,

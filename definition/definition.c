@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "../layers/image.h"
-#include "../layers/layer_reader.h"
+#include "../layer-read/layer_reader.h"
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
 #include "definition_private.h"

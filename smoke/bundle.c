@@ -19,7 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../layers/layer_reader.h"
+#include "../layer-read/layer_reader.h"
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
 #include "../layers/tarpath.h"

@@ -36,7 +36,7 @@ int ib_sha256_fd (int fd, uint64_t length, const char *what, ib_digest *out, uin
                   void (*progress) (void *, unsigned long long), void *data, ib_error_t *err);
 
 /* A hash worker: ib_sha256_update run on a second thread, so that a reader
- * that inflates a layer on its own thread (layers/layer_reader.c) does not
+ * that inflates a layer on its own thread (layer-read/layer_reader.c) does not
  * also spend half its time hashing: on sha_ni machines SHA-256 and igzip's
  * inflate go at about the same speed, and a layer has two streams to hash
  * (the blob and the tar).  Jobs run one at a time in the order they were

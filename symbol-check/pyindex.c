@@ -4,7 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../layers/layer_reader.h"
+#include "../layer-read/layer_reader.h"
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
 #include "elfsyms.h"

@@ -23,7 +23,7 @@
 
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
-#include "../layers/layer_reader.h"
+#include "../layer-read/layer_reader.h"
 #include "../layers/tarlayer.h"
 #include "transports.h"
 #include "../layers/tarpath.h"

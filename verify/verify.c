@@ -11,8 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../layers/layer_reader.h"
-#include "../layers/readthrough.h"
+#include "../layer-read/layer_reader.h"
+#include "../layer-read/readthrough.h"
 #include "../util/cpus.h"
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"

@@ -31,7 +31,7 @@ struct ib_verify_how
   size_t lenient_layers;
   int jobs; /* threads; 0: one per CPU */
   /* Read every layer through.  Without it, a layer whose blob this store
-   * has read through before (layers/readthrough.h) has its bytes hashed,
+   * has read through before (layer-read/readthrough.h) has its bytes hashed,
    * and its diff_id and hostile entries are the record's. */
   bool full;
 };

@@ -10,9 +10,9 @@
 
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
-#include "../layers/inflate_index.h"
-#include "../layers/inflate_index.h"
-#include "../layers/layer_seek.h"
+#include "../layer-read/inflate_index.h"
+#include "../layer-read/inflate_index.h"
+#include "../layer-read/layer_seek.h"
 #include "../layers/tarpath.h"
 
 static int

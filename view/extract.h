@@ -10,7 +10,7 @@
 
 #include "fsview.h"
 #include "../layers/image.h"
-#include "../layers/layer_reader.h"
+#include "../layer-read/layer_reader.h"
 #include "../store/store.h"
 
 /* Called once per wanted file, with the reader positioned at its data. */
@@ -21,7 +21,7 @@ typedef int (*ib_extract_fn) (void *data, const struct ib_fs_entry *entry, struc
  * layer that provides it), call FN with its content.  Layers are read in
  * order, each at most once, and only those that provide a wanted file: a
  * trusted gzip or uncompressed layer by range where its list knows where
- * each wanted file's data starts (layers/layer_seek.h; each file's bytes
+ * each wanted file's data starts (layer-read/layer_seek.h; each file's bytes
  * proven by its digest before FN sees them, FN handed a reader of that
  * file alone), else, and for any file whose range did not prove, by one
  * streaming pass. */

@@ -17,7 +17,7 @@
 #include "../layers/image.h"
 #include "fscache.h"
 #include "../store/indexer.h"
-#include "../layers/layer_reader.h"
+#include "../layer-read/layer_reader.h"
 #include "../layers/tarpath.h"
 
 

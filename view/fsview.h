@@ -40,7 +40,7 @@ struct ib_fs_entry
    * NULL for "none": pushed on a view, it reads "") */
   const char *digest;
   /* A regular file's data: one more than its offset in its layer's tar
-   * stream (layers/layer_seek.h); 0 when not known (a list a caller
+   * stream (layer-read/layer_seek.h); 0 when not known (a list a caller
    * made, a sparse file). */
   uint64_t at;
 };

@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "../../layers/image.h"
-#include "../../layers/inflate_index.h"
+#include "../../layer-read/inflate_index.h"
 #include "../../layers/tarlayer.h"
 #include "../../store/store.h"
 #include "../../util/cleanup.h"

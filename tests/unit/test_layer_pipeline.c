@@ -14,7 +14,7 @@
 #include <zstd.h>
 
 #include "../../store/digest.h"
-#include "../../layers/layer_reader.h"
+#include "../../layer-read/layer_reader.h"
 #include "../../store/store.h"
 #include "../../util/cleanup.h"
 #include "../../util/fsutil.h"

@@ -10,7 +10,7 @@
 
 #include "../../view/fscache.h"
 #include "../../view/fsview.h"
-#include "../../layers/layer_reader.h"
+#include "../../layer-read/layer_reader.h"
 #include "../../store/store.h"
 #include "../../layers/tarcheck.h"
 #include "../../layers/tarlayer.h"

@@ -1,5 +1,5 @@
-/* A gzip layer's inflate index (layers/inflate_index.h) and the parallel
- * inflate that uses it (layers/pinflate.h), through the layer reader: the
+/* A gzip layer's inflate index (layer-read/inflate_index.h) and the parallel
+ * inflate that uses it (layer-read/pinflate.h), through the layer reader: the
  * index is recorded at a first read and used at the next, with the same
  * digests; an index forged so that it loads (its hash made right) makes
  * the read fall back, still right, and is dropped; a damaged one is not
@@ -14,8 +14,8 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "../../layers/inflate_index.h"
-#include "../../layers/layer_reader.h"
+#include "../../layer-read/inflate_index.h"
+#include "../../layer-read/layer_reader.h"
 #include "../../store/digest.h"
 #include "../../store/store.h"
 #include "../../util/cleanup.h"

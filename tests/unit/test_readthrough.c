@@ -1,4 +1,4 @@
-/* Records of whole layer reads (layers/readthrough.h) and imgverify's use of
+/* Records of whole layer reads (layer-read/readthrough.h) and imgverify's use of
  * them: the bytes are always hashed, the rest is the record's only when the
  * record is whole, of these rules, and of a read that listed every entry. */
 #include <archive.h>
@@ -11,8 +11,8 @@
 
 #include "../../core/report.h"
 #include "../../layers/image.h"
-#include "../../layers/layer_reader.h"
-#include "../../layers/readthrough.h"
+#include "../../layer-read/layer_reader.h"
+#include "../../layer-read/readthrough.h"
 #include "../../layers/tarcheck.h"
 #include "../../util/cleanup.h"
 #include "../../util/fsutil.h"

@@ -16,7 +16,7 @@
 #include "inflate_index.h"
 #include "pinflate.h"
 #include "readthrough.h"
-#include "tarcheck.h"
+#include "../layers/tarcheck.h"
 
 #define IN_CHUNK (256u << 10)
 #define OUT_CHUNK (1u << 20)

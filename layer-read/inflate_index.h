@@ -1,6 +1,6 @@
 /* A gzip layer's inflate index: checkpoints where its inflate may be
  * resumed (util/gunzip.h), so that a later read can inflate the one stream
- * on several threads (layers/pinflate.h), zran-style.
+ * on several threads (layer-read/pinflate.h), zran-style.
  *
  * Recorded by the layer reader at a blob's first whole read (a build, a
  * pull, a first imgverify) and kept when both of its digests were right,

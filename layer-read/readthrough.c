@@ -9,7 +9,7 @@
 
 #include "../util/cleanup.h"
 #include "../util/fsutil.h"
-#include "tarcheck.h"
+#include "../layers/tarcheck.h"
 
 /* The file, text:
  *   imgbuild-read-through 1 RULES LIBARCHIVE\n
