@@ -6,6 +6,7 @@
 #include <archive_entry.h>
 #include <malloc.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -247,9 +248,15 @@ ib_fs_unescape (char *s)
   return ib_xstrdup (s);
 }
 
-int
-ib_fs_list_layer_in (struct ib_store *s, const struct ib_descriptor *blob, const ib_digest *diff_id,
-                     struct ib_index_pass *shared, struct ib_fs_list **out, ib_error_t *err)
+/* TRIM: give the pass's heap back (malloc_trim) at the end, which only
+ * the one thread of a build that lists layers may do: glibc sets up its
+ * own malloc at the first malloc_trim when another allocator has taken
+ * malloc's place (ASan's), and two threads making that first call at once
+ * leave its arena counted once for two, which aborted imgverify at the
+ * second thread's exit (CI's sanitized tier). */
+static int
+list_layer (struct ib_store *s, const struct ib_descriptor *blob, const ib_digest *diff_id,
+            struct ib_index_pass *shared, bool trim, struct ib_fs_list **out, ib_error_t *err)
 {
   cleanup_free char *dir = NULL;
   if (ib_store_cache_dir (s, "files", &dir, err) < 0)
@@ -284,16 +291,24 @@ ib_fs_list_layer_in (struct ib_store *s, const struct ib_descriptor *blob, const
   /* The pass's heap (the list computed, the indexers' file texts, the
    * tar check's names) is free but held by malloc between the view's
    * blocks: given back, as the next layer's pass would not reuse it all. */
-  malloc_trim (0);
+  if (trim)
+    malloc_trim (0);
   *out = l;
   return 0;
+}
+
+int
+ib_fs_list_layer_in (struct ib_store *s, const struct ib_descriptor *blob, const ib_digest *diff_id,
+                     struct ib_index_pass *shared, struct ib_fs_list **out, ib_error_t *err)
+{
+  return list_layer (s, blob, diff_id, shared, false, out, err);
 }
 
 int
 ib_fs_list_layer (struct ib_store *s, const struct ib_descriptor *blob, const ib_digest *diff_id,
                   struct ib_fs_list **out, ib_error_t *err)
 {
-  return ib_fs_list_layer_in (s, blob, diff_id, NULL, out, err);
+  return list_layer (s, blob, diff_id, NULL, true, out, err);
 }
 
 /* ---- layers listed at once ------------------------------------------------ */
@@ -378,4 +393,5 @@ ib_fs_list_layers_ahead (struct ib_store *s, const struct ib_image *img, size_t 
     pthread_join (th[i], NULL);
   ib_index_pass_finish (a.pass);
   pthread_mutex_destroy (&a.lock);
+  malloc_trim (0); /* the passes' heap, given back once they are all done */
 }

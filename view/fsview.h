@@ -67,7 +67,9 @@ int ib_fs_list_layer (struct ib_store *s, const struct ib_descriptor *blob, cons
                       struct ib_fs_list **out, ib_error_t *err);
 void ib_fs_list_free (struct ib_fs_list *l);
 /* The same, the indexers' calls of the pass made in PASS (store/indexer.h:
- * several layers read at once share one; NULL: a pass of its own). */
+ * several layers read at once share one; NULL: a pass of its own), for a
+ * thread of several that list layers at once: the heap is not trimmed at
+ * the end (the thread that started them does it once they are done). */
 struct ib_index_pass;
 int ib_fs_list_layer_in (struct ib_store *s, const struct ib_descriptor *blob, const ib_digest *diff_id,
                          struct ib_index_pass *pass, struct ib_fs_list **out, ib_error_t *err);

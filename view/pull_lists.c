@@ -7,6 +7,7 @@
  * too. */
 #include "pull_lists.h"
 
+#include <malloc.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -164,6 +165,7 @@ ib_pull_lister_finish (struct ib_pull_lister *l, bool pull_failed, struct ib_pul
   for (size_t i = 0; i < l->n_threads; i++)
     pthread_join (l->thread[i], NULL);
   ib_index_pass_finish (l->pass);
+  malloc_trim (0); /* the listers' heap, given back once they are done */
   if (stats)
     *stats = l->stats;
   pthread_cond_destroy (&l->wake);
