@@ -249,11 +249,13 @@ ib_fs_unescape (char *s)
 }
 
 /* TRIM: give the pass's heap back (malloc_trim) at the end, which only
- * the one thread of a build that lists layers may do: glibc sets up its
- * own malloc at the first malloc_trim when another allocator has taken
- * malloc's place (ASan's), and two threads making that first call at once
- * leave its arena counted once for two, which aborted imgverify at the
- * second thread's exit (CI's sanitized tier). */
+ * the one thread of a build that lists layers does.  Under ASan (which
+ * does not intercept malloc_trim) glibc sets up its own malloc at the
+ * first call and hands that thread its main arena uncounted; with lists
+ * made on several threads, each trimming, imgverify aborted once in CI's
+ * sanitized tier in glibc's arena count at a thread's exit.  That this is
+ * the interleaving is likely, not proven (a two-thread program did not
+ * reproduce it); with one thread trimming it did not recur. */
 static int
 list_layer (struct ib_store *s, const struct ib_descriptor *blob, const ib_digest *diff_id,
             struct ib_index_pass *shared, bool trim, struct ib_fs_list **out, ib_error_t *err)
