@@ -41,13 +41,6 @@ struct slot
   uint64_t ticket; /* its last hash job; 0 none */
 };
 
-enum codec
-{
-  CODEC_NONE,
-  CODEC_GZIP,
-  CODEC_ZSTD
-};
-
 struct ib_layer_reader
 {
   struct ib_store *store;
@@ -57,7 +50,7 @@ struct ib_layer_reader
   struct ib_descriptor blob;
   ib_digest expected_diff_id;
   bool have_diff_id;
-  enum codec codec;
+  enum ib_blob_codec codec;
   ib_sha256 *blob_hash, *tar_hash;
   uint64_t blob_size;
   struct ib_hash_worker *hw;
@@ -226,7 +219,7 @@ produce (struct ib_layer_reader *r)
 {
   if (r->pin)
     return produce_parallel (r);
-  if (r->codec == CODEC_NONE)
+  if (r->codec == IB_BLOB_PLAIN)
     return produce_plain (r);
   if (r->out == NULL || r->out_full)
     r->out = next_slot (r, r->out_ring, OUT_SLOTS, OUT_CHUNK, &r->out_i);
@@ -244,7 +237,7 @@ produce (struct ib_layer_reader *r)
           return 0;
         }
       size_t made = 0;
-      if (r->codec == CODEC_GZIP)
+      if (r->codec == IB_BLOB_GZIP)
         {
           /* Concatenated gzip members are one stream (RFC 1952): after a
            * member's end, what input is left starts the next. */
@@ -288,14 +281,14 @@ archive_read_cb (struct archive *a, void *data, const void **buf)
   return n;
 }
 
-static enum codec
-sniff (const unsigned char *p, size_t n)
+enum ib_blob_codec
+ib_blob_codec_of (const unsigned char *p, size_t n)
 {
   if (n >= 2 && p[0] == 0x1f && p[1] == 0x8b)
-    return CODEC_GZIP;
+    return IB_BLOB_GZIP;
   if (n >= 4 && p[0] == 0x28 && p[1] == 0xb5 && p[2] == 0x2f && p[3] == 0xfd)
-    return CODEC_ZSTD;
-  return CODEC_NONE;
+    return IB_BLOB_ZSTD;
+  return IB_BLOB_PLAIN;
 }
 
 /* The CPUs this process may run on (taskset, a cpuset), not the machine's:
@@ -320,10 +313,10 @@ reader_start (struct ib_layer_reader *r, const struct ib_descriptor *blob, ib_er
       *err = steal_pointer (&r->pending);
       return -1;
     }
-  r->codec = r->pin ? CODEC_GZIP : sniff (r->in, r->in_len);
-  if (r->codec == CODEC_GZIP && ib_gunzip_new (&r->gz, err) < 0)
+  r->codec = r->pin ? IB_BLOB_GZIP : ib_blob_codec_of (r->in, r->in_len);
+  if (r->codec == IB_BLOB_GZIP && ib_gunzip_new (&r->gz, err) < 0)
     return -1;
-  if (r->codec == CODEC_ZSTD && (r->zs = ZSTD_createDStream ()) == NULL)
+  if (r->codec == IB_BLOB_ZSTD && (r->zs = ZSTD_createDStream ()) == NULL)
     return ib_error (err, IB_EENV, "ZSTD_createDStream failed");
   r->a = archive_read_new ();
   archive_read_support_format_tar (r->a);
@@ -349,7 +342,7 @@ setup_index (struct ib_layer_reader *r, uint64_t offset, uint64_t length, int th
 {
   unsigned char magic[2];
   if (r->fd < 0 || length < INDEX_MIN_BLOB || ib_gunzip_snapshot_size () == 0
-      || pread (r->fd, magic, 2, (off_t) offset) != 2 || sniff (magic, 2) != CODEC_GZIP)
+      || pread (r->fd, magic, 2, (off_t) offset) != 2 || ib_blob_codec_of (magic, 2) != IB_BLOB_GZIP)
     return;
   ib_error_t e = NULL;
   if (ib_inflate_index_load (r->store, &r->blob.digest, length, &r->index, &e) < 0)
@@ -364,17 +357,6 @@ setup_index (struct ib_layer_reader *r, uint64_t offset, uint64_t length, int th
     ib_error_release (&e);
   if (r->record)
     r->snap = ib_xmalloc (ib_gunzip_snapshot_size ());
-}
-
-/* The length of the blob at L: its range, or the rest of its file. */
-static uint64_t
-blob_length (int fd, const struct ib_blob_loc *l)
-{
-  struct stat st;
-  if (l->length != UINT64_MAX)
-    return l->length;
-  return fd >= 0 && fstat (fd, &st) == 0 && (uint64_t) st.st_size > l->offset ? (uint64_t) st.st_size - l->offset
-                                                                                : 0;
 }
 
 struct ib_layer_reader *
@@ -439,7 +421,7 @@ ib_layer_reader_open_threads (struct ib_store *s, const struct ib_descriptor *bl
   r->tar_hash = ib_sha256_new ();
   r->check = ib_tar_check_new ();
   r->entry_size = -1;
-  setup_index (r, loc.offset, blob_length (r->fd, &loc), threads);
+  setup_index (r, loc.offset, ib_blob_loc_length (&loc, r->fd), threads);
   /* With several inflating threads, this one hashes: it only waits for
    * them otherwise. */
   r->hw = ib_hash_worker_new (r->pin == NULL && loc.length >= THREAD_MIN_BLOB && cpus_usable () > 1);
@@ -578,7 +560,7 @@ ib_layer_reader_end (struct ib_layer_reader *r, ib_digest *diff_id, ib_error_t *
     ib_inflate_index_drop (r->store, &r->blob.digest);
   ib_digest blob, tar;
   ib_sha256_final (r->blob_hash, &blob);
-  if (r->codec == CODEC_NONE)
+  if (r->codec == IB_BLOB_PLAIN)
     tar = blob; /* the same bytes (produce_plain) */
   else
     ib_sha256_final (r->tar_hash, &tar);

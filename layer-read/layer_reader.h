@@ -17,6 +17,16 @@
 
 struct ib_layer_reader;
 
+/* What a layer blob is, by its first bytes (N of them at P): gzip, zstd,
+ * else a plain tar stream. */
+enum ib_blob_codec
+{
+  IB_BLOB_PLAIN,
+  IB_BLOB_GZIP,
+  IB_BLOB_ZSTD
+};
+enum ib_blob_codec ib_blob_codec_of (const unsigned char *p, size_t n);
+
 /* Read the layer BLOB of the store (or view) S, wherever its bytes are.
  * EXPECTED_DIFF_ID may be NULL (not known).  When ib_layer_reader_end finds
  * both digests right, the blob counts as hashed in this run

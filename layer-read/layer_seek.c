@@ -11,6 +11,7 @@
 #include "../util/fsutil.h"
 #include "../util/gunzip.h"
 #include "inflate_index.h"
+#include "layer_reader.h"
 
 #define IN_CHUNK (256u << 10)
 #define OUT_CHUNK (1u << 20)
@@ -29,46 +30,36 @@ struct ib_layer_seek
   size_t in_len, in_pos;
 };
 
-int
-ib_layer_seek_open (struct ib_store *s, const struct ib_descriptor *blob, struct ib_layer_seek **out)
+struct ib_layer_seek *
+ib_layer_seek_open (struct ib_store *s, const struct ib_descriptor *blob)
 {
-  *out = NULL;
-  struct ib_blob_loc loc;
+  __attribute__ ((cleanup (ib_blob_loc_clear))) struct ib_blob_loc loc = { 0 };
   ib_error_t e = NULL;
   if (ib_store_locate_blob (s, &blob->digest, &loc, &e) < 0)
     {
       ib_error_release (&e);
-      return 0;
+      return NULL;
     }
   cleanup_close int fd = ib_blob_loc_open (&loc, &blob->digest, &e);
   ib_error_release (&e);
-  struct stat st;
+  uint64_t length = ib_blob_loc_length (&loc, fd);
   unsigned char magic[4];
-  uint64_t length = loc.length;
-  if (fd >= 0 && length == UINT64_MAX)
-    length = fstat (fd, &st) == 0 && (uint64_t) st.st_size > loc.offset ? (uint64_t) st.st_size - loc.offset : 0;
-  bool gzip = fd >= 0 && length >= 2 && pread (fd, magic, 2, (off_t) loc.offset) == 2 && magic[0] == 0x1f
-              && magic[1] == 0x8b;
-  bool zstd = fd >= 0 && length >= 4 && pread (fd, magic, 4, (off_t) loc.offset) == 4
-              && memcmp (magic, "\x28\xb5\x2f\xfd", 4) == 0;
-  if (fd < 0 || zstd || blob->size != length)
-    {
-      ib_blob_loc_clear (&loc);
-      return 0;
-    }
+  ssize_t n = fd >= 0 ? pread (fd, magic, sizeof (magic), (off_t) loc.offset) : -1;
+  enum ib_blob_codec codec = n > 0 ? ib_blob_codec_of (magic, (size_t) n) : IB_BLOB_PLAIN;
+  if (fd < 0 || codec == IB_BLOB_ZSTD || blob->size != length)
+    return NULL;
   struct ib_layer_seek *k = ib_xcalloc (1, sizeof (*k));
   k->fd = steal_fd (&fd);
   k->path = steal_pointer (&loc.path);
   k->offset = loc.offset;
   k->length = length;
   k->digest = blob->digest;
-  k->gzip = gzip;
-  if (gzip && ib_gunzip_snapshot_size () && ib_inflate_index_load (s, &blob->digest, length, &k->index, &e) < 0)
+  k->gzip = codec == IB_BLOB_GZIP;
+  if (k->gzip && ib_gunzip_snapshot_size () && ib_inflate_index_load (s, &blob->digest, length, &k->index, &e) < 0)
     ib_error_release (&e);
   k->in = ib_xmalloc (IN_CHUNK);
   k->out = ib_xmalloc (OUT_CHUNK);
-  *out = k;
-  return 0;
+  return k;
 }
 
 void

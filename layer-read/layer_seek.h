@@ -22,10 +22,10 @@
 
 struct ib_layer_seek;
 
-/* BLOB of S, to be read by ranges; 0 with *OUT NULL when it cannot be
- * (a zstd blob, or one that cannot be opened: the caller reads it whole
- * and says why). */
-int ib_layer_seek_open (struct ib_store *s, const struct ib_descriptor *blob, struct ib_layer_seek **out);
+/* BLOB of S, to be read by ranges; NULL when it cannot be (a zstd blob,
+ * one that cannot be opened, or one whose length is not the descriptor's:
+ * the caller reads it whole, which says why). */
+struct ib_layer_seek *ib_layer_seek_open (struct ib_store *s, const struct ib_descriptor *blob);
 /* The LEN bytes at AT of the tar stream, handed to FN in pieces, in
  * order; FN's failure stops the read.  Ranges in increasing order cost
  * the least (an inflater goes on where it stands when no checkpoint lies

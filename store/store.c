@@ -86,6 +86,16 @@ lock_users (const char *root, ib_error_t *err)
   return fd;
 }
 
+uint64_t
+ib_blob_loc_length (const struct ib_blob_loc *l, int fd)
+{
+  struct stat st;
+  if (l->length != UINT64_MAX)
+    return l->length;
+  return fd >= 0 && fstat (fd, &st) == 0 && (uint64_t) st.st_size > l->offset ? (uint64_t) st.st_size - l->offset
+                                                                                : 0;
+}
+
 int
 ib_store_open (const char *root, struct ib_store **out, ib_error_t *err)
 {

@@ -46,6 +46,9 @@ void ib_blob_loc_clear (struct ib_blob_loc *l);
 /* Open L for reading, positioned at its first byte (IB_EINTEGRITY when the
  * file is missing: a blob that a manifest names is not there). */
 int ib_blob_loc_open (const struct ib_blob_loc *l, const ib_digest *d, ib_error_t *err);
+/* How many bytes the blob at L has, FD being L opened: its range, or the
+ * rest of its file (0 when that cannot be told). */
+uint64_t ib_blob_loc_length (const struct ib_blob_loc *l, int fd);
 /* The digest and size of D's bytes where they are (a view's too: the
  * artifact's); PROGRESS (may be NULL) is told of the bytes as read. */
 int ib_store_hash_blob (const struct ib_store *s, const ib_digest *d, ib_digest *out, uint64_t *size,

@@ -329,14 +329,16 @@ layer_media_type (struct ib_store *s, const ib_digest *d)
   cleanup_close int fd = ib_store_locate_blob (s, d, &l, NULL) == 0 ? ib_blob_loc_open (&l, d, NULL) : -1;
   ib_blob_loc_clear (&l);
   unsigned char magic[4] = { 0 };
-  if (fd >= 0 && ib_read_full (fd, magic, 4) == 4)
+  ssize_t n = fd >= 0 ? ib_read_full (fd, magic, 4) : 0;
+  switch (ib_blob_codec_of (magic, n > 0 ? (size_t) n : 0))
     {
-      if (magic[0] == 0x1f && magic[1] == 0x8b)
-        return IB_MT_OCI_LAYER_GZIP;
-      if (magic[0] == 0x28 && magic[1] == 0xb5 && magic[2] == 0x2f && magic[3] == 0xfd)
-        return IB_MT_OCI_LAYER_ZSTD;
+    case IB_BLOB_GZIP:
+      return IB_MT_OCI_LAYER_GZIP;
+    case IB_BLOB_ZSTD:
+      return IB_MT_OCI_LAYER_ZSTD;
+    default:
+      return IB_MT_OCI_LAYER;
     }
-  return IB_MT_OCI_LAYER;
 }
 
 static bool

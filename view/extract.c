@@ -141,7 +141,7 @@ extract_by_range (struct ib_store *s, const struct ib_image *img, int layer, con
   struct ib_layer_seek *k = NULL;
   cleanup_free char *dir = NULL;
   if (!seekable (s, img, layer, wanted, n) || ib_store_cache_dir (s, "spool", &dir, NULL) < 0
-      || ib_layer_seek_open (s, &img->layers[layer], &k) < 0 || k == NULL)
+      || (k = ib_layer_seek_open (s, &img->layers[layer])) == NULL)
     return 0;
   cleanup_free char *tmp = ib_path_join (dir, ".extract-XXXXXX");
   cleanup_close int spool = mkostemp (tmp, O_CLOEXEC);

@@ -78,24 +78,20 @@ next_layer (struct ib_pull_lister *l, size_t *layer)
 static void
 list_layer (struct ib_pull_lister *l, const struct ib_image *img, size_t k)
 {
-  struct ib_fs_list *list;
+  if (k >= img->n_layers)
+    return;
+  struct ib_fs_list *list = NULL;
   ib_error_t e = NULL;
-  if (k < img->n_layers && ib_fs_list_cached (l->s, &img->layers[k], &img->diff_ids[k]))
-    {
-      /* Listed before (a warm build): nothing is loaded for nothing. */
-      pthread_mutex_lock (&l->lock);
-      l->stats.listed++;
-      pthread_mutex_unlock (&l->lock);
-      return;
-    }
-  if (k < img->n_layers && ib_fs_list_layer_in (l->s, &img->layers[k], &img->diff_ids[k], l->pass, &list, &e) == 0)
-    {
-      ib_fs_list_free (list);
-      pthread_mutex_lock (&l->lock);
-      l->stats.listed++;
-      pthread_mutex_unlock (&l->lock);
-    }
+  /* Listed before (a warm build): counted, and nothing is loaded for nothing. */
+  bool listed = ib_fs_list_cached (l->s, &img->layers[k], &img->diff_ids[k])
+                || ib_fs_list_layer_in (l->s, &img->layers[k], &img->diff_ids[k], l->pass, &list, &e) == 0;
+  ib_fs_list_free (list);
   ib_error_release (&e);
+  if (!listed)
+    return;
+  pthread_mutex_lock (&l->lock);
+  l->stats.listed++;
+  pthread_mutex_unlock (&l->lock);
 }
 
 static void *
