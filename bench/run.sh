@@ -54,8 +54,8 @@
 #               rebuild of the same inputs keeps its attestation
 #               (attest/provenance.c), one under a new name records a new one
 # Knobs: BENCH_RUNS (3), BENCH_COLD_RUNS (BENCH_RUNS), BENCH_WARM_RUNS
-# (BENCH_RUNS; warm builds and umoci inserts take a fraction of a second,
-# and their medians want more runs than a 16 GB pass can afford),
+# (BENCH_RUNS; warm builds, umoci inserts and thin pushes take a fraction
+# of a second, and their medians want more runs than a 16 GB pass can afford),
 # BENCH_SKIP_DOCKER=1, BENCH_BASES_ONLY=1 (make the bases, measure nothing).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -473,7 +473,9 @@ run_scenario() {
   record "$sc" push-new-skopeo "skopeo copy to an empty registry"
   start_registry
   skopeo copy -q --dest-tls-verify=false "oci:$layout:base" "docker://$P:$PORT/base:1"
-  for r in $(seq 1 "$RUNS"); do
+  # (a thin push takes a fraction of a second: its median wants the warm
+  # builds' runs; the first, under a new base name, is one of them)
+  for r in $(seq 1 "$WARM_RUNS"); do
     REPORT=1 measure "$sc" push-thin-imgbuild "$IB" "${ibf[@]}" --from "docker://$P:$PORT/base:1" "$W/def" -t bench:thin --push "docker://$P:$PORT/thin-ib:$r"
     measure "$sc" push-thin-skopeo skopeo copy -q --dest-tls-verify=false "oci:$W/store:bench:thin" "docker://$P:$PORT/thin-sk:$r"
   done
