@@ -27,14 +27,6 @@ struct ib_report
   cJSON *requirements; /* ib_report_requirement's, not part of the JSON document */
 };
 
-double
-ib_now (void)
-{
-  struct timespec ts;
-  clock_gettime (CLOCK_MONOTONIC, &ts);
-  return (double) ts.tv_sec + (double) ts.tv_nsec / 1e9;
-}
-
 struct ib_report *
 ib_report_new (const char *prog, const char *schema, bool quiet)
 {

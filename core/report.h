@@ -9,6 +9,8 @@
 
 #include <cjson/cJSON.h>
 
+#include "../util/fsutil.h" /* ib_now */
+
 enum ib_gate_status
 {
   IB_GATE_PASS,
@@ -61,7 +63,6 @@ cJSON *ib_report_json (struct ib_report *r);
  * container runtime): the memory bound of the benchmarks is on the first.
  * Called just before the document is printed or written; again replaces. */
 void ib_report_resources (struct ib_report *r);
-double ib_now (void);
 
 /* A progress bar for long hashing or transfers: bytes, rate, time left, on
  * stderr, only when stderr is a terminal (and the report is not quiet).

@@ -32,7 +32,8 @@ struct ib_transfer_report
  * is in the store (hashed, its digest right): I = 0 for IMG's config, I =
  * k + 1 for its layer k.  IMG is the pull's own (its manifest and its
  * descriptors; no diff_ids: the config may not be there yet), valid only
- * during the call, which must only hand the work on (view/pull_lists.h).
+ * during the call, which hands the work on, and may make the transfer wait
+ * while what it handed on before is too far behind (view/pull_lists.h).
  * A blob the store already had is told of too.  A registry's pull and an
  * OCI layout's call it: the others read their source in one piece. */
 struct ib_pull_listener

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cleanup.h"
@@ -330,4 +331,12 @@ ib_elf_read_at (int fd, void *buf, size_t len, uint64_t off, const char *what, i
   if ((size_t) n != len)
     return ib_error (err, IB_EINTEGRITY, "`%s` is truncated (ELF data past its end)", what);
   return 0;
+}
+
+double
+ib_now (void)
+{
+  struct timespec ts;
+  clock_gettime (CLOCK_MONOTONIC, &ts);
+  return (double) ts.tv_sec + (double) ts.tv_nsec / 1e9;
 }

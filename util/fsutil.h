@@ -52,6 +52,8 @@ char *ib_path_join (const char *a, const char *b);
 char *ib_find_in_path (const char *name, const char *default_path);
 /* Remove a tree (used for temporary folders only). */
 int ib_remove_tree (const char *path, ib_error_t *err);
+/* Seconds on the monotonic clock: for durations, never dates. */
+double ib_now (void);
 void *ib_xmalloc (size_t n);
 void *ib_xcalloc (size_t n, size_t size);
 void *ib_xrealloc (void *p, size_t n);

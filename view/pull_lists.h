@@ -10,7 +10,9 @@
  * the layer and the config (its diff_ids) are there, while the rest of the
  * base is still downloading, so that the build finds every list cached and
  * the cost is the longer of the two, not their sum.  The layer's second
- * read is from the page cache the download just filled.
+ * read is from the page cache the download just filled: a pull that runs
+ * ahead of the listers by more than a bound waits for them (below), or a
+ * base larger than the page cache is read back from the disk.
  *
  * The lists it makes are those ib_fs_list_layer makes, cached the same way
  * and checked the same way (the blob's digest and its diff_id): a layer it
@@ -21,19 +23,32 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "../layers/transport.h"
 
 struct ib_pull_lister;
 
-/* Start the lister for a pull into S; *LISTENER is what the pull is given
+/* The lister's threads take the layers in the order they came; a
+ * transfer that brings a layer while those before it, not listed yet, come
+ * to more than AHEAD bytes waits for them to be listed before it goes on
+ * (so that the listers read what the pull wrote from the page cache, not
+ * the disk).  The default bound: an eighth of the machine's memory, at
+ * least IB_PULL_AHEAD_MIN. */
+#define IB_PULL_AHEAD_MIN (256ull << 20)
+uint64_t ib_pull_lister_default_ahead (void);
+
+/* Start the lister for a pull into S, the pull held back past AHEAD bytes
+ * (0: the default); *LISTENER is what the pull is given
  * (ib_remote_options.listener) and must outlive it. */
-struct ib_pull_lister *ib_pull_lister_start (struct ib_store *s, struct ib_pull_listener *listener);
+struct ib_pull_lister *ib_pull_lister_start (struct ib_store *s, uint64_t ahead, struct ib_pull_listener *listener);
 
 struct ib_pull_lister_stats
 {
   size_t listed;  /* layers whose list the lister made or found cached */
   size_t layers;  /* layers of the image it was told of (0: no config came) */
+  size_t held;          /* transfers that waited for the listers */
+  double held_seconds;  /* the time they waited, added up */
 };
 
 /* The pull is over (PULL_FAILED: it failed): wait for the lister to list

@@ -509,6 +509,66 @@ t_registry_base_listed_while_it_downloads() {
     "$(skopeo inspect --raw "oci:$PWD/s0:over:1" | jq -c .layers)" ]
 }
 
+# A pull that runs ahead of its listers waits for them (view/pull_lists.h):
+# with the bound at 1 MiB and one transfer at a time, the third layer is
+# asked for only once the first, slow to list, is listed; a pull whose
+# config has not come does not wait (nothing would list what it fetched).
+t_registry_pull_waits_for_its_listers() {
+  registry_start open
+  proxy_start
+  # Layer 1: 8 MB of noise (its blob is that size) and 300 MB of zeros to
+  # inflate and hash (it lists in a second or more); 2 and 3 are quick.
+  head -c 8000000 /dev/urandom >p1.bin
+  head -c 300000000 /dev/zero >z1.bin
+  head -c 2000000 /dev/urandom >p2.bin
+  head -c 2000000 /dev/urandom >p3.bin
+  printf 'FROM scratch\n# imgbuild:new /opt/p1.bin\n# imgbuild:new /opt/z1.bin\nCOPY p1.bin /opt/p1.bin\nCOPY z1.bin /opt/z1.bin\n' >D1
+  printf 'FROM b:1\n# imgbuild:new /opt/p2.bin\nCOPY p2.bin /opt/p2.bin\n' >D2
+  printf 'FROM b:2\n# imgbuild:new /opt/p3.bin\nCOPY p3.bin /opt/p3.bin\n' >D3
+  local i
+  for i in 1 2 3; do IMGBUILD_STORE=$PWD/s0 "$IB" -q --smoke=off -f "D$i" -t "b:$i" . >/dev/null; done
+  IMGBUILD_STORE=$PWD/s0 "$IB" -q --smoke=off -f D3 -t b:3 --push "docker://$PROXY/w3:1" . >/dev/null
+  skopeo inspect --config "oci:$PWD/s0:b:3" | jq -r '.rootfs.diff_ids[]' | sed 's/^sha256://' >diff_ids
+  skopeo inspect --raw "oci:$PWD/s0:b:3" | jq -r '.layers[].digest' >layers
+  printf 'FROM b:3\n# imgbuild:new /top\nCOPY top /top\n' >Dover
+  echo top >top
+  : >proxy.jsonl
+  IMGBUILD_STORE=$PWD/fresh IMGBUILD_LIST_AHEAD_MIB=1 "$IB" --smoke=off --transfer-jobs 1 \
+    --from "docker://$PROXY/w3:1" -f Dover -t over:1 . >over.out 2>over.err
+  cat over.err
+  grep -q "base docker://$PROXY/w3:1: 3 of 3 layers listed while the pull went on" over.err
+  grep -Eq "base docker://$PROXY/w3:1: the pull waited [0-9.]+s for the listers \([0-9]+ times?: more than 1 MiB fetched and not listed\)" over.err
+  local asked listed
+  asked=$(jq -r --arg d "$(sed -n 3p layers)" 'select(.method == "GET" and (.path | endswith($d))) | .t' proxy.jsonl | head -1)
+  listed=$(stat -c %.9Y "fresh/imgbuild/files/$(sed -n 1p diff_ids)")
+  echo "layer 1 listed at $listed, layer 3 asked for at $asked"
+  python3 -c 'import sys; sys.exit(not float(sys.argv[1]) <= float(sys.argv[2]))' "$listed" "$asked"
+  # The config held by the proxy, the layers fetched beside it: none waits.
+  printf 'GET /blobs/%s$ wait:%s/go 1\n' "$(skopeo inspect --raw "oci:$PWD/s0:b:3" | jq -r .config.digest)" "$PWD" >faults
+  : >proxy.jsonl
+  IMGBUILD_STORE=$PWD/fresh2 IMGBUILD_LIST_AHEAD_MIB=1 "$IB" --smoke=off --transfer-jobs 2 \
+    --from "docker://$PROXY/w3:1" -f Dover -t over:1 . >over2.out 2>over2.err &
+  local pid=$! got=0
+  for i in $(seq 1 600); do
+    got=$(jq -r 'select(.method == "GET" and (.path | test("/blobs/")) and .status == 200) | .path' proxy.jsonl | sort -u | wc -l)
+    [ "$got" -ge 3 ] && break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  touch go
+  wait "$pid"
+  cat over2.err
+  echo "layers fetched while the config was held: $got"
+  [ "$got" = 3 ]
+  ! grep -q "the pull waited" over2.err
+  # The same image either way, and as one built over the base in the store.
+  IMGBUILD_STORE=$PWD/s0 "$IB" -q --smoke=off -f Dover -t over:1 . >/dev/null
+  [ "$(skopeo inspect --raw "oci:$PWD/fresh:over:1" | jq -c .layers)" = \
+    "$(skopeo inspect --raw "oci:$PWD/s0:over:1" | jq -c .layers)" ]
+  [ "$(skopeo inspect --raw "oci:$PWD/fresh2:over:1" | jq -c .layers)" = \
+    "$(skopeo inspect --raw "oci:$PWD/s0:over:1" | jq -c .layers)" ]
+}
+
 t_registry_parallel_push_same_image_as_serial() {
   registry_start open
   proxy_start

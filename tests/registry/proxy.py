@@ -27,7 +27,8 @@ RULES, read again on every request, has lines `METHOD PATH-REGEX ACTION COUNT`:
 Each rule fires for the first COUNT matching requests; COUNT as SKIP+N lets
 SKIP matching requests pass first.
 
-Each line also has "inflight": how many requests the proxy was handling
+Each line also has "t", when the request came (seconds since the epoch, as
+a file's mtime), and "inflight": how many requests the proxy was handling
 when this one came in, itself included.  A request stops counting before
 its response is sent, so a client that waits for each answer before its
 next request is never seen at more than 1.
@@ -120,7 +121,7 @@ class Proxy(BaseHTTPRequestHandler):
         # (digest=, mount=, from=).
         query = "&".join(q for q in query.split("&") if q and not q.startswith("_state="))
         entry = {"method": self.command, "path": path, "query": query, "fault": fault,
-                 "range": self.headers.get("Range"), "inflight": n}
+                 "range": self.headers.get("Range"), "inflight": n, "t": time.time()}
         if fault in ("drop", "cut"):
             return self.drop(entry, forward=fault == "drop")
         body = self.body()
