@@ -103,10 +103,10 @@ arrived (void *data, const struct ib_image *img, size_t i)
           l->arrived = ib_xrealloc (l->arrived, l->cap * sizeof (*l->arrived));
         }
       l->arrived[l->n_arrived++] = (struct pending){ i - 1, img->layers[i - 1].size, false };
-      pthread_cond_broadcast (&l->wake);
-      hold_back (l, l->n_arrived - 1);
     }
   pthread_cond_broadcast (&l->wake);
+  if (i > 0)
+    hold_back (l, l->n_arrived - 1);
   pthread_mutex_unlock (&l->lock);
 }
 
