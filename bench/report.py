@@ -6,7 +6,8 @@ Usage: bench/report.py RESULTS_DIR OUT_DIR
 RESULTS_DIR holds SCENARIO.tsv (scenario, measure, runs, median_s, min_s,
 max_s, peak_rss_kib, note; the row "input" holds layers, uncompressed and
 compressed bytes, when the scenario started and at which commit, and the
-row "skipped" the reason) and machine.tsv.
+row "skipped" the reason, "docker-skipped" why the Docker rows were not
+run) and machine.tsv.
 verify-bytes and verify-gates are imgverify's own runs split by its report
 (the byte pass, the other gates); results written before them lack them,
 and their rows and ratios are left out.  Results written before
@@ -165,6 +166,8 @@ def main():
             at = f" at commit {p[8]}" if len(p) > 8 and p[8] else ""
             md += [f"Base: {p[2]} layer(s), {int(p[3]) / 2**30:.2f} GiB uncompressed, "
                    f"{int(p[4]) / 2**30:.2f} GiB compressed (started {p[7]}{at}).", ""]
+        if "docker-skipped" in rows:
+            md += [f"Docker rows not run: {rows['docker-skipped'][7]}.", ""]
         md += ["| measure | runs | median s | min s | max s | peak RSS MiB | own RSS MiB | what |",
                "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
         for m in ORDER:
