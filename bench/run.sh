@@ -505,7 +505,7 @@ run_scenario() {
   docker_free=$(free_bytes "$WORK")
   if [ "${BENCH_SKIP_DOCKER:-}" != 1 ] && [ "$docker_free" -lt "$docker_need" ]; then
     say "$sc: docker rows SKIPPED: docker load needs ~$((docker_need / GIB)) GiB free, $WORK has $((docker_free / GIB)) GiB"
-    printf '%s	docker-skipped	0	0	0	0	0	docker load needs ~%d GiB of free disk (the archive and its unpacked copy) beside the store and the registry; this machine had %d GiB left\n' \
+    printf '%s\tdocker-skipped\t0\t0\t0\t0\t0\tdocker load needs ~%d GiB of free disk (the archive and its unpacked copy) beside the store and the registry; this machine had %d GiB left\n' \
       "$sc" $((docker_need / GIB)) $((docker_free / GIB)) >>"$RES/$sc.tsv"
   elif [ "${BENCH_SKIP_DOCKER:-}" != 1 ]; then
     start_dockerd
