@@ -108,8 +108,8 @@ resolve_base (struct ib_build *b, ib_error_t *err)
     ib_report_note (b->report, "base %s: %zu of %zu layers listed while the pull went on", from, listed.listed,
                     listed.layers);
   if (listed.held > 0)
-    ib_report_note (b->report, "base %s: the pull waited %.1fs for the listers (%zu time%s: more than %.0f MiB fetched "
-                    "and not listed)", from, listed.held_seconds, listed.held, listed.held == 1 ? "" : "s",
+    ib_report_note (b->report, "base %s: transfers waited for the listers %zu time%s, %.1fs in all (more than %.0f MiB "
+                    "fetched and not listed)", from, listed.held, listed.held == 1 ? "" : "s", listed.held_seconds,
                     (double) list_ahead () / (1 << 20));
   b->first_overlay_layer = b->base->n_layers;
   /* --platform picks from an index; a single image of another platform is

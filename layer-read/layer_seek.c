@@ -44,7 +44,9 @@ ib_layer_seek_open (struct ib_store *s, const struct ib_descriptor *blob)
   ib_error_release (&e);
   uint64_t length = ib_blob_loc_length (&loc, fd);
   unsigned char magic[4];
-  ssize_t n = fd >= 0 ? pread (fd, magic, sizeof (magic), (off_t) loc.offset) : -1;
+  /* (no byte past the blob: in an archive, the next member follows it) */
+  size_t want = length < sizeof (magic) ? (size_t) length : sizeof (magic);
+  ssize_t n = fd >= 0 ? pread (fd, magic, want, (off_t) loc.offset) : -1;
   enum ib_blob_codec codec = n > 0 ? ib_blob_codec_of (magic, (size_t) n) : IB_BLOB_PLAIN;
   if (fd < 0 || codec == IB_BLOB_ZSTD || blob->size != length)
     return NULL;

@@ -48,7 +48,7 @@ struct ib_pull_lister_stats
   size_t listed;  /* layers whose list the lister made or found cached */
   size_t layers;  /* layers of the image it was told of (0: no config came) */
   size_t held;          /* transfers that waited for the listers */
-  double held_seconds;  /* the time they waited, added up */
+  double held_seconds;  /* the time they waited, each transfer's added up */
 };
 
 /* The pull is over (PULL_FAILED: it failed): wait for the lister to list

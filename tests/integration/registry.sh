@@ -537,7 +537,7 @@ t_registry_pull_waits_for_its_listers() {
     --from "docker://$PROXY/w3:1" -f Dover -t over:1 . >over.out 2>over.err
   cat over.err
   grep -q "base docker://$PROXY/w3:1: 3 of 3 layers listed while the pull went on" over.err
-  grep -Eq "base docker://$PROXY/w3:1: the pull waited [0-9.]+s for the listers \([0-9]+ times?: more than 1 MiB fetched and not listed\)" over.err
+  grep -Eq "base docker://$PROXY/w3:1: transfers waited for the listers [0-9]+ times?, [0-9.]+s in all \(more than 1 MiB fetched and not listed\)" over.err
   local asked listed
   asked=$(jq -r --arg d "$(sed -n 3p layers)" 'select(.method == "GET" and (.path | endswith($d))) | .t' proxy.jsonl | head -1)
   listed=$(stat -c %.9Y "fresh/imgbuild/files/$(sed -n 1p diff_ids)")
@@ -560,7 +560,7 @@ t_registry_pull_waits_for_its_listers() {
   cat over2.err
   echo "layers fetched while the config was held: $got"
   [ "$got" = 3 ]
-  ! grep -q "the pull waited" over2.err
+  ! grep -q "transfers waited" over2.err
   # The same image either way, and as one built over the base in the store.
   IMGBUILD_STORE=$PWD/s0 "$IB" -q --smoke=off -f Dover -t over:1 . >/dev/null
   [ "$(skopeo inspect --raw "oci:$PWD/fresh:over:1" | jq -c .layers)" = \
