@@ -71,16 +71,6 @@ config_str (const struct ib_image *img, const char *key)
   return cJSON_IsString (v) ? v->valuestring : "";
 }
 
-/* $IMGBUILD_LIST_AHEAD_MIB, else the lister's default (view/pull_lists.h). */
-static uint64_t
-list_ahead (void)
-{
-  const char *v = getenv ("IMGBUILD_LIST_AHEAD_MIB");
-  char *end;
-  unsigned long long mib = v && *v ? strtoull (v, &end, 10) : 0;
-  return mib && *end == '\0' ? (uint64_t) mib << 20 : ib_pull_lister_default_ahead ();
-}
-
 static int
 resolve_base (struct ib_build *b, ib_error_t *err)
 {
@@ -97,7 +87,8 @@ resolve_base (struct ib_build *b, ib_error_t *err)
   /* The base's layers are listed as they arrive from a registry, beside
    * the rest of the download (view/pull_lists.h). */
   struct ib_pull_listener listener;
-  struct ib_pull_lister *lister = ib_pull_lister_start (b->store, list_ahead (), &listener);
+  uint64_t ahead = (uint64_t) ib_env_number ("IMGBUILD_LIST_AHEAD_MIB", 0, 1) << 20; /* 0: the lister's default */
+  struct ib_pull_lister *lister = ib_pull_lister_start (b->store, ahead, &listener);
   remote.listener = lister ? &listener : NULL;
   int pulled = ib_image_pull (b->store, from, plat ? &platform : NULL, &remote, &b->base, err);
   struct ib_pull_lister_stats listed;
@@ -110,7 +101,7 @@ resolve_base (struct ib_build *b, ib_error_t *err)
   if (listed.held > 0)
     ib_report_note (b->report, "base %s: transfers waited for the listers %zu time%s, %.1fs in all (more than %.0f MiB "
                     "fetched and not listed)", from, listed.held, listed.held == 1 ? "" : "s", listed.held_seconds,
-                    (double) list_ahead () / (1 << 20));
+                    (double) listed.ahead / (1 << 20));
   b->first_overlay_layer = b->base->n_layers;
   /* --platform picks from an index; a single image of another platform is
    * not silently relabelled. */

@@ -291,6 +291,15 @@ ib_blob_codec_of (const unsigned char *p, size_t n)
   return IB_BLOB_PLAIN;
 }
 
+enum ib_blob_codec
+ib_blob_codec_at (int fd, uint64_t offset, uint64_t length)
+{
+  unsigned char magic[4];
+  size_t want = length < sizeof (magic) ? (size_t) length : sizeof (magic);
+  ssize_t n = fd >= 0 && want > 0 ? pread (fd, magic, want, (off_t) offset) : 0;
+  return ib_blob_codec_of (magic, n > 0 ? (size_t) n : 0);
+}
+
 /* The CPUs this process may run on (taskset, a cpuset), not the machine's:
  * on one, a second thread only adds switches. */
 static int
@@ -340,9 +349,8 @@ reader_start (struct ib_layer_reader *r, const struct ib_descriptor *blob, ib_er
 static void
 setup_index (struct ib_layer_reader *r, uint64_t offset, uint64_t length, int threads)
 {
-  unsigned char magic[2];
   if (r->fd < 0 || length < INDEX_MIN_BLOB || ib_gunzip_snapshot_size () == 0
-      || pread (r->fd, magic, 2, (off_t) offset) != 2 || ib_blob_codec_of (magic, 2) != IB_BLOB_GZIP)
+      || ib_blob_codec_at (r->fd, offset, length) != IB_BLOB_GZIP)
     return;
   ib_error_t e = NULL;
   if (ib_inflate_index_load (r->store, &r->blob.digest, length, &r->index, &e) < 0)

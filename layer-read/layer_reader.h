@@ -26,6 +26,10 @@ enum ib_blob_codec
   IB_BLOB_ZSTD
 };
 enum ib_blob_codec ib_blob_codec_of (const unsigned char *p, size_t n);
+/* The same for the blob of LENGTH bytes at OFFSET of FD (pread: FD's
+ * position stays; no byte past the blob is read, as in an archive the next
+ * member follows it); IB_BLOB_PLAIN when FD is -1 or nothing can be read. */
+enum ib_blob_codec ib_blob_codec_at (int fd, uint64_t offset, uint64_t length);
 
 /* Read the layer BLOB of the store (or view) S, wherever its bytes are.
  * EXPECTED_DIFF_ID may be NULL (not known).  When ib_layer_reader_end finds

@@ -43,11 +43,7 @@ ib_layer_seek_open (struct ib_store *s, const struct ib_descriptor *blob)
   cleanup_close int fd = ib_blob_loc_open (&loc, &blob->digest, &e);
   ib_error_release (&e);
   uint64_t length = ib_blob_loc_length (&loc, fd);
-  unsigned char magic[4];
-  /* (no byte past the blob: in an archive, the next member follows it) */
-  size_t want = length < sizeof (magic) ? (size_t) length : sizeof (magic);
-  ssize_t n = fd >= 0 ? pread (fd, magic, want, (off_t) loc.offset) : -1;
-  enum ib_blob_codec codec = n > 0 ? ib_blob_codec_of (magic, (size_t) n) : IB_BLOB_PLAIN;
+  enum ib_blob_codec codec = ib_blob_codec_at (fd, loc.offset, length);
   if (fd < 0 || codec == IB_BLOB_ZSTD || blob->size != length)
     return NULL;
   struct ib_layer_seek *k = ib_xcalloc (1, sizeof (*k));

@@ -27,15 +27,6 @@ is_loopback (const char *host)
          || (n == 5 && strncmp (host, "[::1]", 5) == 0);
 }
 
-static long
-env_number (const char *name, long dflt, long min)
-{
-  const char *v = getenv (name);
-  char *end;
-  long n = v ? strtol (v, &end, 10) : dflt;
-  return v && (*end || n < min) ? dflt : n;
-}
-
 /* More than this many connections to one registry helps no one. */
 #define MAX_JOBS 64
 
@@ -44,7 +35,7 @@ ib_registry_jobs (const struct ib_remote_options *opt)
 {
   if (opt && opt->transfer_jobs)
     return opt->transfer_jobs;
-  long n = env_number ("IMGBUILD_REGISTRY_JOBS", 4, 1);
+  long n = ib_env_number ("IMGBUILD_REGISTRY_JOBS", 4, 1);
   return n > MAX_JOBS ? MAX_JOBS : (unsigned) n;
 }
 
@@ -126,9 +117,9 @@ open_client (const char *host, const char *repo, bool push, const struct ib_remo
       free (r->scheme);
       r->scheme = ib_xstrdup ("http");
     }
-  r->chunk_size = (uint64_t) env_number ("IMGBUILD_REGISTRY_CHUNK_SIZE", 64l << 20, 1024);
-  r->stall_s = env_number ("IMGBUILD_REGISTRY_STALL_S", 60, 1);
-  r->max_attempts = (unsigned) env_number ("IMGBUILD_REGISTRY_ATTEMPTS", 5, 1);
+  r->chunk_size = (uint64_t) ib_env_number ("IMGBUILD_REGISTRY_CHUNK_SIZE", 64l << 20, 1024);
+  r->stall_s = ib_env_number ("IMGBUILD_REGISTRY_STALL_S", 60, 1);
+  r->max_attempts = (unsigned) ib_env_number ("IMGBUILD_REGISTRY_ATTEMPTS", 5, 1);
   r->bar.report = opt ? opt->progress : NULL;
   r->refetch = opt && opt->refetch;
   r->push = push;

@@ -327,10 +327,9 @@ layer_media_type (struct ib_store *s, const ib_digest *d)
 {
   struct ib_blob_loc l = { 0 };
   cleanup_close int fd = ib_store_locate_blob (s, d, &l, NULL) == 0 ? ib_blob_loc_open (&l, d, NULL) : -1;
+  enum ib_blob_codec codec = ib_blob_codec_at (fd, l.offset, ib_blob_loc_length (&l, fd));
   ib_blob_loc_clear (&l);
-  unsigned char magic[4] = { 0 };
-  ssize_t n = fd >= 0 ? ib_read_full (fd, magic, 4) : 0;
-  switch (ib_blob_codec_of (magic, n > 0 ? (size_t) n : 0))
+  switch (codec)
     {
     case IB_BLOB_GZIP:
       return IB_MT_OCI_LAYER_GZIP;

@@ -340,3 +340,12 @@ ib_now (void)
   clock_gettime (CLOCK_MONOTONIC, &ts);
   return (double) ts.tv_sec + (double) ts.tv_nsec / 1e9;
 }
+
+long
+ib_env_number (const char *name, long dflt, long min)
+{
+  const char *v = getenv (name);
+  char *end;
+  long n = v ? strtol (v, &end, 10) : dflt;
+  return v && (*end || end == v || n < min) ? dflt : n;
+}

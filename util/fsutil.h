@@ -52,6 +52,9 @@ char *ib_path_join (const char *a, const char *b);
 char *ib_find_in_path (const char *name, const char *default_path);
 /* Remove a tree (used for temporary folders only). */
 int ib_remove_tree (const char *path, ib_error_t *err);
+/* The number in $NAME; DFLT when it is unset, not a whole number, or
+ * below MIN (a knob set wrong behaves as one not set). */
+long ib_env_number (const char *name, long dflt, long min);
 /* Seconds on the monotonic clock: for durations, never dates. */
 double ib_now (void);
 void *ib_xmalloc (size_t n);

@@ -29,18 +29,13 @@
 
 struct ib_pull_lister;
 
-/* The lister's threads take the layers in the order they came; a
- * transfer that brings a layer while those before it, not listed yet, come
- * to more than AHEAD bytes waits for them to be listed before it goes on
- * (so that the listers read what the pull wrote from the page cache, not
- * the disk).  The default bound: an eighth of the machine's memory, at
- * least IB_PULL_AHEAD_MIN. */
-#define IB_PULL_AHEAD_MIN (256ull << 20)
-uint64_t ib_pull_lister_default_ahead (void);
-
-/* Start the lister for a pull into S, the pull held back past AHEAD bytes
- * (0: the default); *LISTENER is what the pull is given
- * (ib_remote_options.listener) and must outlive it. */
+/* Start the lister for a pull into S; *LISTENER is what the pull is given
+ * (ib_remote_options.listener) and must outlive it.  The lister's threads
+ * take the layers in the order they came; a transfer that brings a layer
+ * while those before it, not listed yet, come to more than AHEAD bytes
+ * waits for them to be listed before it goes on (so that the listers read
+ * what the pull wrote from the page cache, not the disk).  AHEAD 0: an
+ * eighth of the machine's memory, at least 256 MiB. */
 struct ib_pull_lister *ib_pull_lister_start (struct ib_store *s, uint64_t ahead, struct ib_pull_listener *listener);
 
 struct ib_pull_lister_stats
@@ -49,6 +44,7 @@ struct ib_pull_lister_stats
   size_t layers;  /* layers of the image it was told of (0: no config came) */
   size_t held;          /* transfers that waited for the listers */
   double held_seconds;  /* the time they waited, each transfer's added up */
+  uint64_t ahead;       /* the bound they waited on, in bytes */
 };
 
 /* The pull is over (PULL_FAILED: it failed): wait for the lister to list
