@@ -10,9 +10,13 @@ BUILD ?= $(if $(filter 1,$(SANITIZE)),build-asan,$(if $(filter fuzz,$(SANITIZE))
 PKGS := libarchive libcjson libcrypto zlib libzstd liblz4
 CFLAGS ?= -O2 -g
 CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fno-common
-CPPFLAGS += -DIB_IMAGES_DIR='"$(CURDIR)/images"'
+# Includes name their file from the repository's root ("layers/store/store.h");
+# -MMD -MP: each object's .d file lists the headers it includes, so a header's
+# change rebuilds exactly its includers (docs/conventions.md).
+CPPFLAGS += -I. -DIB_IMAGES_DIR='"$(CURDIR)/images"'
+DEPFLAGS = -MMD -MP
 PKG_CONFIG ?= pkg-config
-# libcurl is not linked: registry/curl.c loads it (dlopen) when a transfer
+# libcurl is not linked: layers/registry/curl.c loads it (dlopen) when a transfer
 # needs it, so that a run that talks to no registry and no Docker Engine
 # does not load it and its two dozen libraries (libcurl4-openssl-dev gives
 # the header, and the runtime library libcurl4).
@@ -25,7 +29,7 @@ ifeq ($(ISAL),1)
 CPPFLAGS += -DIB_HAVE_ISAL
 LDLIBS += $(shell $(PKG_CONFIG) --libs libisal)
 endif
-# recipe/toml_shim.cc, the one C++ file: toml++ (libtomlplusplus-dev,
+# builder/recipe/toml_shim.cc, the one C++ file: toml++ (libtomlplusplus-dev,
 # header-only here) behind a C interface; exceptions and RTTI off.
 CXXFLAGS ?= -O2 -g
 CXXFLAGS += -std=c++17 -Wall -Wextra -Werror -fno-exceptions -fno-rtti
@@ -42,11 +46,14 @@ CXXFLAGS += -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize=vptr,funct
 LDFLAGS += -fsanitize=address,undefined
 endif
 
-LIB_SRC := $(wildcard util/*.c store/*.c layers/*.c layer-read/*.c view/*.c registry/*.c transports/*.c symbol-check/*.c link-check/*.c kernels/*.c kernels/dcp2/dcp2_math.c recipe/*.c smoke/*.c definition/*.c \
-  pycompile/*.c core/*.c diff/*.c cluster/*.c gates/*.c attest/*.c builder/*.c verify/*.c)
-LIB_CXX := $(wildcard recipe/*.cc)
+# The library: every C file of the four components and util/ (kernels/dcp2/
+# is the smoke program's, built apart, but for its CPU mirror of the math).
+COMPONENTS := util layers symbol-check kernels builder
+LIB_SRC := $(filter-out kernels/dcp2/%,$(shell find $(COMPONENTS) -name '*.c' | LC_ALL=C sort)) kernels/dcp2/dcp2_math.c
+LIB_CXX := $(shell find $(COMPONENTS) -name '*.cc' | LC_ALL=C sort)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(LIB_CXX:%.cc=$(BUILD)/obj/%.o)
-UNIT_SRC := $(wildcard tests/unit/*.c)
+UNIT_SRC := $(shell find tests/unit -name '*.c' | LC_ALL=C sort)
+UNIT_OBJ := $(UNIT_SRC:%.c=$(BUILD)/obj/%.o)
 PROGS := $(BUILD)/imgbuild $(BUILD)/imgverify $(BUILD)/dcp2_smoke
 STAND_IN_SO := images/dsv41-flash-b12x/native/_b12x_C.abi3.so images/dsv41-flash-b12x/native/libflashinfer_dcp.so
 NVCC ?= $(shell command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)
@@ -55,13 +62,16 @@ SI := images/dsv41-flash-b12x
 .PHONY: all deps test-deps image images verify stand-in stand-in-arm64 test test-all test-arm64 arm64 mutate fuzzers fuzz clean install bench
 all: $(PROGS) $(BUILD)/unit-tests $(STAND_IN_SO)
 
-$(BUILD)/obj/%.o: %.c $(wildcard */*.h)
+$(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+	$(CC) $(CPPFLAGS) $(DEPFLAGS) $(CFLAGS) -c $< -o $@
 
-$(BUILD)/obj/%.o: %.cc $(wildcard */*.h)
+$(BUILD)/obj/%.o: %.cc
 	@mkdir -p $(dir $@)
-	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -c $< -o $@
+	$(CXX) $(CPPFLAGS) $(DEPFLAGS) $(CXXFLAGS) -c $< -o $@
+
+CLI_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard cli/*.c))
+-include $(LIB_OBJ:.o=.d) $(UNIT_OBJ:.o=.d) $(CLI_OBJ:.o=.d)
 
 $(BUILD)/libimgbuild.a: $(LIB_OBJ)
 	@rm -f $@
@@ -70,7 +80,7 @@ $(BUILD)/libimgbuild.a: $(LIB_OBJ)
 # The smoke program runs inside images: plain C, libc, libdl and libm only.
 DCP2_SMOKE_SRC := kernels/dcp2/dcp2_smoke.c kernels/dcp2/dcp2_math.c kernels/dcp2/kprobe.c
 $(BUILD)/dcp2_smoke: $(DCP2_SMOKE_SRC) kernels/dcp2/dcp2_math.h kernels/dcp2/kprobe.h
-	$(CC) -O2 -g -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror $(DCP2_SMOKE_SRC) -ldl -lm -o $@
+	$(CC) -O2 -g -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -I. $(DCP2_SMOKE_SRC) -ldl -lm -o $@
 
 $(BUILD)/%: $(BUILD)/obj/cli/%.o $(BUILD)/libimgbuild.a
 	$(CC) $(LDFLAGS) $(filter %.o,$^) $(filter %.a,$^) $(LDLIBS) -o $@
@@ -78,8 +88,8 @@ $(BUILD)/%: $(BUILD)/obj/cli/%.o $(BUILD)/libimgbuild.a
 # the objects go before the library, so that the archive answers all of them.
 $(BUILD)/imgverify: $(BUILD)/obj/cli/imgverify_gpu.o
 
-$(BUILD)/unit-tests: $(UNIT_SRC) $(BUILD)/libimgbuild.a $(wildcard tests/unit/*.h tests/unit/*.def)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $(UNIT_SRC) $(BUILD)/libimgbuild.a $(LDLIBS) -o $@
+$(BUILD)/unit-tests: $(UNIT_OBJ) $(BUILD)/libimgbuild.a
+	$(CC) $(LDFLAGS) $(UNIT_OBJ) $(BUILD)/libimgbuild.a $(LDLIBS) -o $@
 
 # The stand-in base's native extension (a real shared object, versioned
 # symbols) that its definition copies into the image.

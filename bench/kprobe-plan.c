@@ -20,12 +20,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../smoke/bundle.h"
-#include "../kernels/kgate.h"
-#include "../kernels/kplan.h"
-#include "../view/fsview.h"
-#include "../transports/refs.h"
-#include "../util/fsutil.h"
+#include "layers/runner/bundle.h"
+#include "kernels/kgate.h"
+#include "kernels/kplan.h"
+#include "layers/view/fsview.h"
+#include "layers/transports/refs.h"
+#include "util/fsutil.h"
 
 struct ctx
 {

@@ -27,7 +27,7 @@ CF="-O2 -std=c11 -D_GNU_SOURCE"
 # interface is the same).
 cp bench/kprobe-plan.c "$W/bench/"
 # (before 2248f5c, bundle.h was in builder/)
-[ -f "$W/smoke/bundle.h" ] || sed -i 's|"../smoke/bundle.h"|"../builder/bundle.h"|' "$W/bench/kprobe-plan.c"
+[ -f "$W/smoke/bundle.h" ] || sed -i 's|"../layers/runner/bundle.h"|"../builder/bundle.h"|' "$W/bench/kprobe-plan.c"
 # shellcheck disable=SC2086
 cc $CF "$W/bench/kprobe-plan.c" -o "$W/plan-before" "$W/build/libimgbuild.a" $LIBS
 # shellcheck disable=SC2086

@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "../util/cleanup.h"
-#include "../util/pgzip.h"
+#include "util/cleanup.h"
+#include "util/pgzip.h"
 
 static int
 to_stdout (void *data, const void *buf, size_t len, ib_error_t *err)

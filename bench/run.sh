@@ -34,7 +34,7 @@
 #   skopeo      skopeo copy of the result to a new OCI layout
 #   verify      imgverify of the result: its layers were read through by the
 #               builds in this store, so their bytes are hashed and their
-#               diff_ids and entries are those reads' (layer-read/readthrough.h)
+#               diff_ids and entries are those reads' (layers/read/readthrough.h)
 #   verify-full imgverify --full: every layer inflated and checked again (a
 #               store that never read the image);  sha256sum, openssl-sha256:
 #               of its blobs, 2 at a time;  inflate: igzip -dc of its layers,
@@ -52,7 +52,7 @@
 #               every run a new tag, and imgbuild's build under one local
 #               name (bench:thin), as a CI pipeline rebuilds its image: a
 #               rebuild of the same inputs keeps its attestation
-#               (attest/provenance.c), one under a new name records a new one
+#               (builder/attest/provenance.c), one under a new name records a new one
 # Knobs: BENCH_RUNS (3), BENCH_COLD_RUNS (BENCH_RUNS), BENCH_WARM_RUNS
 # (BENCH_RUNS; warm builds, umoci inserts and thin pushes take a fraction
 # of a second, and their medians want more runs than a 16 GB pass can afford),
@@ -483,7 +483,7 @@ run_scenario() {
   record "$sc" push-thin-imgbuild "imgbuild warm build --from the registry's base + --push"
   record "$sc" push-thin-skopeo "skopeo copy, base already in the registry (another repository)"
   # Cold builds from the registry: a fresh store each run, the base
-  # downloaded and listed as it arrives (view/pull_lists.h); skopeo's copy
+  # downloaded and listed as it arrives (layers/view/pull_lists.h); skopeo's copy
   # of the same base to a new layout is the download alone.
   # (one copy of the base at a time beside the registry's: see need_bytes)
   for r in $(seq 1 "$COLD_RUNS"); do

@@ -1,9 +1,9 @@
-#include "indexers.h"
+#include "builder/indexers.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "../gates/gates.h"
+#include "builder/gates/gates.h"
 
 void
 ib_build_indexers_add (struct ib_build_indexers *x, const struct ib_definition *d, struct ib_store *s)

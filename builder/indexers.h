@@ -1,4 +1,4 @@
-/* The indexers (store/indexer.h) a definition's gates profit from,
+/* The indexers (layers/store/indexer.h) a definition's gates profit from,
  * registered on the build's store before the first file list is made:
  * the native gate's when it has [native] or a python-path (the syntax
  * check's chroot is found from its records), the symbol gate's when it has
@@ -13,12 +13,12 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "../kernels/cudaver.h"
-#include "../kernels/kgate.h"
-#include "../link-check/linkgate.h"
-#include "../symbol-check/symgate.h"
-#include "../definition/definition.h"
-#include "../attest/sbom.h"
+#include "kernels/cudaver.h"
+#include "kernels/kgate.h"
+#include "symbol-check/link-check/linkgate.h"
+#include "symbol-check/symgate.h"
+#include "builder/definition/definition.h"
+#include "builder/attest/sbom.h"
 
 struct ib_build_indexers
 {

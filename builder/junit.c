@@ -1,4 +1,4 @@
-#include "junit.h"
+#include "builder/junit.h"
 
 #include <libgen.h>
 #include <stdarg.h>
@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../util/cleanup.h"
-#include "../util/fsutil.h"
-#include "../gates/gates.h"
+#include "util/cleanup.h"
+#include "util/fsutil.h"
+#include "builder/gates/gates.h"
 
 int
 ib_report_spec_check (const char *spec, ib_error_t *err)

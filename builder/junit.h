@@ -13,9 +13,9 @@
 #ifndef IB_JUNIT_H
 #define IB_JUNIT_H
 
-#include "../util/error.h"
-#include "../definition/definition.h"
-#include "../core/report.h"
+#include "util/error.h"
+#include "builder/definition/definition.h"
+#include "builder/core/report.h"
 
 /* SPEC is junit:FILE or json:FILE: 0, else an IB_EUSAGE error. */
 int ib_report_spec_check (const char *spec, ib_error_t *err);

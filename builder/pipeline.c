@@ -4,17 +4,17 @@
 #include <string.h>
 #include <time.h>
 
-#include "../transports/refs.h"
-#include "../view/pull_lists.h"
-#include "../util/cleanup.h"
-#include "../util/fsutil.h"
-#include "pipeline.h"
-#include "../gates/gates.h"
-#include "indexers.h"
-#include "../cluster/load_nodes.h"
-#include "junit.h"
-#include "../attest/provenance.h"
-#include "../attest/sign.h"
+#include "layers/transports/refs.h"
+#include "layers/view/pull_lists.h"
+#include "util/cleanup.h"
+#include "util/fsutil.h"
+#include "builder/pipeline.h"
+#include "builder/gates/gates.h"
+#include "builder/indexers.h"
+#include "builder/cluster/load_nodes.h"
+#include "builder/junit.h"
+#include "builder/attest/provenance.h"
+#include "builder/attest/sign.h"
 
 static int
 run_gate (struct ib_build *b, const struct ib_gate *g, ib_error_t *err)
@@ -85,7 +85,7 @@ resolve_base (struct ib_build *b, ib_error_t *err)
   ib_report_transfers (b->report, &progress);
   remote.progress = &progress;
   /* The base's layers are listed as they arrive from a registry, beside
-   * the rest of the download (view/pull_lists.h). */
+   * the rest of the download (layers/view/pull_lists.h). */
   struct ib_pull_listener listener;
   uint64_t ahead = (uint64_t) ib_env_number ("IMGBUILD_LIST_AHEAD_MIB", 0, 1) << 20; /* 0: the lister's default */
   struct ib_pull_lister *lister = ib_pull_lister_start (b->store, ahead, &listener);
@@ -130,7 +130,7 @@ resolve_base (struct ib_build *b, ib_error_t *err)
   return 0;
 }
 
-/* A base whose layers hold hostile entries (layers/tarcheck.h: names
+/* A base whose layers hold hostile entries (layers/tar/tarcheck.h: names
  * leaving the root, devices, setuid files, ...) is refused: the image
  * would carry them to every node.  --allow-unsafe-base builds over it, each
  * entry a warning in the report. */

@@ -1,9 +1,9 @@
 /* The pipeline: one build from its definition to the tagged image, step by
- * step (core/build.h draws it), and the gates of one phase over a build
+ * step (builder/core/build.h draws it), and the gates of one phase over a build
  * (imgverify runs the IMAGE ones over an existing image). */
 #ifndef IB_PIPELINE_H
 #define IB_PIPELINE_H
-#include "../core/build.h"
+#include "builder/core/build.h"
 /* Run the gates of PHASE over B (imgverify runs the IMAGE ones over an
  * existing image with the same code). */
 int ib_build_run_gates (struct ib_build *b, int phase, ib_error_t *err);

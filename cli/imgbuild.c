@@ -7,17 +7,17 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../util/cleanup.h"
-#include "../util/fsutil.h"
-#include "../util/heap.h"
-#include "../util/pgzip.h"
-#include "../transports/docker_client.h"
-#include "../builder/pipeline.h"
-#include "../diff/drift.h"
-#include "../smoke/launch.h"
-#include "../cluster/load_nodes.h"
-#include "../cluster/smoke_cluster.h"
-#include "../builder/junit.h"
+#include "util/cleanup.h"
+#include "util/fsutil.h"
+#include "util/heap.h"
+#include "util/pgzip.h"
+#include "layers/transports/docker_client.h"
+#include "builder/pipeline.h"
+#include "builder/diff/drift.h"
+#include "builder/smoke/launch.h"
+#include "builder/cluster/load_nodes.h"
+#include "builder/cluster/smoke_cluster.h"
+#include "builder/junit.h"
 
 #ifndef IB_IMAGES_DIR
 #define IB_IMAGES_DIR "/usr/local/share/imgbuild/images"

@@ -2,7 +2,7 @@
  * image's files, listed (a table, or --json), and with --jit-budget what
  * the driver would compile at load time on the target named by --gpu and
  * --driver.  The checks themselves are kernels/; this file only prints. */
-#include "imgverify_gpu.h"
+#include "cli/imgverify_gpu.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -11,12 +11,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../kernels/cudabin.h"
-#include "../kernels/jitbudget.h"
-#include "../kernels/kgate.h"
-#include "../transports/refs.h"
-#include "../util/cleanup.h"
-#include "../util/fsutil.h"
+#include "kernels/cudabin.h"
+#include "kernels/jitbudget.h"
+#include "kernels/kgate.h"
+#include "layers/transports/refs.h"
+#include "util/cleanup.h"
+#include "util/fsutil.h"
 
 static void
 print_kernel_table (const char *path, const struct ib_cuda_file *f)

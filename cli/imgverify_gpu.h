@@ -5,8 +5,8 @@
 
 #include <stdbool.h>
 
-#include "../kernels/target.h"
-#include "../transports/refs.h"
+#include "kernels/target.h"
+#include "layers/transports/refs.h"
 
 /* --kernels FILE...: the GPU code of local files. */
 int iv_kernels_of_files (int n, char **files, bool json, const struct ib_target *budget);

@@ -1,4 +1,4 @@
-#include "cudabin.h"
+#include "kernels/cudabin.h"
 
 #include <elf.h>
 #include <errno.h>
@@ -8,9 +8,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../util/cleanup.h"
-#include "../util/fsutil.h"
-#include "payload.h"
+#include "util/cleanup.h"
+#include "util/fsutil.h"
+#include "kernels/payload.h"
 
 #define FATBIN_MAGIC 0xBA55ED50u
 #define EM_CUDA_ 190

@@ -28,7 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../util/error.h"
+#include "util/error.h"
 
 enum ib_cuda_kind
 {

@@ -9,16 +9,16 @@
  * which the kernels indexer has spooled already (one spool per file for
  * every indexer that wants it), and ib_cuda_version_of_fd scans it in
  * 1 MiB reads, as the gate's own read of the file does. */
-#include "cudaver.h"
+#include "kernels/cudaver.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "../util/cleanup.h"
-#include "../util/fsutil.h"
-#include "target.h"
+#include "util/cleanup.h"
+#include "util/fsutil.h"
+#include "kernels/target.h"
 
 const char *
 ib_cudaver_tool_kind (const char *path)

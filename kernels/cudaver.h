@@ -16,9 +16,9 @@
 
 #include <stdbool.h>
 
-#include "../store/indexer.h"
-#include "../store/store.h"
-#include "../util/error.h"
+#include "layers/store/indexer.h"
+#include "layers/store/store.h"
+#include "util/error.h"
 
 /* "ptxas", "nvcc", "nvdisasm", "cuobjdump", "libnvrtc" (libnvrtc.so*),
  * "libnvJitLink" (libnvJitLink.so*): what the toolchains gate calls a file
@@ -38,7 +38,7 @@ bool ib_cudaver_cache_load (const char *dir, const char *digest, unsigned *out);
  * (best effort: a record that cannot be written is read again next time). */
 int ib_cudaver_of_fd_save (const char *dir, const char *digest, int fd, unsigned *out, ib_error_t *err);
 
-/* The indexer (store/indexer.h): every regular file that
+/* The indexer (layers/store/indexer.h): every regular file that
  * ib_cudaver_tool_kind names, by its path in the layer, gets its record
  * in the pass.  A file reached another way (TRITON_PTXAS_PATH naming a
  * file of another name, a link whose target is named otherwise) has none,

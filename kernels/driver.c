@@ -4,9 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../util/cleanup.h"
-#include "../util/fsutil.h"
-#include "fleet.h"
+#include "util/cleanup.h"
+#include "util/fsutil.h"
+#include "kernels/fleet.h"
 
 /* One CUDA version that WHAT (a file, or a config variable) needs, against
  * the target's driver: full support, minor-version compatibility (a

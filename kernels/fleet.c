@@ -1,14 +1,14 @@
-#include "fleet.h"
+#include "kernels/fleet.h"
 
 #include <fnmatch.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../view/extract.h"
-#include "../util/cleanup.h"
-#include "../util/fsutil.h"
-#include "cudaver.h"
+#include "layers/view/extract.h"
+#include "util/cleanup.h"
+#include "util/fsutil.h"
+#include "kernels/cudaver.h"
 
 const char *
 ib_image_env (const struct ib_image *img, const char *key)

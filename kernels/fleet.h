@@ -17,11 +17,11 @@
 
 #include <cjson/cJSON.h>
 
-#include "../view/fsview.h"
-#include "../layers/image.h"
-#include "../store/store.h"
-#include "../util/requirement.h"
-#include "target.h"
+#include "layers/view/fsview.h"
+#include "layers/image/image.h"
+#include "layers/store/store.h"
+#include "util/requirement.h"
+#include "kernels/target.h"
 
 /* How ib_fleet_cuda_versions found the versions it was asked for: a
  * record cached (in a store that never saw the image: made by the

@@ -1,10 +1,10 @@
-#include "jitbudget.h"
+#include "kernels/jitbudget.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../util/fsutil.h"
+#include "util/fsutil.h"
 
 bool
 ib_ptx_runs_on (unsigned sm, char variant, unsigned major, unsigned minor)

@@ -14,8 +14,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "cudabin.h"
-#include "target.h"
+#include "kernels/cudabin.h"
+#include "kernels/target.h"
 
 struct ib_jit_file
 {

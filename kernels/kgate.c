@@ -1,4 +1,4 @@
-#include "kgate.h"
+#include "kernels/kgate.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -6,9 +6,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../view/extract.h"
-#include "../util/cleanup.h"
-#include "../util/fsutil.h"
+#include "layers/view/extract.h"
+#include "util/cleanup.h"
+#include "util/fsutil.h"
 
 int
 ib_compute_capability_parse (const char *s, struct ib_compute_capability *out)

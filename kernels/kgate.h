@@ -8,13 +8,13 @@
 #ifndef IB_KGATE_H
 #define IB_KGATE_H
 
-#include "../view/fsview.h"
-#include "../layers/image.h"
-#include "../store/indexer.h"
-#include "../store/store.h"
-#include "../util/requirement.h"
-#include "cudabin.h"
-#include "kindex.h"
+#include "layers/view/fsview.h"
+#include "layers/image/image.h"
+#include "layers/store/indexer.h"
+#include "layers/store/store.h"
+#include "util/requirement.h"
+#include "kernels/cudabin.h"
+#include "kernels/kindex.h"
 
 struct ib_compute_capability
 {

@@ -18,9 +18,9 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "../util/cleanup.h"
-#include "../util/fsutil.h"
-#include "kindex.h"
+#include "util/cleanup.h"
+#include "util/fsutil.h"
+#include "kernels/kindex.h"
 
 #define FATBIN_MAGIC 0xBA55ED50u /* read as cudabin.c reads it */
 #define ELF_HEAD 64              /* sizeof (Elf64_Ehdr): less is no ELF object for cudabin.c */

@@ -8,9 +8,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "../store/indexer.h"
-#include "../store/store.h"
-#include "cudabin.h"
+#include "layers/store/indexer.h"
+#include "layers/store/store.h"
+#include "kernels/cudabin.h"
 
 /* The GPU code of a file, kept in the folder DIR (the store's cache
  * "kernels") under the file's content digest: F saved (best effort), or
@@ -19,7 +19,7 @@
  * record's format is kindex.c's. */
 void ib_kernels_cache_save (const char *dir, const char *digest, const struct ib_cuda_file *f);
 /* The records' version: a record of another is not read, and what is
- * kept from records (the JIT budget, gates/gate_fleet.c) names it. */
+ * kept from records (the JIT budget, builder/gates/gate_fleet.c) names it. */
 #define IB_KERNELS_CACHE_MAGIC "imgbuild-kernels 4" /* 2: relocatable, ptx_version; 3: offset, stored; 4: binary */
 struct ib_cuda_file *ib_kernels_cache_load (const char *dir, const char *digest);
 /* FD (WHAT names it) inspected and its record written as the inspection
@@ -27,7 +27,7 @@ struct ib_cuda_file *ib_kernels_cache_load (const char *dir, const char *digest)
  * entry, however large the file's list.  On an error nothing is kept. */
 int ib_kernels_cache_inspect (const char *dir, const char *digest, int fd, const char *what, ib_error_t *err);
 
-/* The inspection's indexer (store/indexer.h): in the pass that
+/* The inspection's indexer (layers/store/indexer.h): in the pass that
  * makes a layer's file list, the record of every ELF object and fatbin
  * into the cache above, and the digests of the other files, which have no
  * GPU code, kept (in an unlinked file) for ib_kernels_inspect_entries of

@@ -1,4 +1,4 @@
-#include "kplan.h"
+#include "kernels/kplan.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -7,10 +7,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../view/extract.h"
-#include "../util/cleanup.h"
-#include "../util/fsutil.h"
-#include "payload.h"
+#include "layers/view/extract.h"
+#include "util/cleanup.h"
+#include "util/fsutil.h"
+#include "kernels/payload.h"
 
 static int
 variant_rank (char v)

@@ -16,12 +16,12 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "../view/fsview.h"
-#include "../layers/image.h"
-#include "../store/store.h"
-#include "../util/requirement.h"
-#include "cudabin.h"
-#include "kgate.h"
+#include "layers/view/fsview.h"
+#include "layers/image/image.h"
+#include "layers/store/store.h"
+#include "util/requirement.h"
+#include "kernels/cudabin.h"
+#include "kernels/kgate.h"
 
 struct ib_gpu
 {

@@ -1,4 +1,4 @@
-#include "payload.h"
+#include "kernels/payload.h"
 
 #include <errno.h>
 #include <stdbool.h>
@@ -7,8 +7,8 @@
 #include <unistd.h>
 #include <zstd.h>
 
-#include "../util/cleanup.h"
-#include "../util/fsutil.h"
+#include "util/cleanup.h"
+#include "util/fsutil.h"
 
 #define IN_CHUNK (1u << 20)
 #define OUT_CHUNK (1u << 20)

@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../util/error.h"
+#include "util/error.h"
 
 enum ib_payload_codec
 {

@@ -1,4 +1,4 @@
-#include "prebake.h"
+#include "kernels/prebake.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -11,11 +11,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../view/extract.h"
-#include "../util/cpus.h"
-#include "../util/cleanup.h"
-#include "../util/fsutil.h"
-#include "../layers/tarpath.h"
+#include "layers/view/extract.h"
+#include "util/cpus.h"
+#include "util/cleanup.h"
+#include "util/fsutil.h"
+#include "layers/tar/tarpath.h"
 
 extern char **environ;
 

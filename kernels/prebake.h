@@ -15,10 +15,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "../view/fsview.h"
-#include "../layers/image.h"
-#include "../store/store.h"
-#include "../layers/tarlayer.h"
+#include "layers/view/fsview.h"
+#include "layers/image/image.h"
+#include "layers/store/store.h"
+#include "layers/tar/tarlayer.h"
 
 struct ib_prebake_source
 {

@@ -1,4 +1,4 @@
-#include "target.h"
+#include "kernels/target.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -6,8 +6,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../util/cleanup.h"
-#include "../util/fsutil.h"
+#include "util/cleanup.h"
+#include "util/fsutil.h"
 
 /* ---- what NVIDIA documents ----------------------------------------------- */
 

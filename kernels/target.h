@@ -11,8 +11,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "../util/error.h"
-#include "kgate.h"
+#include "util/error.h"
+#include "kernels/kgate.h"
 
 struct ib_driver_version
 {

@@ -20,11 +20,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../store/digest.h"
-#include "../util/cleanup.h"
-#include "../util/fsutil.h"
-#include "symcache.h"
-#include "symgate_private.h"
+#include "layers/store/digest.h"
+#include "util/cleanup.h"
+#include "util/fsutil.h"
+#include "symbol-check/symcache.h"
+#include "symbol-check/symgate_private.h"
 
 #define ORDER_MAGIC "imgbuild-pyorder 1"
 

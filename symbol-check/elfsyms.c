@@ -1,4 +1,4 @@
-#include "elfsyms.h"
+#include "symbol-check/elfsyms.h"
 
 #include <elf.h>
 #include <errno.h>
@@ -6,8 +6,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../util/cleanup.h"
-#include "../util/fsutil.h"
+#include "util/cleanup.h"
+#include "util/fsutil.h"
 
 #define MAX_SECTION (512u << 20)
 

@@ -9,7 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "../util/error.h"
+#include "util/error.h"
 
 struct ib_elf_symbols
 {

@@ -1,11 +1,11 @@
-#include "pyfinder.h"
+#include "symbol-check/pyfinder.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../util/cleanup.h"
-#include "../util/fsutil.h"
+#include "util/cleanup.h"
+#include "util/fsutil.h"
 
 /* "…/python3.12/…" -> "3.12" */
 static bool

@@ -8,8 +8,8 @@
 
 #include <stdbool.h>
 
-#include "../view/fsview.h"
-#include "../util/error.h"
+#include "layers/view/fsview.h"
+#include "util/error.h"
 
 struct ib_py_layout
 {

@@ -1,16 +1,16 @@
 /* The symbol gate's indexer: what each Python file of the checked packages
- * defines and imports, made in the file-list pass (store/indexer.h). */
+ * defines and imports, made in the file-list pass (layers/store/indexer.h). */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "../layer-read/layer_reader.h"
-#include "../util/cleanup.h"
-#include "../util/fsutil.h"
-#include "elfsyms.h"
-#include "symcache.h"
-#include "symgate.h"
-#include "../layers/tarpath.h"
+#include "layers/read/layer_reader.h"
+#include "util/cleanup.h"
+#include "util/fsutil.h"
+#include "symbol-check/elfsyms.h"
+#include "symbol-check/symcache.h"
+#include "symbol-check/symgate.h"
+#include "layers/tar/tarpath.h"
 
 /* "torch/nn/__init__.py" -> "torch.nn", as the gate names modules. */
 static char *

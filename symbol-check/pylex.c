@@ -4,15 +4,15 @@
  * joined inside brackets and after a backslash), with the errors CPython's
  * tokenizer reports (an unterminated string, a bracket never closed, an
  * inconsistent dedent). */
-#include "pylex.h"
+#include "symbol-check/pylex.h"
 
 #include <ctype.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../util/cleanup.h"
-#include "../util/fsutil.h"
+#include "util/cleanup.h"
+#include "util/fsutil.h"
 
 struct lexer
 {

@@ -4,7 +4,7 @@
 
 #include <stddef.h>
 
-#include "../util/error.h"
+#include "util/error.h"
 
 enum tok_kind
 {

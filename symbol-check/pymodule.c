@@ -1,6 +1,6 @@
 /* The parts of pysyms.h that look beyond one scan: a scan as JSON (for
  * imgverify --python-symbols) and a file's module name on disk. */
-#include "pysyms.h"
+#include "symbol-check/pysyms.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -8,8 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../util/cleanup.h"
-#include "../util/fsutil.h"
+#include "util/cleanup.h"
+#include "util/fsutil.h"
 
 static cJSON *
 str_or_null (const char *s)

@@ -1,4 +1,4 @@
-#include "pysyms.h"
+#include "symbol-check/pysyms.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -8,9 +8,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../util/cleanup.h"
-#include "../util/fsutil.h"
-#include "pylex.h"
+#include "util/cleanup.h"
+#include "util/fsutil.h"
+#include "symbol-check/pylex.h"
 
 /* ---- statements ---------------------------------------------------------- */
 

@@ -23,7 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../util/error.h"
+#include "util/error.h"
 
 struct ib_py_alias
 {

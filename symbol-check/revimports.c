@@ -10,12 +10,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../store/digest.h"
-#include "../view/extract.h"
-#include "../util/cleanup.h"
-#include "../util/fsutil.h"
-#include "symcache.h"
-#include "symgate_private.h"
+#include "layers/store/digest.h"
+#include "layers/view/extract.h"
+#include "util/cleanup.h"
+#include "util/fsutil.h"
+#include "symbol-check/symcache.h"
+#include "symbol-check/symgate_private.h"
 
 struct index_build
 {

@@ -1,12 +1,12 @@
-#include "symcache.h"
+#include "symbol-check/symcache.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../store/digest.h"
-#include "../util/cleanup.h"
-#include "../util/fsutil.h"
+#include "layers/store/digest.h"
+#include "util/cleanup.h"
+#include "util/fsutil.h"
 
 #define PY_CACHE_MAGIC "imgbuild-pysyms 3"
 #define ELF_CACHE_MAGIC "imgbuild-elfsyms 1"

@@ -10,8 +10,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "elfsyms.h"
-#include "pysyms.h"
+#include "symbol-check/elfsyms.h"
+#include "symbol-check/pysyms.h"
 
 void ib_symcache_save (const char *dir, const char *digest, const char *header, char *const *lines, size_t n);
 /* The header (in *HEADER, inside *TEXT) and the lines (malloc'd); false when absent or cut. */

@@ -1,4 +1,4 @@
-#include "symgate.h"
+#include "symbol-check/symgate.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -8,16 +8,16 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../store/digest.h"
-#include "../view/extract.h"
-#include "../util/cleanup.h"
-#include "../util/fsutil.h"
-#include "elfsyms.h"
-#include "pyfinder.h"
-#include "pysyms.h"
-#include "symcache.h"
-#include "symgate_private.h"
-#include "../layers/tarpath.h"
+#include "layers/store/digest.h"
+#include "layers/view/extract.h"
+#include "util/cleanup.h"
+#include "util/fsutil.h"
+#include "symbol-check/elfsyms.h"
+#include "symbol-check/pyfinder.h"
+#include "symbol-check/pysyms.h"
+#include "symbol-check/symcache.h"
+#include "symbol-check/symgate_private.h"
+#include "layers/tar/tarpath.h"
 
 
 /* A checked file's syntax: from the cache, or queued for the interpreter. */

@@ -36,11 +36,11 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "../view/fsview.h"
-#include "../layers/image.h"
-#include "../store/indexer.h"
-#include "../store/store.h"
-#include "../util/requirement.h"
+#include "layers/view/fsview.h"
+#include "layers/image/image.h"
+#include "layers/store/indexer.h"
+#include "layers/store/store.h"
+#include "util/requirement.h"
 
 /* One file for the image's CPython to compile, as import compiles it
  * (compile(source_bytes, path, "exec", dont_inherit=True)). */
@@ -97,7 +97,7 @@ int ib_symbols_check (struct ib_store *s, const struct ib_image *img, const stru
                       const struct ib_symbol_rules *rules, ib_problem_fn fn, void *data,
                       struct ib_symbol_stats *stats, ib_error_t *err);
 
-/* The gate's indexer (store/indexer.h): in the pass that makes a layer's
+/* The gate's indexer (layers/store/indexer.h): in the pass that makes a layer's
  * file list, each Python file of PACKAGES under PYTHON_PATH scanned (what
  * it defines and imports) into the cache the gate reads, with the package
  * the gate gives it, and the dynamic symbols of each extension module of

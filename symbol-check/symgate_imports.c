@@ -9,12 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../util/cleanup.h"
-#include "../util/fsutil.h"
-#include "pyfinder.h"
-#include "pysyms.h"
-#include "symcache.h"
-#include "symgate_private.h"
+#include "util/cleanup.h"
+#include "util/fsutil.h"
+#include "symbol-check/pyfinder.h"
+#include "symbol-check/pysyms.h"
+#include "symbol-check/symcache.h"
+#include "symbol-check/symgate_private.h"
 
 void
 sg_problem (struct sg_ctx *c, bool is_error, const char *fmt, ...)

@@ -10,9 +10,9 @@
 
 #include <stdbool.h>
 
-#include "pyfinder.h"
-#include "pysyms.h"
-#include "symgate.h"
+#include "symbol-check/pyfinder.h"
+#include "symbol-check/pysyms.h"
+#include "symbol-check/symgate.h"
 
 /* The largest Python source the gate reads. */
 #define MAX_PY_SOURCE (64u << 20)

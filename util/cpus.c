@@ -1,4 +1,4 @@
-#include "cpus.h"
+#include "util/cpus.h"
 
 #include <unistd.h>
 

@@ -1,4 +1,4 @@
-#include "fsutil.h"
+#include "util/fsutil.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -11,7 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cleanup.h"
+#include "util/cleanup.h"
 
 void *
 ib_xmalloc (size_t n)

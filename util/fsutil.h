@@ -11,7 +11,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "error.h"
+#include "util/error.h"
 
 int ib_mkdir_p (const char *path, mode_t mode, ib_error_t *err);
 /* Write LEN bytes to PATH atomically (PATH.tmp-XXXXXX, fsync, rename). */

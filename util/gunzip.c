@@ -1,4 +1,4 @@
-#include "gunzip.h"
+#include "util/gunzip.h"
 
 #include <stddef.h>
 #include <stdint.h>

@@ -10,7 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "error.h"
+#include "util/error.h"
 
 struct ib_gunzip;
 

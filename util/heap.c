@@ -1,4 +1,4 @@
-#include "heap.h"
+#include "util/heap.h"
 
 #include <malloc.h>
 

@@ -1,4 +1,4 @@
-#include "pgzip.h"
+#include "util/pgzip.h"
 
 #include <pthread.h>
 #include <stdbool.h>
@@ -8,8 +8,8 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "cpus.h"
-#include "fsutil.h"
+#include "util/cpus.h"
+#include "util/fsutil.h"
 
 /* deflate's window: a block's matches reach this far into the one before. */
 #define DICT (32u << 10)

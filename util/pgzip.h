@@ -21,7 +21,7 @@
 
 #include <stddef.h>
 
-#include "error.h"
+#include "util/error.h"
 
 #define IB_PGZIP_BLOCK (1u << 20)
 /* 2 blocks of input and output a thread: at most 256 MiB at 64 threads. */

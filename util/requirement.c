@@ -1,9 +1,9 @@
-#include "requirement.h"
+#include "util/requirement.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "fsutil.h"
+#include "util/fsutil.h"
 
 void
 ib_vproblemf (ib_problem_fn fn, void *data, bool is_error, const char *fmt, va_list ap)

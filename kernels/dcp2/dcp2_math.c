@@ -1,4 +1,4 @@
-#include "dcp2_math.h"
+#include "kernels/dcp2/dcp2_math.h"
 
 #include <math.h>
 #include <stdlib.h>

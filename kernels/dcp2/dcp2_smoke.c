@@ -42,8 +42,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "dcp2_math.h"
-#include "kprobe.h"
+#include "kernels/dcp2/dcp2_math.h"
+#include "kernels/dcp2/kprobe.h"
 
 /* ---- the CUDA driver API and NCCL, by dlopen ----------------------------- */
 

@@ -1,4 +1,4 @@
-#include "kprobe.h"
+#include "kernels/dcp2/kprobe.h"
 
 #include <dlfcn.h>
 #include <errno.h>

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <sys/types.h>
 
-#include "fuzz.h"
+#include "tests/fuzz/fuzz.h"
 
 int __real_open (const char *path, int flags, ...);
 DIR *__real_opendir (const char *path);

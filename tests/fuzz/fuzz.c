@@ -11,8 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../../util/fsutil.h"
-#include "fuzz.h"
+#include "util/fsutil.h"
+#include "tests/fuzz/fuzz.h"
 
 static char scratch[256];
 

@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../kernels/kindex.h"
-#include "fuzz.h"
+#include "kernels/kindex.h"
+#include "tests/fuzz/fuzz.h"
 
 /* F and the record NAME read back, compared in their JSON form. */
 static void

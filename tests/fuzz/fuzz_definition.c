@@ -1,4 +1,4 @@
-/* image.conf and manifest.txt (definition/definition.c).  The input is an
+/* image.conf and manifest.txt (builder/definition/definition.c).  The input is an
  * image.conf, then FUZZ_SEP and a manifest.txt, written to the scratch
  * folder beside a small source tree (src/, for `tree` and `manifest`
  * lines).  A definition that loads must give every item a target or a
@@ -10,8 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../../definition/definition.h"
-#include "fuzz.h"
+#include "builder/definition/definition.h"
+#include "tests/fuzz/fuzz.h"
 
 static void
 make_sources (void)

@@ -1,5 +1,5 @@
 /* docker-archive manifest.json and index.json
- * (transports/docker_archive.c), as `docker save` writes them, read from a
+ * (layers/transports/docker_archive.c), as `docker save` writes them, read from a
  * real tar.  The input is manifest.json, index.json, a config and an OCI
  * manifest, separated by FUZZ_SEP lines, then an optional NAME:TAG asked
  * for, then an optional mode.  The archive holds them as manifest.json,
@@ -20,8 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../transports/transports.h"
-#include "fuzz.h"
+#include "layers/transports/transports.h"
+#include "tests/fuzz/fuzz.h"
 
 static void
 add (struct archive *a, const char *path, const char *text, const char *symlink)

@@ -1,4 +1,4 @@
-/* The Dockerfile subset (definition/definition.c): FROM, COPY, ENV, LABEL,
+/* The Dockerfile subset (builder/definition/definition.c): FROM, COPY, ENV, LABEL,
  * ARG, CMD, continuations, $VAR expansion and the `# imgbuild:new`
  * directive.  The input is a Dockerfile, then FUZZ_SEP and build
  * arguments (one NAME=VALUE a line); the context is the scratch folder
@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../definition/definition.h"
-#include "fuzz.h"
+#include "builder/definition/definition.h"
+#include "tests/fuzz/fuzz.h"
 
 int
 LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)

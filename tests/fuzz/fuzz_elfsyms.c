@@ -2,8 +2,8 @@
  * read through a memory fd with pread as the symbol gate reads one. */
 #include <string.h>
 
-#include "../../symbol-check/elfsyms.h"
-#include "fuzz.h"
+#include "symbol-check/elfsyms.h"
+#include "tests/fuzz/fuzz.h"
 
 int
 LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)

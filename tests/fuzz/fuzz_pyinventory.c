@@ -1,13 +1,13 @@
 /* The static reading of an image's Python for `vllm serve` flags and
- * environment reads (recipe/pyinventory.c): any bytes as a module, read
+ * environment reads (builder/recipe/pyinventory.c): any bytes as a module, read
  * twice (as an envs.py registry and as a plain file).  What it records has
  * names and positive lines; a flag with listed choices has them. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../recipe/pyinventory.h"
-#include "fuzz.h"
+#include "builder/recipe/pyinventory.h"
+#include "tests/fuzz/fuzz.h"
 
 int
 LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)

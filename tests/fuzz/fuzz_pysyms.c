@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../symbol-check/pysyms.h"
-#include "fuzz.h"
+#include "symbol-check/pysyms.h"
+#include "tests/fuzz/fuzz.h"
 
 int
 LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)

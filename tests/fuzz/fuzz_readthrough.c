@@ -1,4 +1,4 @@
-/* A record of a whole layer read (layer-read/readthrough.c), as a damaged or
+/* A record of a whole layer read (layers/read/readthrough.c), as a damaged or
  * hostile store would hold it.  It reads as none or as a record; a record
  * read is written back to the same bytes (one way to read each record:
  * nothing taken on trust and dropped, nothing read two ways).  The input
@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../layer-read/readthrough.h"
-#include "../../util/fsutil.h"
-#include "fuzz.h"
+#include "layers/read/readthrough.h"
+#include "util/fsutil.h"
+#include "tests/fuzz/fuzz.h"
 
 int
 LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)

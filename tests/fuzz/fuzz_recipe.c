@@ -1,4 +1,4 @@
-/* The recipe reader (recipe/recipe.c over toml++ through recipe/toml_shim.cc):
+/* The recipe reader (builder/recipe/recipe.c over toml++ through builder/recipe/toml_shim.cc):
  * any bytes as a recipe.  An error names the file and a line; a recipe
  * read has the shape the header promises (flags start with "--", lines
  * are positive, the DCP size is a positive count). */
@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../recipe/recipe.h"
-#include "fuzz.h"
+#include "builder/recipe/recipe.h"
+#include "tests/fuzz/fuzz.h"
 
 int
 LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)

@@ -1,4 +1,4 @@
-/* A registry's authentication (registry/auth.c): the input is a
+/* A registry's authentication (layers/registry/auth.c): the input is a
  * WWW-Authenticate header, then FUZZ_SEP and a token service's answer,
  * then FUZZ_SEP and an auth file (Docker's config.json) for host h:1.
  * The challenge is answered by the real code, which sends nothing (a
@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../registry/auth.h"
-#include "fuzz.h"
+#include "layers/registry/auth.h"
+#include "tests/fuzz/fuzz.h"
 
 #define BEARER_MARK "bearer-4f0c1e9a7d"
 #define BASIC_MARK "dXNlcjpzZWNyZXQtNGYwYw=="

@@ -1,4 +1,4 @@
-/* A registry's JSON (layers/image.c, registry/http.c): manifests
+/* A registry's JSON (layers/image/image.c, layers/registry/http.c): manifests
  * and indexes as ib_manifest_parse resolves them one step at a time, and
  * the {"errors":[…]} body of a refusal.  The first byte picks the media
  * type the registry claimed and the platform asked for; the rest is the
@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../layers/image.h"
-#include "../../registry/http.h"
-#include "fuzz.h"
+#include "layers/image/image.h"
+#include "layers/registry/http.h"
+#include "tests/fuzz/fuzz.h"
 
 static const char *const media_types[] = {
   NULL, IB_MT_OCI_MANIFEST, IB_MT_OCI_INDEX, IB_MT_DOCKER_MANIFEST, IB_MT_DOCKER_LIST, IB_MT_PROVENANCE,

@@ -157,11 +157,11 @@ printf '\x00%s' '{"errors":[{"code":"MANIFEST_UNKNOWN","message":"manifest unkno
 printf '%s' 'Bearer realm="http://127.0.0.1:5001/token",service="registry",scope="repository:app:pull,push repository:base:pull"' "$SEP" '{"token":"eyJ0","access_token":"eyJ0","expires_in":600}' "$SEP" '{"auths":{"https://h:1/v1/":{"auth":"dXNlcjpwYXNz"}}}' | seed registry_auth bearer
 printf '%s' 'Bearer service="registry",scope="repository:app:pull",error="invalid_token"' "$SEP" '{"access_token":"abc"}' "$SEP" '{"auths":{"h:1":{"auth":"dXNlcjpwYXNz"},"index.docker.io":{"auth":"eDp5"}}}' | seed registry_auth no-realm
 printf '%s' 'Basic realm="Registry Realm"' "$SEP" '{}' "$SEP" '{"auths":{"https://h:1/v1/":{"auth":"dXNlcjpwYXNz"}}}' | seed registry_auth basic
-# Records of whole layer reads (layer-read/readthrough.c), in the format the
+# Records of whole layer reads (layers/read/readthrough.c), in the format the
 # reader writes, without their end line (the harness seals each input):
 # this libarchive's version (a read refuses another), no hostile entry,
 # and two (one name with a newline in it).
-rules=$(sed -n 's/^#define IB_TAR_CHECK_RULES \([0-9]*\)$/\1/p' layers/tarcheck.h)
+rules=$(sed -n 's/^#define IB_TAR_CHECK_RULES \([0-9]*\)$/\1/p' layers/tar/tarcheck.h)
 libarchive=$(pkg-config --modversion libarchive | awk -F. '{ printf "%d%03d%03d", $1, $2, $3 }')
 readthrough() { printf '%s' "$2" | seed readthrough "$1"; } # NAME BODY
 head="imgbuild-read-through 1 $rules $libarchive"

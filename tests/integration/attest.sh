@@ -277,7 +277,7 @@ t_attest_sbom_lists_dpkg_python_and_gpu_code() {
 }
 
 # Issue 18: a cold build (a store that never saw the base) fills the SBOM's
-# cache in the file-list pass (attest/sbom.c's indexer), so its SBOM reads
+# cache in the file-list pass (builder/attest/sbom.c's indexer), so its SBOM reads
 # no layer; with the indexers off (IMGBUILD_NO_INDEXERS=1) the SBOM reads
 # the base's layer itself.  Both list the same packages, and every cache
 # entry is byte for byte the same.
@@ -440,7 +440,7 @@ t_attest_sbom_gpu_list_not_reused_when_the_overlay_changes_a_read() {
   [ "$(cat behind.gpu)" = '[["/usr/lib/libflashinfer_dcp.so","GPU code: sm_121a compute_120"]]' ]
 }
 
-# ---- the SBOM's package list, kept per base (attest/sbom.c) ----------------
+# ---- the SBOM's package list, kept per base (builder/attest/sbom.c) ----------------
 
 # pkg_build NAME: kept_build of the package list; the packages' purls go
 # to NAME.pkgs.

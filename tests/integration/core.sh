@@ -87,7 +87,7 @@ t_oci_output_and_oci_base() {
   "$IB" -q dsv41-flash-b12x --output oci:layout:base:1 >/dev/null
   skopeo inspect oci:layout:base:1 >/dev/null
   # A base read from another layout, into a fresh store: each layer listed
-  # as it is copied in (view/pull_lists.h), every one of them.
+  # as it is copied in (layers/view/pull_lists.h), every one of them.
   IMGBUILD_STORE=$PWD/store2 "$IB" --from oci:layout:base:1 dsv41-flash-dcp2 --output oci:out:dcp2:1 \
     >build.out 2>build.err
   [ "$(cut -d' ' -f2 build.out)" = "sha256:$(skopeo inspect --raw oci:out:dcp2:1 | sha256sum | cut -d' ' -f1)" ]
@@ -274,7 +274,7 @@ t_kill_at_any_moment_keeps_the_store_consistent() {
 }
 
 # libcurl (and the two dozen libraries it needs) is loaded only by a run
-# that talks to a registry or a Docker Engine (registry/curl.c): a build
+# that talks to a registry or a Docker Engine (layers/registry/curl.c): a build
 # into the local store and a check of a local image open none of it.
 t_local_build_and_check_load_no_libcurl() {
   mkdir -p d
@@ -293,10 +293,10 @@ t_local_build_and_check_load_no_libcurl() {
 }
 
 # A build again of the same image writes no blob the store already holds
-# (store/store.c): the rebuilt layer and config are the same bytes, and
+# (layers/store/store.c): the rebuilt layer and config are the same bytes, and
 # their files, inodes and all, stay as they were (a rename of a new copy
 # over them would give them new inodes).  The overlay's blob is not even
-# compressed again: its tar's digest finds it (layers/tarlayer.c).
+# compressed again: its tar's digest finds it (layers/tar/tarlayer.c).
 t_build_again_writes_no_blob_the_store_holds() {
   build_base
   "$IB" -q dsv41-flash-dcp2 -t again:1 >one.out
@@ -313,7 +313,7 @@ t_build_again_writes_no_blob_the_store_holds() {
 }
 
 # A build that writes several blobs syncs each one's bytes, but the store's
-# blob folder once, before the tag (store/store.c), not once per blob.
+# blob folder once, before the tag (layers/store/store.c), not once per blob.
 t_build_syncs_the_blob_folder_once_before_its_tag() {
   build_base
   traced -f -y -qq -e trace=fsync,rename -o sync.trace "$IB" -q dsv41-flash-dcp2 -t sync:1 >out.txt

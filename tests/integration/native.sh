@@ -207,7 +207,7 @@ t_native_damaged_verdict_runs_the_gate_again() {
 }
 
 # The whole ELF records (symbols included) that the gate holds are kept
-# within a budget (link-check/reccache.h): evictions, the records read
+# within a budget (symbol-check/link-check/reccache.h): evictions, the records read
 # again from the store's cache, change no verdict, no problem and no
 # order.  The planted failures, checked holding every record and holding
 # none beyond the one or two a lookup needs (IMGBUILD_LINK_CACHE_KIB=0).

@@ -455,7 +455,7 @@ eight_layers() {
 # The most requests the proxy had at once among those JQ-FILTER selects.
 most_in_flight() { proxied "[.[] | select($1) | .inflight] | max"; }
 
-# A base pulled from a registry is listed as it arrives (view/pull_lists.h):
+# A base pulled from a registry is listed as it arrives (layers/view/pull_lists.h):
 # the last layer's download is held by the proxy until the test lets it
 # go, and meanwhile the lists of the layers before it appear in the store's
 # cache, by diff_id.  Without the lister they would only come after the
@@ -509,7 +509,7 @@ t_registry_base_listed_while_it_downloads() {
     "$(skopeo inspect --raw "oci:$PWD/s0:over:1" | jq -c .layers)" ]
 }
 
-# A pull that runs ahead of its listers waits for them (view/pull_lists.h):
+# A pull that runs ahead of its listers waits for them (layers/view/pull_lists.h):
 # with the bound at 1 MiB and one transfer at a time, the third layer is
 # asked for only once the first, slow to list, is listed; a pull whose
 # config has not come does not wait (nothing would list what it fetched).

@@ -165,7 +165,7 @@ t_import_of_a_missing_module_fails() {
 
 # Issue 18: one pass over each base layer.  A cold build (a store that has
 # never seen the base) fills the symbol and native gates' caches from the
-# file-list pass (store/indexer.h); the same build with the indexers off
+# file-list pass (layers/store/indexer.h); the same build with the indexers off
 # (IMGBUILD_NO_INDEXERS=1) has each gate read the layers itself.  Both
 # must decide the same (the same image, the same gate rows, the same
 # problems), every record the gates made themselves must be byte for byte
@@ -282,7 +282,7 @@ closure_and_whole() {
 }
 
 # The syntax check of a cold build runs the image's CPython in a chroot of
-# only the files it needs (pycompile/pyroot.c): no layer of the base is
+# only the files it needs (symbol-check/pycompile/pyroot.c): no layer of the base is
 # extracted into the store, and the answers are those of the interpreter
 # over the whole extracted image (the way taken when the link records are
 # not cached: IMGBUILD_NO_INDEXERS).

@@ -271,7 +271,7 @@ t_imgverify_smoke_without_gpus_fails() {
 
 # A layer whose blob this store has read through (a build, a pull, an
 # imgverify) is hashed, its diff_id and hostile entries taken from that
-# read's record (layer-read/readthrough.h); --full reads it through again.
+# read's record (layers/read/readthrough.h); --full reads it through again.
 # The bytes are hashed every time, and a record that lies about the
 # diff_id is caught by the config, then mended by --full.
 t_verify_hashes_the_layers_it_has_read_and_full_reads_them() {
@@ -317,7 +317,7 @@ PY
 # imgverify's reports with the times and resources taken out.
 verdict_of() { jq -S 'del(.. | .seconds?) | del(.resources)' "$1"; }
 
-# A big gzip layer's inflate index (layer-read/inflate_index.h): recorded by
+# A big gzip layer's inflate index (layers/read/inflate_index.h): recorded by
 # the first imgverify, used by the next (its two threads) with the same
 # report; a forged one (a checkpoint's history changed, its hash made
 # right) is not believed: the same report, and it is dropped; the blob
@@ -370,7 +370,7 @@ PY
   IMGBUILD_STORE=$PWD/s2 "$IV" --full --json big:1 >5.json || true
   diff <(verdict_of 4.json) <(verdict_of 5.json)
   # Untagged and collected, the index and the record of the layer's read
-  # (layer-read/readthrough.h) go with their blob.
+  # (layers/read/readthrough.h) go with their blob.
   [ -s "$S/imgbuild/read-through/$layer" ]
   jq -c '.manifests |= map(select(.annotations["org.opencontainers.image.ref.name"] != "big:1"))' "$S/index.json" >i.json
   cp i.json "$S/index.json"

@@ -6,11 +6,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../../util/fsutil.h"
-#include "test.h"
+#include "util/fsutil.h"
+#include "tests/unit/test.h"
 
 #define T(name) void name (struct test_ctx *t);
-#include "tests.def"
+#include "tests/unit/tests.def"
 #undef T
 
 static const struct
@@ -19,7 +19,7 @@ static const struct
   void (*fn) (struct test_ctx *);
 } all[] = {
 #define T(name) { #name, name },
-#include "tests.def"
+#include "tests/unit/tests.def"
 #undef T
 };
 

@@ -1,0 +1,64 @@
+/* The native link gate in the build: the definition's [native] rules over
+ * the candidate image (symbol-check/link-check/linkgate.h). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "symbol-check/link-check/linkgate.h"
+#include "util/cleanup.h"
+#include "util/fsutil.h"
+#include "builder/gates/gates.h"
+
+int
+ib_gate_native (struct ib_build *b, ib_error_t *err)
+{
+  const struct ib_definition *d = b->def;
+  const struct ib_native_conf *c = &d->native;
+  if (!c->enabled)
+    return IB_GATE_SKIPPED; /* no [native] section: nothing was checked, and the report says so */
+  /* Made if need be.  The gate observes the view while it reads it
+   * (symbol-check/link-check/memo.h), so it gets the build's own, not this read-only
+   * handle. */
+  const struct ib_fsview *built;
+  if (ib_build_image_view (b, &built, err) < 0)
+    return -1;
+  /* Whose extension modules: [native] package lines, else the symbol
+   * gate's packages. */
+  size_t n_default = 0;
+  char **defaults = c->n_packages || d->n_check_packages || !d->python_path ? NULL
+                                                                           : ib_default_packages (d, &n_default);
+  struct ib_native_rules rules = {
+    .check = c->check,
+    .n_check = c->n_check,
+    .defaults = !c->no_defaults,
+    .first_checked_layer = (int) b->first_overlay_layer,
+    .packages = c->n_packages ? c->packages : d->n_check_packages ? d->check_packages : defaults,
+    .n_packages = c->n_packages ? c->n_packages : d->n_check_packages ? d->n_check_packages : n_default,
+    .preloads = c->preloads,
+    .n_preloads = c->n_preloads,
+    .allow = c->allow,
+    .n_allow = c->n_allow,
+    .injected = c->injected,
+    .n_injected = c->n_injected,
+    .interpreter = c->interpreter,
+    .driver = c->driver,
+  };
+  struct ib_gate_sink k = { b->report, "native", NULL, 0 };
+  struct ib_native_stats st;
+  int r = ib_native_check (b->store, b->image, b->image_view, &rules, ib_gate_sink_problem, &k, &st, NULL, err);
+  for (size_t i = 0; i < n_default; i++)
+    free (defaults[i]);
+  free (defaults);
+  if (r < 0)
+    {
+      ib_gate_sink_finish (&k, IB_ESYMBOLS, NULL);
+      return -1;
+    }
+  cleanup_free char *how = st.reused ? ib_xstrdup ("the verdict over the base, reused: the overlay changes nothing "
+                                                   "the check read")
+                                      : ib_xasprintf ("%zu files read in %zu layer passes, %zu cached", st.read,
+                                                      st.layers_read, st.cached);
+  ib_report_note (b->report,
+                  "native: %zu objects, %zu loaded, %zu symbol references; %zu warnings, %zu unchecked, %zu allowed; %s",
+                  st.objects, st.loaded, st.refs, st.warnings, st.unchecked, st.allowed, how);
+  return ib_gate_sink_finish (&k, IB_ESYMBOLS, err);
+}

@@ -1,0 +1,240 @@
+/* The lister of a pull (pull_lists.h): a few threads, fed by the pull's
+ * transfer threads through a queue under one mutex, each listing one layer
+ * at a time with the indexers' pass they share (layers/store/indexer.h); a
+ * transfer that runs too far ahead of them waits on the same mutex.
+ *
+ * As many threads as ib_fs_list_layers_ahead reads layers at once: one
+ * layer's pass keeps some 1.3 cores busy, and the transfers take a share
+ * too. */
+#include "layers/view/pull_lists.h"
+
+#include <malloc.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "layers/store/indexer.h"
+#include "util/cleanup.h"
+#include "util/cpus.h"
+#include "util/fsutil.h"
+#include "layers/view/fsview.h"
+
+#define LISTERS 2
+
+/* A layer that came, to be listed: its number, its blob's size, and
+ * whether a lister is done with it. */
+struct pending
+{
+  size_t layer;
+  uint64_t size;
+  bool done;
+};
+
+struct ib_pull_lister
+{
+  struct ib_store *s;
+  pthread_t thread[LISTERS];
+  size_t n_threads;
+  struct ib_index_pass *pass; /* shared by the threads' passes; NULL: each its own */
+  uint64_t ahead; /* the bytes fetched and not listed yet that hold the pull back */
+  pthread_mutex_t lock; /* everything below */
+  pthread_cond_t wake;    /* a layer came, or the pull is over */
+  pthread_cond_t drained; /* a layer was listed */
+  struct ib_descriptor manifest; /* the pulled image's, once its config came */
+  bool have_config;
+  struct pending *arrived; /* in the order their blobs came */
+  size_t n_arrived, cap, next;
+  bool over, failed;
+  struct ib_pull_lister_stats stats;
+};
+
+/* An eighth of the memory: the listers' backlog stays in the page cache
+ * beside the pull's other reads and writes (a 15 GB download on a 23 GiB
+ * machine was read back from the disk without a bound). */
+#define AHEAD_MIN (256ull << 20)
+
+static uint64_t
+default_ahead (void)
+{
+  uint64_t ram = ib_physical_memory ();
+  return ram / 8 > AHEAD_MIN ? ram / 8 : AHEAD_MIN;
+}
+
+/* The bytes of the layers that came before the Nth and are not listed yet. */
+static uint64_t
+behind (const struct ib_pull_lister *l, size_t n)
+{
+  uint64_t sum = 0;
+  for (size_t j = 0; j < n; j++)
+    sum += l->arrived[j].done ? 0 : l->arrived[j].size;
+  return sum;
+}
+
+/* The transfer thread that brought the Nth layer to come waits, with the
+ * lock held, while those that came before it and are not listed yet pass
+ * the bound: the listers read a layer from the page cache only while the
+ * pull has not pushed it out (a 30 GB base from a loopback registry read
+ * 14 GB of its 15 GB back from the disk when the download ran ahead).
+ * Only once the config is there: before it nothing is listed, and nothing
+ * would drain.  It cannot wait for ever: the layers before it are in the
+ * listers' queue, and the listers stop only once the pull is over. */
+static void
+hold_back (struct ib_pull_lister *l, size_t n)
+{
+  if (!l->have_config || behind (l, n) <= l->ahead)
+    return;
+  double t0 = ib_now ();
+  while (behind (l, n) > l->ahead)
+    pthread_cond_wait (&l->drained, &l->lock);
+  l->stats.held++;
+  l->stats.held_seconds += ib_now () - t0;
+}
+
+static void
+arrived (void *data, const struct ib_image *img, size_t i)
+{
+  struct ib_pull_lister *l = data;
+  pthread_mutex_lock (&l->lock);
+  if (i == 0 && !l->have_config)
+    {
+      ib_descriptor_copy (&l->manifest, &img->manifest);
+      l->have_config = true;
+    }
+  else if (i > 0)
+    {
+      if (l->n_arrived == l->cap)
+        {
+          l->cap = l->cap ? 2 * l->cap : 16;
+          l->arrived = ib_xrealloc (l->arrived, l->cap * sizeof (*l->arrived));
+        }
+      l->arrived[l->n_arrived++] = (struct pending){ i - 1, img->layers[i - 1].size, false };
+    }
+  pthread_cond_broadcast (&l->wake);
+  if (i > 0)
+    hold_back (l, l->n_arrived - 1);
+  pthread_mutex_unlock (&l->lock);
+}
+
+/* The next layer to list (*N: its place in l->arrived), with the lock
+ * held: false when the lister is to stop (the pull failed, or it is over
+ * and every layer that came is done). */
+static bool
+next_layer (struct ib_pull_lister *l, size_t *n)
+{
+  while (!l->failed && !(l->over && (!l->have_config || l->next == l->n_arrived))
+         && !(l->have_config && l->next < l->n_arrived))
+    pthread_cond_wait (&l->wake, &l->lock);
+  if (l->failed || !l->have_config || l->next == l->n_arrived)
+    return false;
+  *n = l->next++;
+  return true;
+}
+
+/* List layer K of IMG as the build would (fsview.c caches it); a layer it
+ * cannot list is the build's own pass's to report. */
+static void
+list_layer (struct ib_pull_lister *l, const struct ib_image *img, size_t k)
+{
+  if (k >= img->n_layers)
+    return;
+  struct ib_fs_list *list = NULL;
+  ib_error_t e = NULL;
+  /* Listed before (a warm build): counted, and nothing is loaded for nothing. */
+  bool listed = ib_fs_list_cached (l->s, &img->layers[k], &img->diff_ids[k])
+                || ib_fs_list_layer_in (l->s, &img->layers[k], &img->diff_ids[k], l->pass, &list, &e) == 0;
+  ib_fs_list_free (list);
+  ib_error_release (&e);
+  if (!listed)
+    return;
+  pthread_mutex_lock (&l->lock);
+  l->stats.listed++;
+  pthread_mutex_unlock (&l->lock);
+}
+
+static void *
+run (void *data)
+{
+  struct ib_pull_lister *l = data;
+  struct ib_image *img = NULL;
+  size_t n;
+  pthread_mutex_lock (&l->lock);
+  while (next_layer (l, &n))
+    {
+      size_t k = l->arrived[n].layer;
+      pthread_mutex_unlock (&l->lock);
+      /* The config is in the store now: the manifest was put there before
+       * any blob was fetched.  An image that does not load is not listed. */
+      ib_error_t e = NULL;
+      if (img == NULL && ib_image_load (l->s, &l->manifest, NULL, &img, &e) < 0)
+        ib_error_release (&e);
+      if (img)
+        list_layer (l, img, k);
+      pthread_mutex_lock (&l->lock);
+      if (img)
+        l->stats.layers = img->n_layers;
+      l->arrived[n].done = true;
+      pthread_cond_broadcast (&l->drained);
+    }
+  pthread_mutex_unlock (&l->lock);
+  ib_image_free (img);
+  return NULL;
+}
+
+struct ib_pull_lister *
+ib_pull_lister_start (struct ib_store *s, uint64_t ahead, struct ib_pull_listener *listener)
+{
+  struct ib_pull_lister *l = ib_xcalloc (1, sizeof (*l));
+  l->s = s;
+  l->ahead = ahead ? ahead : default_ahead ();
+  pthread_mutex_init (&l->lock, NULL);
+  pthread_cond_init (&l->wake, NULL);
+  pthread_cond_init (&l->drained, NULL);
+  cleanup_free char *spool_dir = ib_fs_spool_dir (s);
+  l->pass = spool_dir ? ib_index_pass_start (s, spool_dir) : NULL;
+  size_t want = ib_online_cpus () > 1 ? LISTERS : 1;
+  while (l->n_threads < want && pthread_create (&l->thread[l->n_threads], NULL, run, l) == 0)
+    l->n_threads++;
+  if (l->n_threads == 0)
+    {
+      /* No thread: no listener either; the build lists after the pull. */
+      ib_index_pass_finish (l->pass);
+      pthread_cond_destroy (&l->drained);
+      pthread_cond_destroy (&l->wake);
+      pthread_mutex_destroy (&l->lock);
+      free (l);
+      *listener = (struct ib_pull_listener){ 0 };
+      return NULL;
+    }
+  *listener = (struct ib_pull_listener){ .arrived = arrived, .data = l };
+  return l;
+}
+
+void
+ib_pull_lister_finish (struct ib_pull_lister *l, bool pull_failed, struct ib_pull_lister_stats *stats)
+{
+  if (stats)
+    *stats = (struct ib_pull_lister_stats){ 0 };
+  if (l == NULL)
+    return;
+  pthread_mutex_lock (&l->lock);
+  l->over = true;
+  l->failed = pull_failed;
+  pthread_cond_broadcast (&l->wake);
+  pthread_cond_broadcast (&l->drained);
+  pthread_mutex_unlock (&l->lock);
+  for (size_t i = 0; i < l->n_threads; i++)
+    pthread_join (l->thread[i], NULL);
+  ib_index_pass_finish (l->pass);
+  malloc_trim (0); /* the listers' heap, given back once they are done */
+  if (stats)
+    {
+      *stats = l->stats;
+      stats->ahead = l->ahead;
+    }
+  pthread_cond_destroy (&l->drained);
+  pthread_cond_destroy (&l->wake);
+  pthread_mutex_destroy (&l->lock);
+  ib_descriptor_clear (&l->manifest);
+  free (l->arrived);
+  free (l);
+}

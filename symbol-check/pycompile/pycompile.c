@@ -1,0 +1,288 @@
+#include "symbol-check/pycompile/pycompile.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "util/cleanup.h"
+#include "util/fsutil.h"
+#include "layers/runner/bundle.h"
+#include "symbol-check/pycompile/pyroot.h"
+
+/* Reads "LEN\nPATH\n" + LEN bytes records; answers one line each: "ok", or
+ * "LINE MESSAGE".  Null bytes are a ValueError before 3.12, a SyntaxError
+ * after; import refuses both. */
+static const char driver[] = "import sys\n"
+                             "r = sys.stdin.buffer\n"
+                             "w = sys.stdout\n"
+                             "while True:\n"
+                             "    h = r.readline()\n"
+                             "    if not h:\n"
+                             "        break\n"
+                             "    n = int(h)\n"
+                             "    name = r.readline()[:-1].decode('utf-8', 'surrogateescape')\n"
+                             "    src = r.read(n)\n"
+                             "    try:\n"
+                             "        compile(src, name, 'exec', dont_inherit=True)\n"
+                             "        w.write('ok\\n')\n"
+                             "    except SyntaxError as e:\n"
+                             "        w.write('%d %s\\n' % (e.lineno or 0, str(e.msg).replace('\\n', ' ')))\n"
+                             "    except Exception as e:\n"
+                             "        w.write('0 %s: %s\\n' % (type(e).__name__, str(e).replace('\\n', ' ')))\n"
+                             "    w.flush()\n";
+
+static int
+write_input (const char *path, const struct ib_py_source *files, size_t n, ib_error_t *err)
+{
+  char *text = NULL;
+  size_t len = 0;
+  for (size_t i = 0; i < n; i++)
+    {
+      cleanup_free char *h = ib_xasprintf ("%zu\n%s\n", files[i].len, files[i].path);
+      ib_xappend (&text, &len, h, strlen (h));
+      ib_xappend (&text, &len, files[i].src, files[i].len);
+    }
+  int r = ib_write_file_atomic (path, text ? text : "", len, 0600, err);
+  free (text);
+  return r;
+}
+
+static int
+read_answers (const char *path, struct ib_py_source *files, size_t n, ib_error_t *err)
+{
+  cleanup_free char *out = NULL;
+  if (ib_read_file (path, 1u << 30, &out, NULL, err) < 0)
+    return -1;
+  char *save = NULL, *l = strtok_r (out, "\n", &save);
+  for (size_t i = 0; i < n; i++, l = strtok_r (NULL, "\n", &save))
+    {
+      if (l == NULL)
+        return ib_error (err, IB_EENV, "the interpreter answered %zu of %zu files", i, n);
+      if (strcmp (l, "ok") == 0)
+        continue;
+      int off = 0;
+      files[i].refused = true;
+      sscanf (l, "%d %n", &files[i].line, &off);
+      files[i].msg = ib_xstrdup (l + off);
+    }
+  return 0;
+}
+
+/* In the child: the image's layers as / of a private mount namespace. */
+static void
+child_in_image (const char *lower, const char *mnt, const char *interpreter, int in, int out, int errfd)
+{
+  if (unshare (CLONE_NEWNS) < 0 || mount (NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+    _exit (120);
+  /* overlayfs wants two lower folders when it has no upper one. */
+  int ok = strchr (lower, ':') ? mount ("overlay", mnt, "overlay", MS_RDONLY, ib_xasprintf ("lowerdir=%s", lower))
+                               : mount (lower, mnt, NULL, MS_BIND | MS_RDONLY, NULL);
+  if (ok < 0 || chroot (mnt) < 0 || chdir ("/") < 0)
+    _exit (121);
+  dup2 (in, 0);
+  dup2 (out, 1);
+  if (errfd >= 0)
+    dup2 (errfd, 2);
+  char *const argv[] = { (char *) interpreter, "-I", "-S", "-B", "-W", "ignore", "-c", (char *) driver, NULL };
+  char *const envp[] = { "PYTHONHASHSEED=0", "LC_ALL=C.UTF-8", "PATH=/usr/bin:/bin", NULL };
+  execve (interpreter, argv, envp);
+  _exit (127);
+}
+
+static void
+child_on_host (const char *interpreter, int in, int out)
+{
+  dup2 (in, 0);
+  dup2 (out, 1);
+  char *const argv[] = { (char *) interpreter, "-I", "-S", "-B", "-W", "ignore", "-c", (char *) driver, NULL };
+  execv (interpreter, argv);
+  _exit (127);
+}
+
+/* ERRFD: where the interpreter's stderr goes, -1 for ours. */
+static int
+run (const char *work, const char *lower, const char *interpreter, struct ib_py_source *files, size_t n, int errfd,
+     ib_error_t *err)
+{
+  cleanup_free char *in_path = ib_path_join (work, "in"), *out_path = ib_path_join (work, "out");
+  cleanup_free char *mnt = ib_path_join (work, "root");
+  if (write_input (in_path, files, n, err) < 0)
+    return -1;
+  if (lower && mkdir (mnt, 0755) < 0)
+    return ib_error_errno (err, errno, IB_EENV, "mkdir `%s`", mnt);
+  cleanup_close int in = open (in_path, O_RDONLY | O_CLOEXEC);
+  cleanup_close int out = open (out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (in < 0 || out < 0)
+    return ib_error_errno (err, errno, IB_EENV, "open `%s`", work);
+  pid_t pid = fork ();
+  if (pid < 0)
+    return ib_error_errno (err, errno, IB_EENV, "fork");
+  if (pid == 0)
+    {
+      if (lower)
+        child_in_image (lower, mnt, interpreter, in, out, errfd);
+      child_on_host (interpreter, in, out);
+    }
+  int status;
+  while (waitpid (pid, &status, 0) < 0)
+    if (errno != EINTR)
+      return ib_error_errno (err, errno, IB_EENV, "waitpid");
+  if (!WIFEXITED (status) || WEXITSTATUS (status) != 0)
+    return ib_error (err, IB_EENV, "%s %s: exit %d", interpreter, lower ? "in a chroot of the image" : "",
+                     WIFEXITED (status) ? WEXITSTATUS (status) : 128 + WTERMSIG (status));
+  return read_answers (out_path, files, n, err);
+}
+
+static bool
+same_architecture (const struct ib_image *img)
+{
+  struct ib_platform host;
+  ib_platform_host (&host);
+  const cJSON *a = cJSON_GetObjectItemCaseSensitive (img->config_json, "architecture");
+  return !cJSON_IsString (a) || strcmp (a->valuestring, host.architecture) == 0;
+}
+
+/* Lower layers last, as overlayfs lists them. */
+static int
+lower_dirs (struct ib_pycompile *pc, char **out, ib_error_t *err)
+{
+  char *lower = ib_xstrdup ("");
+  for (size_t i = 0; i < pc->img->n_layers; i++)
+    {
+      cleanup_free char *dir = NULL;
+      if (ib_image_layer_dir (pc->s, pc->img, i, &dir, err) < 0)
+        {
+          free (lower);
+          return -1;
+        }
+      char *next = *lower ? ib_xasprintf ("%s:%s", dir, lower) : ib_xstrdup (dir);
+      free (lower);
+      lower = next;
+    }
+  *out = lower;
+  return 0;
+}
+
+/* The system's own interpreters only: a $PATH shim (pyenv) may be another Python. */
+static char *
+system_program (const char *name)
+{
+  static const char *const dirs[] = { "/usr/local/bin", "/usr/bin", "/bin", NULL };
+  for (int i = 0; dirs[i]; i++)
+    {
+      char *p = ib_path_join (dirs[i], name);
+      if (access (p, X_OK) == 0)
+        return p;
+      free (p);
+    }
+  return NULL;
+}
+
+/* Are the image's layers all extracted in the store already (a smoke test
+ * made them, or an earlier build)?  Then they cost nothing to use. */
+static bool
+layers_extracted (struct ib_pycompile *pc)
+{
+  cleanup_free char *cache = NULL;
+  if (ib_store_cache_dir (pc->s, "rootfs", &cache, NULL) < 0)
+    return false;
+  for (size_t i = 0; i < pc->img->n_layers; i++)
+    {
+      cleanup_free char *dir = ib_path_join (cache, ib_digest_hex (pc->img->diff_ids[i].s));
+      struct stat st;
+      if (!ib_store_blob_trusted (pc->s, &pc->img->layers[i].digest) || stat (dir, &st) < 0)
+        return false;
+    }
+  return true;
+}
+
+static void
+forget_answers (struct ib_py_source *files, size_t n)
+{
+  for (size_t i = 0; i < n; i++)
+    {
+      free (files[i].msg);
+      files[i].msg = NULL;
+      files[i].refused = false;
+      files[i].line = 0;
+    }
+}
+
+/* In a chroot of the interpreter's own files (pyroot.h) rather than of the
+ * whole image: 1 when that cannot answer (a record not cached, or the
+ * interpreter failed there: the caller then runs it over the extracted
+ * layers, which give the same answers or the same error as always). */
+static int
+run_in_pyroot (struct ib_pycompile *pc, const char *work, const char *interpreter, const char *version,
+               struct ib_py_source *files, size_t n, ib_error_t *err)
+{
+  if (pc->view == NULL || layers_extracted (pc))
+    return 1;
+  cleanup_free char *sub = ib_path_join (work, "pyroot");
+  cleanup_free char *root = ib_path_join (sub, "files");
+  if (mkdir (sub, 0700) < 0)
+    return ib_error_errno (err, errno, IB_EENV, "mkdir `%s`", sub);
+  int r = ib_pyroot_write (pc->s, pc->img, pc->view, interpreter, version, root, err);
+  if (r != 0)
+    return r;
+  /* Its complaints, if it cannot start there, are not the build's. */
+  cleanup_close int quiet = open ("/dev/null", O_WRONLY | O_CLOEXEC);
+  ib_error_t e = NULL;
+  if (run (sub, root, interpreter, files, n, quiet, &e) == 0)
+    return 0;
+  ib_error_release (&e);
+  forget_answers (files, n);
+  return 1;
+}
+
+int
+ib_py_compile (void *data, const char *interpreter, const char *version, struct ib_py_source *files, size_t n,
+               char **who, bool *exact, ib_error_t *err)
+{
+  struct ib_pycompile *pc = data;
+  cleanup_free char *runs = NULL;
+  if (ib_store_cache_dir (pc->s, "run", &runs, err) < 0)
+    return -1;
+  cleanup_free char *work = ib_path_join (runs, "pycompile-XXXXXX");
+  if (mkdtemp (work) == NULL)
+    return ib_error_errno (err, errno, IB_EENV, "mkdtemp `%s`", work);
+  int r;
+  if (interpreter && geteuid () == 0 && same_architecture (pc->img))
+    {
+      r = run_in_pyroot (pc, work, interpreter, version, files, n, err);
+      if (r == 1)
+        {
+          cleanup_free char *lower = NULL;
+          r = lower_dirs (pc, &lower, err);
+          if (r == 0)
+            r = run (work, lower, interpreter, files, n, -1, err);
+        }
+      *who = ib_xasprintf ("the image's %s (in a chroot)", interpreter);
+      *exact = true;
+    }
+  else
+    {
+      cleanup_free char *name = ib_xasprintf ("python%s", version);
+      char *host = system_program (name);
+      *exact = host != NULL;
+      if (host == NULL)
+        host = system_program ("python3");
+      if (host == NULL)
+        r = ib_error (err, IB_EENV, "no Python to check the syntax with: the image's cannot run here and the build machine has no python3");
+      else
+        {
+          r = run (work, NULL, host, files, n, -1, err);
+          *who = ib_xasprintf ("the build machine's %s", host);
+        }
+      free (host);
+    }
+  ib_remove_tree (work, NULL);
+  return r < 0 ? ib_error_wrap (err, "syntax check") : 0;
+}
