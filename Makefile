@@ -203,7 +203,7 @@ mutate: all
 # 2 GiB layout with the store on an 8 MiB tmpfs (tests/integration/inplace.sh).
 # Then the whole suite (normal tier) on the tools built with ASan+UBSan:
 # CI sanitizes only the suites listed in .ci/run, as many as its 90 minutes
-# hold (the README gives the measured times).  Then the aarch64 tier: every
+# hold (tests/README.md gives the measured times).  Then the aarch64 tier: every
 # suite with the aarch64 tools under qemu, but the tests that start a
 # daemon, a registry or a container (skips).
 test-all: test-deps

@@ -8,7 +8,7 @@
 
 #include <stdarg.h>
 
-/* Exit codes, one per class of failure (documented in --help and README). */
+/* Exit codes, one per class of failure (documented in --help and the man pages). */
 enum ib_error_class
 {
   IB_OK = 0,

@@ -1,6 +1,6 @@
 /* The build report: one row per step and gate, for people on stderr as it
  * happens, and for machines as one JSON document (schema
- * "imgbuild.report/v1", documented in README.md) on stdout with --json. */
+ * "imgbuild.report/v1", docs/imgbuild-report.schema.json) on stdout with --json. */
 #ifndef IB_REPORT_H
 #define IB_REPORT_H
 

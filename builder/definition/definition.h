@@ -1,6 +1,6 @@
 /* Image definitions: what to put over which base, and under which name.
  *
- * A definition is a folder with an `image.conf` (format in README.md); the
+ * A definition is a folder with an `image.conf` (format: docs/definitions.md, image.conf(5)); the
  * same content can come from a Dockerfile of the FROM/COPY/ENV/LABEL/ARG/CMD
  * subset, and both give the same image digest.  Parsing only reads the
  * text: whether targets are sane, sources exist and targets exist in the base

@@ -110,7 +110,7 @@ ib_rcheck_flags (struct ib_rcheck *c, const struct ib_recipe *r, const struct ib
 
 /* Prefixes and names of variables read outside the image's own code: the
  * runtime, the CUDA driver, libraries the launcher and the model hub use.
- * Documented in the README ("Recipes"). */
+ * Documented in docs/imgverify.md ("Recipes"). */
 static const struct
 {
   const char *pattern; /* a trailing '*' is a prefix */

@@ -34,7 +34,7 @@ struct verdict
   const char *gate; /* "verify" when it is no gate's */
 };
 
-/* README: "when several checks fail, the code is that of the first in the
+/* docs/imgverify.md: "when several checks fail, the code is that of the first in the
  * order integrity, symbols, kernels, smoke"; a failure that kept the checks
  * from running at all (I/O, a reference that does not resolve) before them. */
 static int
