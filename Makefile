@@ -59,7 +59,7 @@ STAND_IN_SO := images/dsv41-flash-b12x/native/_b12x_C.abi3.so images/dsv41-flash
 NVCC ?= $(shell command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)
 SI := images/dsv41-flash-b12x
 
-.PHONY: all deps test-deps image images verify stand-in stand-in-arm64 test test-all test-arm64 arm64 mutate fuzzers fuzz clean install bench
+.PHONY: all deps test-deps image images verify stand-in stand-in-arm64 test test-all test-arm64 arm64 mutate fuzzers fuzz clean install bench man
 all: $(PROGS) $(BUILD)/unit-tests $(STAND_IN_SO)
 
 $(BUILD)/obj/%.o: %.c
@@ -241,12 +241,29 @@ test-arm64: test-deps arm64
 clean:
 	rm -rf $(BUILD) build-asan build-fuzz $(ARM64) $(STAND_IN_SO) $(SIA)
 
-# imgbuild and imgverify in bin/ (their --help is the complete reference),
-# the smoke program in libexec/imgbuild/, the definitions in share/.
-install: all
+# The man pages: imgbuild(1), imgverify(1) and image.conf(5), written in
+# go-md2man's Markdown (docs/man/*.md, readable on GitHub as they are) and
+# rendered to roff by Debian's go-md2man, which `make deps` installs.  Not
+# part of `all`: only `make install` needs them, so a build of the tools
+# needs no go-md2man.  tests/integration/docs.sh holds their options to
+# --help, so the two cannot drift apart.
+MAN_MD := $(wildcard docs/man/*.md)
+MAN := $(MAN_MD:docs/man/%.md=$(BUILD)/man/%)
+$(MAN): $(BUILD)/man/%: docs/man/%.md
+	@mkdir -p $(dir $@)
+	@command -v go-md2man >/dev/null || { echo "the man pages need go-md2man: make deps installs it" >&2; exit 8; }
+	go-md2man -in $< -out $@
+man: $(MAN)
+
+# imgbuild and imgverify in bin/ (their --help is the complete reference,
+# their man pages say the same), the smoke program in libexec/imgbuild/, the
+# definitions in share/, the man pages in share/man/.
+install: all man
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/libexec/imgbuild $(DESTDIR)$(PREFIX)/share/imgbuild \
-	  $(DESTDIR)$(PREFIX)/share/doc/imgbuild
+	  $(DESTDIR)$(PREFIX)/share/doc/imgbuild $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man5
 	install -m 0755 $(BUILD)/imgbuild $(BUILD)/imgverify $(DESTDIR)$(PREFIX)/bin/
 	install -m 0755 $(BUILD)/dcp2_smoke $(DESTDIR)$(PREFIX)/libexec/imgbuild/
 	cp -r images kernels $(DESTDIR)$(PREFIX)/share/imgbuild/
 	install -m 0644 README.md docs/*.json $(DESTDIR)$(PREFIX)/share/doc/imgbuild/
+	install -m 0644 $(filter %.1,$(MAN)) $(DESTDIR)$(PREFIX)/share/man/man1/
+	install -m 0644 $(filter %.5,$(MAN)) $(DESTDIR)$(PREFIX)/share/man/man5/

@@ -8,12 +8,15 @@
 # are installed.
 set -eu
 build=(gcc g++ make pkg-config libarchive-dev libcjson-dev libssl-dev zlib1g-dev libzstd-dev liblz4-dev libisal-dev
-       libcurl4-openssl-dev busybox-static python3 ca-certificates libtomlplusplus-dev)
+       libcurl4-openssl-dev busybox-static python3 ca-certificates libtomlplusplus-dev go-md2man)
+# (go-md2man: `make install` renders the man pages, docs/man/*.md.)
 fuzz=(clang libclang-rt-dev)
 test=(skopeo umoci docker.io runc docker-registry apache2-utils openssl curl tmux jq iproute2 procps openmpi-bin python3-jsonschema python3-protobuf python3-junitparser libxml2-utils strace
       time file gcc-aarch64-linux-gnu binutils openssh-server openssh-client zstd isal
-      libc6-dev-arm64-cross)
-# (isal: igzip, a second inflater that judges the layers imgbuild writes.)
+      libc6-dev-arm64-cross man-db)
+# (isal: igzip, a second inflater that judges the layers imgbuild writes;
+# man-db: `man -l` reads the rendered man pages as a user would,
+# tests/integration/docs.sh.)
 # `bench` (make bench): the peers of `test`, igzip (ISA-L) for the limit,
 # matplotlib for the plots.
 bench=(isal python3-matplotlib)
