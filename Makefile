@@ -72,6 +72,10 @@ $(BUILD)/obj/%.o: %.cc
 
 CLI_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard cli/*.c))
 -include $(LIB_OBJ:.o=.d) $(UNIT_OBJ:.o=.d) $(CLI_OBJ:.o=.d)
+# The programs' objects come from a chain of pattern rules: without this,
+# make deletes them as intermediates after the link and recompiles them on
+# every run.
+.SECONDARY: $(CLI_OBJ)
 
 $(BUILD)/libimgbuild.a: $(LIB_OBJ)
 	@rm -f $@
