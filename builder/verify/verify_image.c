@@ -13,6 +13,7 @@
 #include "builder/junit.h"
 #include "builder/attest/provenance.h"
 #include "builder/attest/sign.h"
+#include "builder/core/privileged.h"
 #include "builder/verify/verify.h"
 
 /* What --require-gates may name, with the class of the failure when one of
@@ -276,7 +277,8 @@ check_integrity (struct ib_build *b, const struct ib_verify_image_options *o, st
   ib_error_t e = NULL;
   size_t errors = ib_report_errors (b->report, "integrity");
   double t0 = ib_now ();
-  struct ib_verify_how how = { .lenient_layers = base_layers (b, o), .jobs = o->jobs, .full = o->full };
+  struct ib_verify_how how
+      = { .lenient_layers = base_layers (b, o), .strict = o->strict_base, .jobs = o->jobs, .full = o->full };
   int r = ib_verify_image (b->store, b->image, &how, b->report, ib_gate_sink_problem, &k, &st, &e);
   if (ib_gate_sink_finish (&k, IB_EINTEGRITY, r < 0 ? NULL : &e) < 0)
     r = -1;
@@ -285,8 +287,11 @@ check_integrity (struct ib_build *b, const struct ib_verify_image_options *o, st
   cleanup_free char *detail = ib_xasprintf ("%zu blobs, %llu bytes; %zu layer(s) read through, %zu hashed and known "
                                             "from an earlier read (--full reads them)",
                                             st.blobs, st.bytes, st.layers_read, st.layers_known);
+  cJSON *in = cJSON_CreateObject ();
+  ib_report_privileged (b->report, in, "image", (const char *const *) st.privileged, st.n_privileged);
+  ib_verify_stats_clear (&st);
   ib_gate_row (b, "integrity", r, ib_now () - t0, errors, detail, e);
-  cJSON *in = cJSON_AddObjectToObject (ib_report_json (b->report), "integrity");
+  cJSON_AddItemToObject (ib_report_json (b->report), "integrity", in);
   cJSON_AddNumberToObject (in, "blobs", (double) st.blobs);
   cJSON_AddNumberToObject (in, "bytes", (double) st.bytes);
   cJSON_AddNumberToObject (in, "bad", (double) st.bad);
