@@ -25,6 +25,8 @@ static const struct
 } gate_names[] = {
   { "integrity", IB_EINTEGRITY }, { "provenance", IB_EINTEGRITY }, { "symbols", IB_ESYMBOLS },
   { "native", IB_ESYMBOLS },      { "kernels", IB_EKERNELS },       { "smoke", IB_ESMOKE },
+  { "toolchains", IB_EKERNELS },  { "driver", IB_EKERNELS },        { "ptx", IB_EKERNELS },
+  { "jit-budget", IB_EKERNELS },  { "recipe", IB_EGATE },
 };
 #define N_GATES (sizeof (gate_names) / sizeof (gate_names[0]))
 
@@ -80,8 +82,8 @@ parse_gates (const char *list, bool want[N_GATES], ib_error_t *err)
         i++;
       if (i == N_GATES)
         return ib_error (err, IB_EUSAGE,
-                         "--require-gates: `%s` is not a gate (integrity, provenance, symbols, native, kernels, smoke; "
-                         "or none)",
+                         "--require-gates: `%s` is not a gate (integrity, provenance, symbols, native, kernels, smoke, "
+                         "toolchains, driver, ptx, jit-budget, recipe; or none)",
                          t);
       want[i] = true;
     }
