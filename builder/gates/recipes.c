@@ -189,7 +189,10 @@ gate_one_recipe (struct ib_build *b, const struct ib_fsview *view, size_t i, str
     }
   ib_report_note (b->report, "recipe: %s: %zu passed, %zu failed, %zu unchecked, %zu warnings", c->recipe,
                   c->counts[IB_R_PASS], c->counts[IB_R_FAIL], c->counts[IB_R_UNCHECKED], c->counts[IB_R_WARN]);
-  *ran += c->counts[IB_R_PASS] + c->counts[IB_R_FAIL] + c->counts[IB_R_WARN];
+  /* What ran: a check of something the recipe says (a line of it), not
+   * the shape its defaults give (line 0) or a line left unchecked. */
+  for (size_t j = 0; j < c->n; j++)
+    *ran += c->l[j].line > 0 && c->l[j].status != IB_R_UNCHECKED;
   ib_rcheck_free (c);
   ib_recipe_free (r);
   return 0;
