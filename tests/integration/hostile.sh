@@ -162,3 +162,40 @@ t_layer_without_tar_footer_is_read_whole_and_a_cut_one_refused() {
     expect_fail 4 "layer sha256:[0-9a-f]{64}: Truncated" "$IV" "oci:lay$cut:base"
   done
 }
+
+# Issue 45, on a real base: Debian bookworm with python3-torch
+# (scripts/real-base.sh, debootstrap then umoci) builds with no flag, and
+# both tools count its setuid files as find(1) counts them in the rootfs;
+# --strict-base refuses it.  Its layout has dev/ emptied, so the devices
+# debootstrap made (/dev/null, /dev/zero, ...) go into a second base, a
+# layer GNU tar writes from that rootfs/dev: counted as mknod made them.
+tall_real_base_builds_with_no_flag_and_counts_its_entries() {
+  eval "$("$ROOT/scripts/real-base.sh")" # rootfs, oci, ref
+  local setid devs
+  setid=$(find "$rootfs" -xdev ! -type d -perm /6000 | wc -l)
+  devs=$(find "$rootfs/dev" -xdev \( -type c -o -type b \) | wc -l)
+  [ "$setid" -gt 5 ] && [ "$devs" -gt 3 ]
+  mkdir -p plain
+  echo hi >plain/note.txt
+  printf '[image]\nname = plain:1\nfrom = %s\n[copy]\nfile note.txt /etc/imgbuild-note\n[new]\n/etc/imgbuild-note\n' \
+    "$ref" >plain/image.conf
+  "$IB" --json --smoke=off plain >r.json
+  validate r.json
+  jq -e --argjson n "$setid" '.status == "pass" and .base.privileged_entries.setuid_files == $n
+    and .base.privileged_entries.device_nodes == 0 and ([.problems[] | select(.gate == "base")] | length == 0)
+    and (.base.privileged_entries.entries | any(test("entry `usr/bin/passwd`: setuid or setgid file$")))' r.json
+  "$IV" --json plain:1 >v.json
+  jq -e --argjson n "$setid" '.status == "pass" and .integrity.privileged_entries.setuid_files == $n' v.json
+  expect_fail 4 "base \`$ref\` has $setid unsafe entries .*--strict-base refuses privileged entries" \
+    "$IB" --smoke=off --strict-base plain -t strict:1
+  # Its devices, as debootstrap made them, in a layer of their own.
+  tar --numeric-owner -C "$rootfs" -cf dev.tar dev
+  umoci init --layout devbase && umoci new --image devbase:base
+  umoci raw add-layer --image devbase:base --tag base dev.tar
+  sed -i "s|^from = .*|from = oci:$PWD/devbase:base|" plain/image.conf
+  "$IB" --json --smoke=off plain -t plain:2 >d.json
+  jq -e --argjson n "$devs" '.status == "pass" and .base.privileged_entries.device_nodes == $n
+    and (.base.privileged_entries.entries | any(test("entry `dev/null`: device node$")))' d.json
+  "$IV" --json plain:2 >dv.json
+  jq -e --argjson n "$devs" '.integrity.privileged_entries.device_nodes == $n' dv.json
+}
