@@ -243,6 +243,12 @@ t_fleet_gates_skip_over_nothing() {
     "$IV" --require-gates toolchains,driver,ptx,jit-budget t-txt:1
   grep -q 'gate jit-budget did not run, and --require-gates names it: no shared object' stderr.txt
   expect_fail 6 'gate driver did not run' "$IV" --require-gates driver t-txt:1
+  # Without [target], each of the four says so.
+  fleet_image plain t-plain:1 "file note.txt /etc/note.txt" ''
+  cp note.txt plain/
+  "$IB" --json -q plain >p.json
+  jq -e '[.gates[] | select(.name == ("toolchains", "driver", "ptx", "jit-budget")) | select(.status == "skip" and (.reason | test("^no \\[target\\] in ")))] | length == 4' p.json
+  jq -e '.gates[] | select(.name == "native") | .status == "skip" and (.reason | test("^no \\[native\\] in "))' p.json
   # With something to check, the same gates pass and --require-gates is met:
   # a CUDA runtime (its name says 12.8) asks the driver for CUDA 12.8.
   mkdir -p rt && echo 'not ELF' >rt/libcudart.so.12.8.90

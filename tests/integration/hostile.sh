@@ -174,7 +174,8 @@ tall_real_base_builds_with_no_flag_and_counts_its_entries() {
   local setid devs
   setid=$(find "$rootfs" -xdev ! -type d -perm /6000 | wc -l)
   devs=$(find "$rootfs/dev" -xdev \( -type c -o -type b \) | wc -l)
-  [ "$setid" -gt 5 ] && [ "$devs" -gt 3 ]
+  [ "$setid" -gt 5 ]
+  [ "$devs" -gt 3 ]
   mkdir -p plain
   echo hi >plain/note.txt
   printf '[image]\nname = plain:1\nfrom = %s\n[copy]\nfile note.txt /etc/imgbuild-note\n[new]\n/etc/imgbuild-note\n' \
