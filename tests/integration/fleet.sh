@@ -256,4 +256,15 @@ t_fleet_gates_skip_over_nothing() {
   "$IB" --json -q rt >r2.json
   jq -e '.gates[] | select(.name == "driver") | .status == "pass"' r2.json
   "$IV" --require-gates driver t-rt:1 >/dev/null
+  # That library holds no GPU code: the budget has nothing to judge.
+  jq -e '.gates[] | select(.name == "jit-budget") | .status == "skip" and (.reason | test("none of the image.s 1 shared objects, cubins and fatbins has GPU code"))' r2.json
+  # A required kernel with SASS only: the kernel gate passes, the budget
+  # passes over its GPU code, and the PTX check has no PTX to judge.
+  printf 'extern "C" __global__ void k_sass(float *x) { x[threadIdx.x] *= 2.0f; }\n' >ks.cu
+  mkdir -p s
+  "$NVCC_REAL" -fatbin -gencode arch=compute_121a,code=sm_121a ks.cu -o s/ks.fatbin
+  fleet_image s t-s:1 "file ks.fatbin /opt/k/ks.fatbin" $'[kernels]\nrequire /opt/k/* k_sass\n[target]\ngpu = 12.1'
+  "$IB" --json -q s >s.json
+  jq -e '[.gates[] | select(.name == ("kernels", "ptx", "jit-budget")) | .status] == ["pass", "skip", "pass"]' s.json
+  jq -e '.gates[] | select(.name == "ptx") | .reason | test("have no PTX in the 1 file")' s.json
 }
