@@ -5,10 +5,12 @@
 #include <time.h>
 
 #include "layers/transports/refs.h"
+#include "layers/tar/tarcheck.h"
 #include "layers/view/pull_lists.h"
 #include "util/cleanup.h"
 #include "util/fsutil.h"
 #include "builder/pipeline.h"
+#include "builder/core/privileged.h"
 #include "builder/gates/gates.h"
 #include "builder/indexers.h"
 #include "builder/cluster/load_nodes.h"
@@ -130,10 +132,15 @@ resolve_base (struct ib_build *b, ib_error_t *err)
   return 0;
 }
 
-/* A base whose layers hold hostile entries (layers/tar/tarcheck.h: names
- * leaving the root, devices, setuid files, ...) is refused: the image
- * would carry them to every node.  --allow-unsafe-base builds over it, each
- * entry a warning in the report. */
+/* The entries of the base's layers that the tar check names
+ * (layers/tar/tarcheck.h).  Those that escape the root or lie about
+ * themselves (`..`, absolute names, links out, hard links to nothing,
+ * duplicates, ...) are refused: an extractor that follows one writes
+ * outside the image, and the image would carry them to every node.
+ * --allow-unsafe-base makes each of them a warning (a base from a tool
+ * that writes duplicate entries).  The privileged ones (setuid/setgid
+ * files, devices, FIFOs, sockets) are what every distribution base holds:
+ * counted in the report (privileged.h), refused only with --strict-base. */
 static int
 check_base_entries (struct ib_build *b, ib_error_t *err)
 {
@@ -142,17 +149,27 @@ check_base_entries (struct ib_build *b, ib_error_t *err)
     return 0;
   if (ib_build_base_view (b, &view, err) < 0)
     return -1;
-  size_t n;
+  size_t n, refused = 0;
   const char *const *h = ib_fsview_hazards (view, &n);
-  bool allow = b->opt->allow_unsafe_base;
+  ib_report_privileged (b->report, cJSON_AddObjectToObject (ib_report_json (b->report), "base"), "base", h, n);
+  const char *first = NULL;
   for (size_t i = 0; i < n; i++)
-    ib_report_problem (b->report, "base", !allow, "%s", h[i]);
-  if (n == 0 || allow)
+    {
+      bool escape = ib_tar_finding_kind (h[i]) == IB_TAR_ESCAPE;
+      if (!escape && !b->opt->strict_base)
+        continue;
+      bool error = !escape || !b->opt->allow_unsafe_base;
+      ib_report_problem (b->report, "base", error, "%s", h[i]);
+      if (error && refused++ == 0)
+        first = h[i];
+    }
+  if (refused == 0)
     return 0;
   const char *from = b->opt->from ? b->opt->from : b->def->from;
-  return ib_error (err, IB_EINTEGRITY,
-                   "base `%s` has %zu unsafe entr%s (the first: %s); --allow-unsafe-base builds over it anyway", from,
-                   n, n == 1 ? "y" : "ies", h[0]);
+  return ib_error (err, IB_EINTEGRITY, "base `%s` has %zu unsafe entr%s (the first: %s)%s", from, refused,
+                   refused == 1 ? "y" : "ies", first,
+                   ib_tar_finding_kind (first) == IB_TAR_ESCAPE ? ": it escapes the root or lies about itself"
+                                                                : ": --strict-base refuses privileged entries");
 }
 
 /* The layer entries of the definition's items, targets made relative. */
@@ -343,7 +360,9 @@ fill_report (struct ib_build *b, int status)
   cJSON_AddStringToObject (doc, "status", status == 0 ? "pass" : "fail");
   if (b->base)
     {
-      cJSON *base = cJSON_AddObjectToObject (doc, "base");
+      cJSON *base = cJSON_GetObjectItemCaseSensitive (doc, "base"); /* check_base_entries' */
+      if (base == NULL)
+        base = cJSON_AddObjectToObject (doc, "base");
       cJSON_AddStringToObject (base, "name", b->opt->from ? b->opt->from : b->def->from);
       if (b->base->n_layers)
         cJSON_AddStringToObject (base, "digest", b->base->manifest.digest.s);

@@ -113,13 +113,18 @@ static const char usage[] =
     "                          --from); the definition gate then fails when the\n"
     "                          base's files differ from their pins.  Prints the\n"
     "                          lock's path\n"
-    "      --allow-unsafe-base build over a base whose layers have hostile entries\n"
-    "                          (names with `..` or absolute, links leaving the\n"
-    "                          root, device nodes, FIFOs, setuid/setgid files,\n"
-    "                          duplicates, whiteouts of . or .., names over\n"
-    "                          PATH_MAX, malformed headers), each a warning in\n"
-    "                          the report; without it such a base is refused\n"
-    "                          (exit 4, the first entry named)\n"
+    "      --allow-unsafe-base build over a base whose layers have entries that\n"
+    "                          escape the root or lie (names with `..` or\n"
+    "                          absolute, links leaving the root, hard links to\n"
+    "                          nothing earlier, duplicates, whiteouts of . or ..,\n"
+    "                          names over PATH_MAX, malformed headers), each a\n"
+    "                          warning in the report; without it such a base is\n"
+    "                          refused (exit 4, the first entry named).  For a\n"
+    "                          base made by a tool that writes duplicate entries.\n"
+    "                          A base's setuid/setgid files, device nodes, FIFOs\n"
+    "                          and sockets need no flag: the report counts them\n"
+    "      --strict-base       refuse a base with setuid/setgid files, device\n"
+    "                          nodes, FIFOs or sockets too (exit 4)\n"
     "      --gc                build nothing: remove from the store the blobs no\n"
     "                          tag and no referrer reaches, the temporaries and run\n"
     "                          folders of killed builds, and the caches of removed\n"
@@ -172,7 +177,7 @@ static const char usage[] =
     "  3  the definition gate failed (bad target, missing source, a base file\n"
     "     that drifted from its pin in manifest.lock, ...)\n"
     "  4  integrity: a digest or size does not match, content is malformed,\n"
-    "     the base has hostile entries (see --allow-unsafe-base)\n"
+    "     the base has entries that escape the root (see --allow-unsafe-base)\n"
     "  5  symbol or native link gate    6  kernel gate, [target] checks    7  smoke test\n"
     "  8  environment: I/O error, missing tool, registry or Docker Engine\n"
     "     unreachable, credentials refused, retries exhausted; a --sign-with\n"
@@ -240,6 +245,7 @@ parse_args (int argc, char **argv, struct cli *c)
     OPT_JOBS,
     OPT_LOCK,
     OPT_ALLOW_UNSAFE_BASE,
+    OPT_STRICT_BASE,
     OPT_GC,
     OPT_REPORT,
     OPT_SIGN_WITH,
@@ -260,6 +266,7 @@ parse_args (int argc, char **argv, struct cli *c)
     { "jobs", required_argument, NULL, OPT_JOBS },
     { "lock", no_argument, NULL, OPT_LOCK },
     { "allow-unsafe-base", no_argument, NULL, OPT_ALLOW_UNSAFE_BASE }, { "gc", no_argument, NULL, OPT_GC },
+    { "strict-base", no_argument, NULL, OPT_STRICT_BASE },
     { "report", required_argument, NULL, OPT_REPORT },
     { "sign-with", required_argument, NULL, OPT_SIGN_WITH },
     { "hosts", required_argument, NULL, OPT_HOSTS },
@@ -310,6 +317,7 @@ parse_args (int argc, char **argv, struct cli *c)
         break;
       case OPT_AUTHFILE: c->opt.remote.auth_file = optarg; break;
       case OPT_ALLOW_UNSAFE_BASE: c->opt.allow_unsafe_base = true; break;
+      case OPT_STRICT_BASE: c->opt.strict_base = true; break;
       case OPT_SIGN_WITH: c->opt.sign_with = optarg; break;
       case OPT_REPORT:
         {

@@ -68,7 +68,7 @@ static const char usage[] =
     "has.  Cached file lists and symbol/kernel results are used only for\n"
     "blobs hashed in this run.  A layer blob that this store has read\n"
     "through before (a build, a pull, an earlier imgverify) is hashed, and\n"
-    "its diff_id and hostile entries are those that read found: the\n"
+    "its diff_id and unsafe entries are those that read found: the\n"
     "digest says the bytes are the same (the report counts such layers).\n"
     "\n"
     "  --host HOST               the Docker Engine of docker-daemon:NAME:TAG, as\n"
@@ -80,16 +80,21 @@ static const char usage[] =
     "                            store has it): check every node before a rollout\n"
     "  --definition DIR          check against this definition (its sources'\n"
     "                            digests, its gates)\n"
-    "  --allow-unsafe-base       hostile entries (exit code 4) in the layers of\n"
-    "                            the image's base are warnings: the layers below\n"
-    "                            the first overlay layer its provenance records,\n"
-    "                            every layer of an image with no record (a base\n"
-    "                            itself).  As imgbuild --allow-unsafe-base: real\n"
-    "                            distribution bases have setuid files\n"
+    "  --allow-unsafe-base       entries that escape the root or lie (exit code\n"
+    "                            4: `..` or absolute names, links out, duplicates,\n"
+    "                            ...) in the layers of the image's base are\n"
+    "                            warnings: the layers below the first overlay\n"
+    "                            layer its provenance records, every layer of an\n"
+    "                            image with no record (a base itself).  As\n"
+    "                            imgbuild --allow-unsafe-base.  Setuid/setgid\n"
+    "                            files, device nodes, FIFOs and sockets need no\n"
+    "                            flag: the report counts them\n"
+    "  --strict-base             setuid/setgid files, device nodes, FIFOs and\n"
+    "                            sockets in any layer are integrity errors\n"
     "  --require-gates LIST      gates that must run for at least one definition\n"
     "                            (integrity,provenance,symbols,native,kernels,\n"
-    "                            smoke, or\n"
-    "                            none); one that was skipped fails with its\n"
+    "                            smoke,toolchains,driver,ptx,jit-budget,recipe,\n"
+    "                            or none); one that was skipped fails with its\n"
     "                            gate's exit code.  Default: the symbol and\n"
     "                            kernel gates that ran in a recorded build\n"
     "  --smoke                   also run the smoke test on this machine's GPUs\n"
@@ -433,6 +438,7 @@ verify_store (const struct verify_opts *vo)
   ib_gate_sink_finish (&k, IB_EINTEGRITY, &e);
   if (r < 0)
     keep_first (&e, &err);
+  ib_verify_stats_clear (&st);
   cleanup_free char *detail = ib_xasprintf ("%zu blobs, %llu bytes", st.blobs, st.bytes);
   ib_report_gate (rep, "store", e ? IB_GATE_FAIL : IB_GATE_PASS, ib_now () - t0, e ? e->msg : detail);
   cJSON *doc = ib_report_json (rep);
@@ -535,6 +541,7 @@ enum
   OPT_NODE_SWEEP,
   OPT_NODE_RUN_ID,
   OPT_ALLOW_UNSAFE_BASE,
+  OPT_STRICT_BASE,
   OPT_FULL,
 };
 
@@ -581,6 +588,7 @@ static const struct option longopts[] = {
   { "node-sweep", required_argument, NULL, OPT_NODE_SWEEP },
   { "node-run-id", required_argument, NULL, OPT_NODE_RUN_ID },
   { "allow-unsafe-base", no_argument, NULL, OPT_ALLOW_UNSAFE_BASE },
+  { "strict-base", no_argument, NULL, OPT_STRICT_BASE },
   { "full", no_argument, NULL, OPT_FULL },
   { "help", no_argument, NULL, 'h' },
   { NULL, 0, NULL, 0 },
@@ -698,6 +706,7 @@ parse_args (int argc, char **argv, struct cli *c)
       case OPT_THEIR_BASE: c->to.their_base = optarg; break;
       case OPT_SUPERSET: c->to.require_superset = true; break;
       case OPT_ALLOW_UNSAFE_BASE: c->vo.allow_unsafe_base = true; break;
+      case OPT_STRICT_BASE: c->vo.strict_base = true; break;
       case OPT_FULL: c->vo.full = true; break;
       case OPT_AUTHFILE: c->vo.remote.auth_file = optarg; break;
       case OPT_VERIFY_SIGNATURE_WITH: c->vo.verify_signature_with = optarg; break;

@@ -14,6 +14,8 @@
 static void
 judge (const struct ib_fleet_scope *sc, const char *what, const char *role, unsigned cuda)
 {
+  if (sc->checked)
+    (*sc->checked)++;
   struct ib_driver_version d = ib_target_driver (sc->target), full, floor;
   char cv[16], dv[32], fv[32], flv[32], mv[16];
   ib_cuda_version_str (cuda, cv, sizeof (cv));
@@ -81,6 +83,8 @@ check_require (const struct ib_fleet_scope *sc)
   const char *off = ib_image_env (sc->img, "NVIDIA_DISABLE_REQUIRE");
   if (req == NULL || (off && *off && strcmp (off, "false") != 0 && strcmp (off, "0") != 0))
     return;
+  if (sc->checked)
+    (*sc->checked)++;
   struct ib_driver_version d = ib_target_driver (sc->target);
   unsigned max = ib_driver_max_cuda (d), want = 0;
   bool brand_ok = false;
@@ -160,7 +164,11 @@ check_libcuda (const struct ib_fleet_scope *sc)
         continue;
       cleanup_free char *path = ib_xasprintf ("/%s", e->path);
       char *slash = strrchr (path, '/');
-      if (strncmp (slash + 1, "libcuda.so", 10) != 0 || declared (sc->target, path))
+      if (strncmp (slash + 1, "libcuda.so", 10) != 0)
+        continue;
+      if (sc->checked)
+        (*sc->checked)++;
+      if (declared (sc->target, path))
         continue;
       *slash = '\0';
       bool found = loader_finds (sc, *path ? path : "/");

@@ -308,6 +308,16 @@ ib_fleet_toolchains (const struct ib_fleet_scope *sc, ib_error_t *err)
   char gpu[16], nv[16];
   unsigned need = cuda_needed (sc->target, gpu, sizeof (gpu));
   ib_cuda_version_str (need, nv, sizeof (nv));
+  if (sc->checked)
+    {
+      static const char *const vars[] = { "TRITON_PTXAS_PATH", "TRITON_CUOBJDUMP_PATH", "CUDA_HOME" };
+      *sc->checked += tl.n;
+      for (size_t i = 0; i < sizeof (vars) / sizeof (vars[0]); i++)
+        {
+          const char *v = ib_image_env (sc->img, vars[i]);
+          *sc->checked += v && *v;
+        }
+    }
   for (size_t i = 0; i < tl.n; i++)
     {
       const struct tool *t = &tl.t[i];

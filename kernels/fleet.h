@@ -41,6 +41,10 @@ struct ib_fleet_scope
   void *data;
   cJSON *details; /* an array: one object per file looked at (may be NULL) */
   struct ib_fleet_reads *reads; /* counted into when not NULL */
+  /* Counted into when not NULL: each thing a check judged (a tool, a
+   * library with a version, a variable of the config, a libcuda).  0
+   * after a check: it had nothing to judge, and the gate says skip. */
+  size_t *checked;
 };
 
 int ib_fleet_toolchains (const struct ib_fleet_scope *sc, ib_error_t *err);

@@ -44,7 +44,8 @@ struct ib_build_options
   int jobs;              /* --jobs: threads deflating new layers; 0: the online CPUs */
   bool json;
   bool quiet;
-  bool allow_unsafe_base; /* build over a base with hostile entries, each a warning */
+  bool allow_unsafe_base; /* build over a base whose entries escape the root, each a warning */
+  bool strict_base;       /* refuse a base with privileged entries (setuid files, devices) too */
   const char *sign_with;  /* --sign-with: the signer's command (sign.h), run before the tag */
   /* --hosts: the smoke test across these nodes, through a launcher
    * (smoke_cluster.h); NULL: on this machine's GPUs. */

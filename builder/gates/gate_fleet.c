@@ -1,5 +1,7 @@
 /* The gates of [target]: will the candidate image run on the fleet.  Each
- * is a row of the gate table; without a [target] they are skipped. */
+ * is a row of the gate table; without a [target] they are skipped, and so
+ * is each one that found nothing to judge (an image without CUDA, a
+ * required kernel without PTX): a pass is only for a check that ran. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,10 +15,13 @@
 #include "util/fsutil.h"
 #include "builder/gates/gates.h"
 
+/* A check: 0 when it ran (each thing it judged counted into sc->checked),
+ * IB_GATE_SKIPPED when it found nothing to judge (its reason given with
+ * ib_gate_skip), -1 on error. */
 typedef int (*fleet_check) (struct ib_build *b, const struct ib_fleet_scope *sc, ib_error_t *err);
 
 static int
-fleet_gate (struct ib_build *b, const char *name, fleet_check check, ib_error_t *err)
+fleet_gate (struct ib_build *b, const char *name, fleet_check check, const char *nothing, ib_error_t *err)
 {
   if (!b->def->target.present)
     return ib_gate_skip (b, "no [target] in %s", ib_gate_definition_name (b));
@@ -24,13 +29,21 @@ fleet_gate (struct ib_build *b, const char *name, fleet_check check, ib_error_t 
   if (ib_build_image_view (b, &view, err) < 0)
     return -1;
   struct ib_gate_sink k = { b->report, name, NULL, 0 };
-  struct ib_fleet_scope sc = { b->store, b->image, view, &b->def->target, ib_gate_sink_problem, &k, NULL, NULL };
-  if (check (b, &sc, err) < 0)
+  size_t checked = 0;
+  struct ib_fleet_scope sc
+      = { b->store, b->image, view, &b->def->target, ib_gate_sink_problem, &k, NULL, NULL, &checked };
+  int r = check (b, &sc, err);
+  if (r < 0)
     {
       ib_gate_sink_finish (&k, IB_EKERNELS, NULL);
       return -1;
     }
-  return ib_gate_sink_finish (&k, IB_EKERNELS, err);
+  /* An error (another platform) fails the gate whatever it judged. */
+  if (k.errors == 0 && r == 0 && checked == 0 && nothing)
+    r = ib_gate_skip (b, "%s", nothing);
+  if (ib_gate_sink_finish (&k, IB_EKERNELS, err) < 0)
+    return -1;
+  return r;
 }
 
 /* The toolchains found also go into the JSON report: "toolchains":
@@ -66,6 +79,10 @@ static int
 ptx_versions (struct ib_build *b, const struct ib_fleet_scope *sc, ib_error_t *err)
 {
   const struct ib_definition *d = b->def;
+  if (d->n_kernel_required == 0)
+    return ib_gate_skip (b, "no [kernels] requirement in %s: no required kernel whose PTX to check",
+                         ib_gate_definition_name (b));
+  size_t files_seen = 0;
   unsigned max = ib_driver_max_ptx (ib_target_driver (&d->target));
   char dv[32];
   ib_driver_version_str (ib_target_driver (&d->target), dv, sizeof (dv));
@@ -81,12 +98,16 @@ ptx_versions (struct ib_build *b, const struct ib_fleet_scope *sc, ib_error_t *e
           {
             const struct ib_cuda_entry *x = &code[f]->e[e];
             unsigned v = x->ptx_major * 10 + x->ptx_minor;
-            if (x->kind != IB_CUDA_PTX || x->relocatable || v <= max)
+            if (x->kind != IB_CUDA_PTX || x->relocatable)
               continue;
             for (size_t k = 0; k < req->n_names; k++)
               for (size_t y = 0; y < x->n_kernels; y++)
                 if (ib_kernel_name_matches (req->names[k], x->kernels[y]))
                   {
+                    (*sc->checked)++;
+                    y = x->n_kernels;
+                    if (v <= max)
+                      continue;
                     char arch[32];
                     ib_cuda_entry_arch (x, arch, sizeof (arch));
                     ib_problemf (sc->fn, sc->data, true,
@@ -94,15 +115,19 @@ ptx_versions (struct ib_build *b, const struct ib_fleet_scope *sc, ib_error_t *e
                                  "PTX up to %u.%u (cudaErrorUnsupportedPtxVersion)",
                                  req->origin, req->names[k], arch, files[f]->path, x->ptx_major, x->ptx_minor, dv,
                                  max / 10, max % 10);
-                    y = x->n_kernels;
                   }
           }
       for (size_t f = 0; f < n; f++)
         ib_cuda_file_free (code[f]);
       free (code);
+      files_seen += n;
       if (r < 0)
         return -1;
     }
+  if (*sc->checked == 0)
+    return ib_gate_skip (b, "the required kernels of %s have no PTX in the %zu file(s) [kernels] names: nothing for "
+                            "the driver's JIT",
+                         ib_gate_definition_name (b), files_seen);
   return 0;
 }
 
@@ -112,13 +137,16 @@ struct budget_walk
 {
   struct ib_jit_budget *jb;
   const struct ib_fs_entry *const *files;
+  size_t with_code; /* files that have GPU code */
 };
 
 static int
 budget_learn (void *data, size_t i, const struct ib_cuda_file *code, ib_error_t *err)
 {
   (void) i, (void) err;
-  ib_jit_budget_learn (((struct budget_walk *) data)->jb, code);
+  struct budget_walk *w = data;
+  w->with_code += code->n > 0;
+  ib_jit_budget_learn (w->jb, code);
   return 0;
 }
 
@@ -137,10 +165,11 @@ budget_add (void *data, size_t i, const struct ib_cuda_file *code, ib_error_t *e
  * kept in the store's cache `jitbudget` under a digest of both, and a
  * build whose overlay leaves the base's GPU files alone (Python files, a
  * rebuild) reads no record: the two walks over CUDA 13.0's lib64 were
- * 2.3 s of every warm build.  The file is the counts on a line, then one
+ * 2.3 s of every warm build.  The file is the counts on a line (files,
+ * kernels that would JIT, kernels without code, files with GPU code), then one
  * warning a line; a warning with a newline in it (a hostile path) is not
  * kept, and the budget is walked again next time. */
-#define BUDGET_MEMO "imgbuild jit-budget 1"
+#define BUDGET_MEMO "imgbuild jit-budget 2"
 
 static char *
 budget_memo_path (struct ib_store *s, const struct ib_target *t, const struct ib_fs_entry *const *files, size_t n)
@@ -170,15 +199,15 @@ budget_memo_path (struct ib_store *s, const struct ib_target *t, const struct ib
 }
 
 /* The kept budget at PATH told as the walk would tell it; false when there
- * is none (or it does not parse). */
+ * is none (or it does not parse).  *WITH_CODE: its files with GPU code. */
 static bool
-budget_memo_replay (struct ib_build *b, const struct ib_fleet_scope *sc, const char *path)
+budget_memo_replay (struct ib_build *b, const struct ib_fleet_scope *sc, const char *path, size_t *with_code)
 {
   cleanup_free char *text = NULL;
   size_t len, n, jit, none;
   int at = 0;
   if (path == NULL || ib_read_file (path, 64u << 20, &text, &len, NULL) < 0
-      || sscanf (text, "%zu %zu %zu\n%n", &n, &jit, &none, &at) != 3 || at == 0)
+      || sscanf (text, "%zu %zu %zu %zu\n%n", &n, &jit, &none, with_code, &at) != 4 || at == 0)
     return false;
   for (char *line = text + at, *nl; *line; line = nl + 1)
     {
@@ -187,8 +216,9 @@ budget_memo_replay (struct ib_build *b, const struct ib_fleet_scope *sc, const c
       *nl = '\0';
       ib_problemf (sc->fn, sc->data, false, "%s", line);
     }
-  ib_report_note (b->report, "jit-budget: %zu files, %zu kernels would JIT at first use, %zu have no code for the target "
-                  "(kept from a build with the same GPU files and target)", n, jit, none);
+  if (*with_code)
+    ib_report_note (b->report, "jit-budget: %zu files, %zu kernels would JIT at first use, %zu have no code for the "
+                    "target (kept from a build with the same GPU files and target)", n, jit, none);
   return true;
 }
 
@@ -218,6 +248,15 @@ budget_warn (const struct ib_fleet_scope *sc, FILE **memo, const char *fmt, ...)
     fprintf (*memo, "%s\n", msg);
 }
 
+/* A budget over files none of which has GPU code judged nothing. */
+static int
+budget_verdict (struct ib_build *b, size_t n, size_t with_code)
+{
+  if (with_code == 0)
+    return ib_gate_skip (b, "none of the image's %zu shared objects, cubins and fatbins has GPU code", n);
+  return 0;
+}
+
 /* Every shared object, cubin and fatbin of the image: what would JIT at
  * first use.  Warnings only; the required list is the kernel gate's. */
 static int
@@ -225,10 +264,13 @@ jit_budget (struct ib_build *b, const struct ib_fleet_scope *sc, ib_error_t *err
 {
   cleanup_free const struct ib_fs_entry **files = NULL;
   size_t n = ib_kernels_glob_files (sc->view, NULL, 0, &files);
+  if (n == 0)
+    return ib_gate_skip (b, "no shared object, cubin or fatbin in the image: no GPU code to budget");
   cleanup_free char *memo_path = budget_memo_path (b->store, sc->target, files, n);
-  if (budget_memo_replay (b, sc, memo_path))
-    return 0;
-  struct budget_walk w = { ib_jit_budget_new (sc->target), files };
+  size_t kept_with_code = 0;
+  if (budget_memo_replay (b, sc, memo_path, &kept_with_code))
+    return budget_verdict (b, n, kept_with_code);
+  struct budget_walk w = { ib_jit_budget_new (sc->target), files, 0 };
   int r = ib_kernels_each_file (b->store, b->image, files, n, budget_learn, &w, err);
   if (r == 0)
     r = ib_kernels_each_file (b->store, b->image, files, n, budget_add, &w, err);
@@ -254,39 +296,46 @@ jit_budget (struct ib_build *b, const struct ib_fleet_scope *sc, ib_error_t *err
       jit += f->jit;
       none += f->none;
     }
-  if (jb)
+  if (jb && w.with_code)
     ib_report_note (b->report, "jit-budget: %zu files, %zu kernels would JIT at first use, %zu have no code for the target",
                     n, jit, none);
   if (memo && fclose (memo) == 0)
     {
       /* The counts first: the warnings are already in the stream's text. */
-      cleanup_free char *all = ib_xasprintf ("%zu %zu %zu\n%s", n, jit, none, memo_text ? memo_text : "");
+      cleanup_free char *all
+          = ib_xasprintf ("%zu %zu %zu %zu\n%s", n, jit, none, w.with_code, memo_text ? memo_text : "");
       ib_write_cache_file (memo_path, all, strlen (all), NULL);
     }
   ib_jit_budget_free (w.jb);
-  return r;
+  return r < 0 ? r : budget_verdict (b, n, w.with_code);
 }
 
 int
 ib_gate_toolchains (struct ib_build *b, ib_error_t *err)
 {
-  return fleet_gate (b, "toolchains", toolchains, err);
+  return fleet_gate (b, "toolchains", toolchains,
+                     "no CUDA toolchain in the image (ptxas, nvcc, nvdisasm, cuobjdump, NVRTC, nvJitLink) and no "
+                     "TRITON_PTXAS_PATH, TRITON_CUOBJDUMP_PATH or CUDA_HOME in its Env",
+                     err);
 }
 
 int
 ib_gate_driver (struct ib_build *b, ib_error_t *err)
 {
-  return fleet_gate (b, "driver", driver, err);
+  return fleet_gate (b, "driver", driver,
+                     "no CUDA runtime, NVRTC or nvJitLink with a version, no CUDA_VERSION, NVIDIA_REQUIRE_CUDA or "
+                     "libcuda.so* in the image: nothing that asks anything of the driver",
+                     err);
 }
 
 int
 ib_gate_ptx (struct ib_build *b, ib_error_t *err)
 {
-  return fleet_gate (b, "ptx", ptx_versions, err);
+  return fleet_gate (b, "ptx", ptx_versions, NULL, err);
 }
 
 int
 ib_gate_jit_budget (struct ib_build *b, ib_error_t *err)
 {
-  return fleet_gate (b, "jit-budget", jit_budget, err);
+  return fleet_gate (b, "jit-budget", jit_budget, NULL, err);
 }

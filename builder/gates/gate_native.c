@@ -14,7 +14,7 @@ ib_gate_native (struct ib_build *b, ib_error_t *err)
   const struct ib_definition *d = b->def;
   const struct ib_native_conf *c = &d->native;
   if (!c->enabled)
-    return IB_GATE_SKIPPED; /* no [native] section: nothing was checked, and the report says so */
+    return ib_gate_skip (b, "no [native] in %s", ib_gate_definition_name (b));
   /* Made if need be.  The gate observes the view while it reads it
    * (symbol-check/link-check/memo.h), so it gets the build's own, not this read-only
    * handle. */
@@ -60,5 +60,9 @@ ib_gate_native (struct ib_build *b, ib_error_t *err)
   ib_report_note (b->report,
                   "native: %zu objects, %zu loaded, %zu symbol references; %zu warnings, %zu unchecked, %zu allowed; %s",
                   st.objects, st.loaded, st.refs, st.warnings, st.unchecked, st.allowed, how);
-  return ib_gate_sink_finish (&k, IB_ESYMBOLS, err);
+  if (ib_gate_sink_finish (&k, IB_ESYMBOLS, err) < 0)
+    return -1;
+  if (st.objects == 0)
+    return ib_gate_skip (b, "[native] of %s matched no shared object: nothing to link", ib_gate_definition_name (b));
+  return 0;
 }

@@ -158,7 +158,8 @@ ib_recipe_verify_run (const struct ib_recipe_verify_options *o)
 /* One recipe against the candidate: failures are the gate's errors,
  * unchecked lines and warnings its warnings, each a line of the report. */
 static int
-gate_one_recipe (struct ib_build *b, const struct ib_fsview *view, size_t i, struct ib_gate_sink *k, ib_error_t *err)
+gate_one_recipe (struct ib_build *b, const struct ib_fsview *view, size_t i, struct ib_gate_sink *k, size_t *ran,
+                 ib_error_t *err)
 {
   const struct ib_definition *d = b->def;
   struct ib_recipe *r = NULL;
@@ -188,6 +189,10 @@ gate_one_recipe (struct ib_build *b, const struct ib_fsview *view, size_t i, str
     }
   ib_report_note (b->report, "recipe: %s: %zu passed, %zu failed, %zu unchecked, %zu warnings", c->recipe,
                   c->counts[IB_R_PASS], c->counts[IB_R_FAIL], c->counts[IB_R_UNCHECKED], c->counts[IB_R_WARN]);
+  /* What ran: a check of something the recipe says (a line of it), not
+   * the shape its defaults give (line 0) or a line left unchecked. */
+  for (size_t j = 0; j < c->n; j++)
+    *ran += c->l[j].line > 0 && c->l[j].status != IB_R_UNCHECKED;
   ib_rcheck_free (c);
   ib_recipe_free (r);
   return 0;
@@ -203,11 +208,17 @@ ib_gate_recipe (struct ib_build *b, ib_error_t *err)
   if (ib_build_image_view (b, &view, err) < 0)
     return -1;
   struct ib_gate_sink k = { b->report, "recipe", NULL, 0 };
+  size_t ran = 0;
   for (size_t i = 0; i < d->n_recipes; i++)
-    if (gate_one_recipe (b, view, i, &k, err) < 0)
+    if (gate_one_recipe (b, view, i, &k, &ran, err) < 0)
       {
         free (k.first_error);
         return -1;
       }
-  return ib_gate_sink_finish (&k, IB_EGATE, err);
+  if (ib_gate_sink_finish (&k, IB_EGATE, err) < 0)
+    return -1;
+  if (ran == 0)
+    return ib_gate_skip (b, "no check of the [recipe] files of %s could run (each unchecked)",
+                         ib_gate_definition_name (b));
+  return 0;
 }

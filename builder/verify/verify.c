@@ -13,6 +13,7 @@
 
 #include "layers/read/layer_reader.h"
 #include "layers/read/readthrough.h"
+#include "layers/tar/tarcheck.h"
 #include "util/cpus.h"
 #include "util/cleanup.h"
 #include "util/fsutil.h"
@@ -26,8 +27,11 @@ struct item
   bool is_layer;
   char *path;
   char *problem;  /* NULL when it checks */
-  bool lenient;   /* a base layer of --allow-unsafe-base: hostile entries warn */
+  bool lenient;   /* a base layer of --allow-unsafe-base: escaping entries warn */
+  bool strict;    /* --strict-base: privileged entries are errors */
   char *warnings; /* those entries then, one per line */
+  char **privileged; /* the privileged entries (tarcheck.h), when not STRICT */
+  size_t n_privileged;
   bool known;     /* REC: this store read the blob through before */
   struct ib_readthrough rec;
 };
@@ -58,15 +62,23 @@ on_bytes (void *data, unsigned long long n)
   ib_progress_add (data, n);
 }
 
-/* Hostile entries are integrity errors too, one line each (in a base
- * layer that the caller allows them in, warnings). */
+/* Entries that escape the root or lie are integrity errors too, one line
+ * each (in a base layer that the caller allows them in, warnings); the
+ * privileged ones are listed apart (errors when strict). */
 static void
 add_hazards (struct item *it, const char *const *h, size_t n)
 {
   for (size_t i = 0; i < n; i++)
     {
-      cleanup_free char *line = ib_xasprintf ("layer %s: %s", it->desc.digest.s, h[i]);
-      add_line (it->lenient ? &it->warnings : &it->problem, line);
+      char *line = ib_xasprintf ("layer %s: %s", it->desc.digest.s, h[i]);
+      if (ib_tar_finding_kind (h[i]) != IB_TAR_ESCAPE && !it->strict)
+        {
+          it->privileged = ib_xrealloc (it->privileged, (it->n_privileged + 1) * sizeof (*it->privileged));
+          it->privileged[it->n_privileged++] = line;
+          continue;
+        }
+      add_line (it->lenient && ib_tar_finding_kind (h[i]) == IB_TAR_ESCAPE ? &it->warnings : &it->problem, line);
+      free (line);
     }
 }
 
@@ -261,12 +273,27 @@ report_items (struct item *items, size_t n, ib_problem_fn fn, void *data, struct
       st->layers_known += items[i].known;
       report_lines (items[i].warnings, false, fn, data);
       report_lines (items[i].problem, true, fn, data);
+      st->privileged = ib_xrealloc (st->privileged, (st->n_privileged + items[i].n_privileged + 1)
+                                                        * sizeof (*st->privileged));
+      for (size_t k = 0; k < items[i].n_privileged; k++)
+        st->privileged[st->n_privileged++] = items[i].privileged[k];
+      free (items[i].privileged);
       free (items[i].warnings);
       free (items[i].problem);
       free (items[i].path);
       ib_readthrough_clear (&items[i].rec);
       ib_descriptor_clear (&items[i].desc);
     }
+}
+
+void
+ib_verify_stats_clear (struct ib_verify_stats *st)
+{
+  for (size_t i = 0; i < st->n_privileged; i++)
+    free (st->privileged[i]);
+  free (st->privileged);
+  st->privileged = NULL;
+  st->n_privileged = 0;
 }
 
 static const char *const manifest_types[] = { IB_MT_OCI_MANIFEST, IB_MT_DOCKER_MANIFEST, NULL };
@@ -306,6 +333,7 @@ ib_verify_image (struct ib_store *s, const struct ib_image *img, const struct ib
       items[n].diff_id = img->diff_ids[i];
       items[n].is_layer = true;
       items[n].lenient = i < how->lenient_layers;
+      items[n].strict = how->strict;
       items[n].known = !how->full && items[n].desc.size != UINT64_MAX
                        && ib_readthrough_load (s, &items[n].desc.digest, &items[n].rec) == 1;
     }

@@ -21,14 +21,25 @@ struct ib_verify_stats
   size_t bad;
   size_t layers_read;  /* inflated, both digests computed, every entry checked */
   size_t layers_known; /* hashed only: read through before (readthrough.h) */
+  /* The privileged entries found (setuid/setgid files, devices, FIFOs,
+   * sockets: tarcheck.h), each "layer DIGEST: entry `NAME`: WHY", in the
+   * order of the layers; not problems unless STRICT.  Freed by
+   * ib_verify_stats_clear. */
+  char **privileged;
+  size_t n_privileged;
 };
+void ib_verify_stats_clear (struct ib_verify_stats *st);
 
 struct ib_verify_how
 {
-  /* The hostile entries (layers/tar/tarcheck.h) of the first LENIENT_LAYERS
-   * layers are warnings (imgverify --allow-unsafe-base: the base's
-   * layers), those of every other layer errors. */
+  /* The entries that escape the root or lie (layers/tar/tarcheck.h) of
+   * the first LENIENT_LAYERS layers are warnings (imgverify
+   * --allow-unsafe-base: the base's layers), those of every other layer
+   * errors. */
   size_t lenient_layers;
+  /* The privileged entries are errors too (imgverify --strict-base);
+   * without it they are only listed in the stats. */
+  bool strict;
   int jobs; /* threads; 0: one per CPU */
   /* Read every layer through.  Without it, a layer whose blob this store
    * has read through before (layers/read/readthrough.h) has its bytes hashed,

@@ -13,6 +13,7 @@
 #include "builder/junit.h"
 #include "builder/attest/provenance.h"
 #include "builder/attest/sign.h"
+#include "builder/core/privileged.h"
 #include "builder/verify/verify.h"
 
 /* What --require-gates may name, with the class of the failure when one of
@@ -24,6 +25,8 @@ static const struct
 } gate_names[] = {
   { "integrity", IB_EINTEGRITY }, { "provenance", IB_EINTEGRITY }, { "symbols", IB_ESYMBOLS },
   { "native", IB_ESYMBOLS },      { "kernels", IB_EKERNELS },       { "smoke", IB_ESMOKE },
+  { "toolchains", IB_EKERNELS },  { "driver", IB_EKERNELS },        { "ptx", IB_EKERNELS },
+  { "jit-budget", IB_EKERNELS },  { "recipe", IB_EGATE },
 };
 #define N_GATES (sizeof (gate_names) / sizeof (gate_names[0]))
 
@@ -79,8 +82,8 @@ parse_gates (const char *list, bool want[N_GATES], ib_error_t *err)
         i++;
       if (i == N_GATES)
         return ib_error (err, IB_EUSAGE,
-                         "--require-gates: `%s` is not a gate (integrity, provenance, symbols, native, kernels, smoke; "
-                         "or none)",
+                         "--require-gates: `%s` is not a gate (integrity, provenance, symbols, native, kernels, smoke, "
+                         "toolchains, driver, ptx, jit-budget, recipe; or none)",
                          t);
       want[i] = true;
     }
@@ -276,7 +279,8 @@ check_integrity (struct ib_build *b, const struct ib_verify_image_options *o, st
   ib_error_t e = NULL;
   size_t errors = ib_report_errors (b->report, "integrity");
   double t0 = ib_now ();
-  struct ib_verify_how how = { .lenient_layers = base_layers (b, o), .jobs = o->jobs, .full = o->full };
+  struct ib_verify_how how
+      = { .lenient_layers = base_layers (b, o), .strict = o->strict_base, .jobs = o->jobs, .full = o->full };
   int r = ib_verify_image (b->store, b->image, &how, b->report, ib_gate_sink_problem, &k, &st, &e);
   if (ib_gate_sink_finish (&k, IB_EINTEGRITY, r < 0 ? NULL : &e) < 0)
     r = -1;
@@ -285,8 +289,11 @@ check_integrity (struct ib_build *b, const struct ib_verify_image_options *o, st
   cleanup_free char *detail = ib_xasprintf ("%zu blobs, %llu bytes; %zu layer(s) read through, %zu hashed and known "
                                             "from an earlier read (--full reads them)",
                                             st.blobs, st.bytes, st.layers_read, st.layers_known);
+  cJSON *in = cJSON_CreateObject ();
+  ib_report_privileged (b->report, in, "image", (const char *const *) st.privileged, st.n_privileged);
+  ib_verify_stats_clear (&st);
   ib_gate_row (b, "integrity", r, ib_now () - t0, errors, detail, e);
-  cJSON *in = cJSON_AddObjectToObject (ib_report_json (b->report), "integrity");
+  cJSON_AddItemToObject (ib_report_json (b->report), "integrity", in);
   cJSON_AddNumberToObject (in, "blobs", (double) st.blobs);
   cJSON_AddNumberToObject (in, "bytes", (double) st.bytes);
   cJSON_AddNumberToObject (in, "bad", (double) st.bad);

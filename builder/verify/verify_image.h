@@ -23,7 +23,8 @@ struct ib_verify_image_options
    * default: the symbol and kernel gates that passed in a recorded build. */
   const char *require_gates;
   bool smoke, json;
-  bool allow_unsafe_base; /* hostile entries of the base's layers warn (verify.h) */
+  bool allow_unsafe_base; /* escaping entries of the base's layers warn (verify.h) */
+  bool strict_base;       /* privileged entries (setuid files, devices) are errors (verify.h) */
   bool full;              /* read every layer through (verify.h) */
   int jobs;
   char *const *reports; /* --report junit:FILE / json:FILE (junit.h) */

@@ -50,6 +50,12 @@ ib_tar_check_free (struct ib_tar_check *c)
   free (c);
 }
 
+/* The privileged kinds' WHYs (ib_tar_finding_kind tells them by these). */
+#define WHY_SETID "setuid or setgid file"
+#define WHY_DEVICE "device node"
+#define WHY_FIFO "FIFO"
+#define WHY_SOCKET "socket"
+
 static void
 problem (struct ib_tar_check *c, const char *name, const char *why)
 {
@@ -211,6 +217,8 @@ ib_tar_check_entry (struct ib_tar_check *c, struct archive_entry *ae, const char
   if (warning && !strstr (warning, "can't be converted"))
     {
       cleanup_free char *why = ib_xasprintf ("malformed header: %s", warning);
+      for (char *q = why; (q = strchr (q, '`')); q++)
+        *q = '\''; /* a WHY never holds "`: " (ib_tar_finding_kind) */
       problem (c, name, why);
     }
   if (strlen (name) >= PATH_MAX || long_component (name))
@@ -234,9 +242,9 @@ ib_tar_check_entry (struct ib_tar_check *c, struct archive_entry *ae, const char
     return; /* the root, as something other than a folder: named above when absolute */
   if (archive_entry_hardlink (ae) == NULL
       && (type == AE_IFCHR || type == AE_IFBLK || type == AE_IFIFO || type == AE_IFSOCK))
-    problem (c, name, type == AE_IFIFO ? "FIFO" : type == AE_IFSOCK ? "socket" : "device node");
+    problem (c, name, type == AE_IFIFO ? WHY_FIFO : type == AE_IFSOCK ? WHY_SOCKET : WHY_DEVICE);
   if (type != AE_IFDIR && (archive_entry_perm (ae) & (S_ISUID | S_ISGID)))
-    problem (c, name, "setuid or setgid file");
+    problem (c, name, WHY_SETID);
   check_link (c, name, clean, ae);
   check_whiteout (c, name, clean);
   if (under_link (c, clean))
@@ -253,4 +261,43 @@ ib_tar_check_problems (const struct ib_tar_check *c, size_t *n)
 {
   *n = c->n_problems;
   return (const char *const *) c->problems;
+}
+
+/* The WHY of TEXT: after its last "`: ". */
+static const char *
+finding_why (const char *text)
+{
+  const char *why = NULL;
+  for (const char *p = text; (p = strstr (p, "`: ")); p++)
+    why = p + 3;
+  return why;
+}
+
+enum ib_tar_finding
+ib_tar_finding_kind (const char *text)
+{
+  static const struct
+  {
+    const char *why;
+    enum ib_tar_finding kind;
+  } privileged[] = { { WHY_SETID, IB_TAR_SETID },
+                     { WHY_DEVICE, IB_TAR_DEVICE },
+                     { WHY_FIFO, IB_TAR_FIFO },
+                     { WHY_SOCKET, IB_TAR_SOCKET } };
+  const char *why = finding_why (text);
+  for (size_t i = 0; why && i < sizeof (privileged) / sizeof (privileged[0]); i++)
+    if (strcmp (why, privileged[i].why) == 0)
+      return privileged[i].kind;
+  return IB_TAR_ESCAPE;
+}
+
+char *
+ib_tar_finding_name (const char *text)
+{
+  const char *start = strstr (text, "entry `");
+  const char *why = finding_why (text);
+  if (start == NULL || why == NULL || why - 3 < start + 7)
+    return ib_xstrdup (text);
+  start += 7;
+  return ib_xasprintf ("%.*s", (int) (why - 3 - start), start);
 }

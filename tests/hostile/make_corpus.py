@@ -5,7 +5,9 @@ escapes or abuses the root it is unpacked into (issue 13).
     make_corpus.py OUT-DIR OUTSIDE-DIR
 
 writes OUT-DIR/KIND (an OCI layout, image tagged `base`) for every KIND
-below and prints one line per kind: KIND<TAB>ENTRY-NAME-AS-REPORTED.
+below and prints one line per kind: KIND<TAB>ENTRY-NAME-AS-REPORTED<TAB>CLASS,
+CLASS `escape` (escapes the root or lies: refused) or `privileged` (what
+every distribution base holds: counted, refused only with --strict-base).
 OUTSIDE-DIR is an absolute folder that links in the corpus point into, so
 that a test can look there for stray files after extracting."""
 import gzip, hashlib, io, json, os, sys, tarfile
@@ -111,7 +113,8 @@ def layout(root, tar):
                                                        "annotations": {"org.opencontainers.image.ref.name": "base"}}]}, f)
 
 
+PRIVILEGED = {"chardev", "blockdev", "fifo", "setuid", "setgid"}
 for kind, (entries, shown) in KINDS.items():
     layout(f"{out}/{kind}", layer_bytes(kind, entries))
-    print(f"{kind}\t{shown}")
+    print(f"{kind}\t{shown}\t{'privileged' if kind in PRIVILEGED else 'escape'}")
 layout(f"{out}/clean", layer_bytes("clean", []))

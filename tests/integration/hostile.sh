@@ -1,15 +1,19 @@
-# Hostile content (issue 13): a corpus of base images whose layers escape
-# or abuse the root (tests/hostile/make_corpus.py: `..`, absolute names,
-# links leaving the root, devices, FIFOs, setuid/setgid, duplicates,
-# whiteouts of `..` and the root, names over PATH_MAX, a lying PAX record,
-# entries under a link of the layer).  imgverify names each (exit 4, layer
-# and entry); imgbuild refuses each as a base unless --allow-unsafe-base;
-# extracting them for a container writes nothing outside its folder.
+# Hostile content (issue 13, issue 45): a corpus of base images whose
+# layers escape or abuse the root (tests/hostile/make_corpus.py: `..`,
+# absolute names, links leaving the root, devices, FIFOs, setuid/setgid,
+# duplicates, whiteouts of `..` and the root, names over PATH_MAX, a lying
+# PAX record, entries under a link of the layer).  The escaping kinds:
+# imgverify names each (exit 4, layer and entry), imgbuild refuses each as a
+# base unless --allow-unsafe-base.  The privileged kinds (setuid/setgid
+# files, devices, FIFOs: what every distribution base holds) are counted and
+# reported by both, refused only with --strict-base.  Extracting any of them
+# for a container writes nothing outside its folder.
 
 make_corpus() {
   mkdir -p outside
   /usr/bin/python3 "$ROOT/tests/hostile/make_corpus.py" corpus "$PWD/outside" >kinds.tsv
   [ "$(wc -l <kinds.tsv)" -ge 19 ]
+  [ "$(grep -c $'\tprivileged$' kinds.tsv)" = 5 ]
   # A definition that builds over any of them.
   mkdir -p def
   echo hello >def/hello.txt
@@ -20,52 +24,93 @@ t_hostile_corpus_named_by_imgverify_and_refused_by_imgbuild() {
   make_corpus
   "$IV" oci:corpus/clean:base
   "$IB" -q --smoke=off --from oci:corpus/clean:base def -t clean:1 >/dev/null
-  while IFS=$'\t' read -r kind shown; do
+  while IFS=$'\t' read -r kind shown class; do
+    [ "$class" = escape ] || continue
     log "kind $kind"
     expect_fail 4 "layer sha256:[0-9a-f]{64}: entry \`" "$IV" oci:corpus/$kind:base
     grep 'error:' stderr.txt | grep -qF "entry \`$shown"
-    expect_fail 4 "base \`oci:corpus/$kind:base\` has [0-9]+ unsafe entr.*--allow-unsafe-base" \
+    expect_fail 4 "base \`oci:corpus/$kind:base\` has [0-9]+ unsafe entr.*escapes the root or lies" \
       "$IB" --smoke=off --from "oci:corpus/$kind:base" def -t "$kind:1"
     grep -qF "entry \`$shown" stderr.txt
     refute grep -qF "\"$kind:1\"" "$IMGBUILD_STORE/index.json"
+    # --strict-base refuses no less.
+    expect_fail 4 "unsafe entr" "$IB" --smoke=off --strict-base --from "oci:corpus/$kind:base" def -t "$kind:1"
   done <kinds.tsv
-  # Told to, imgbuild builds over such a base; each entry is a warning.
-  "$IB" --json --smoke=off --allow-unsafe-base --from oci:corpus/setuid:base def -t setuid:1 >r.json 2>err.txt
-  jq -e '.status == "pass" and ([.problems[] | select(.severity == "warning" and (.message | test("^layer sha256:.*entry `bin/su2`: setuid")))] | length == 1)' r.json
-  grep -q 'warning: layer sha256:.*bin/su2' err.txt
+  # Told to, imgbuild builds over such a base (a tool that writes duplicate
+  # entries); each entry is a warning.
+  "$IB" --json --smoke=off --allow-unsafe-base --from oci:corpus/duplicate:base def -t dup:1 >r.json 2>err.txt
+  jq -e '.status == "pass" and ([.problems[] | select(.severity == "warning" and (.message | test("^layer sha256:.*entry `etc/motd`: the same path twice")))] | length == 1)' r.json
+  grep -q 'warning: layer sha256:.*etc/motd' err.txt
   # The cached file lists keep what was found: a second build is refused too.
-  expect_fail 4 "bin/su2" "$IB" --smoke=off --from oci:corpus/setuid:base def -t again:1
+  expect_fail 4 "etc/motd" "$IB" --smoke=off --from oci:corpus/duplicate:base def -t again:1
 }
 
-# imgverify --allow-unsafe-base: the hostile entries of the base's layers
-# are warnings (a real Debian base has setuid files), those of the image's
-# own layers stay errors.
+# The privileged kinds: a base with setuid/setgid files, devices or FIFOs
+# builds with no flag, the report counting them (a note, and every entry in
+# the JSON); imgverify passes it and counts them too; --strict-base refuses
+# them in both.
+t_privileged_base_entries_counted_not_refused() {
+  make_corpus
+  declare -A key=([setuid]=setuid_files [setgid]=setuid_files [chardev]=device_nodes [blockdev]=device_nodes
+    [fifo]=fifos)
+  while IFS=$'\t' read -r kind shown class; do
+    [ "$class" = privileged ] || continue
+    log "kind $kind"
+    "$IB" --json --smoke=off --from "oci:corpus/$kind:base" def -t "$kind:1" >r.json
+    validate r.json
+    jq -e --arg k "${key[$kind]}" --arg e "$shown" '.status == "pass" and .exit_code == 0
+      and .base.privileged_entries[$k] == 1
+      and ([.base.privileged_entries | .setuid_files, .device_nodes, .fifos, .sockets] | add) == 1
+      and (.base.privileged_entries.entries | length == 1 and (.[0] | contains("entry `" + $e + "`")))
+      and ([.problems[] | select(.gate == "base")] | length == 0)' r.json
+    "$IB" --smoke=off --from "oci:corpus/$kind:base" def -t "$kind:1" 2>err.txt
+    grep -F "base: " err.txt | grep -qF "$shown"
+    refute grep -q 'warning:\|error:' err.txt
+    "$IV" --json "oci:corpus/$kind:base" >v.json
+    validate v.json
+    jq -e --arg k "${key[$kind]}" '.integrity.privileged_entries[$k] == 1' v.json
+    "$IV" "oci:corpus/$kind:base" 2>err.txt
+    grep -F "image: " err.txt | grep -qF "$shown"
+    "$IV" "$kind:1" >/dev/null
+    # Refused when asked: both tools, exit 4, the entry named.
+    expect_fail 4 "has 1 unsafe entry \(the first: layer sha256:[0-9a-f]{64}: entry \`.*--strict-base" \
+      "$IB" --smoke=off --strict-base --from "oci:corpus/$kind:base" def -t "strict-$kind:1"
+    grep -qF "entry \`$shown" stderr.txt
+    expect_fail 4 "layer sha256:[0-9a-f]{64}: entry \`" "$IV" --strict-base "oci:corpus/$kind:base"
+    grep 'error:' stderr.txt | grep -qF "entry \`$shown"
+  done <kinds.tsv
+}
+
+# imgverify --allow-unsafe-base: the escaping entries of the base's layers
+# are warnings (a base from a tool that writes duplicate entries), those of
+# the image's own layers stay errors.
 t_imgverify_allow_unsafe_base_warns_for_the_base_only() {
   make_corpus
   # A base alone: every layer is the base's.
-  expect_fail 4 'bin/su2' "$IV" oci:corpus/setuid:base
-  "$IV" --allow-unsafe-base oci:corpus/setuid:base 2>err.txt >/dev/null
-  grep -q 'warning: layer sha256:.*entry `bin/su2`: setuid' err.txt
+  expect_fail 4 'etc/motd' "$IV" oci:corpus/duplicate:base
+  "$IV" --allow-unsafe-base oci:corpus/duplicate:base 2>err.txt >/dev/null
+  grep -q 'warning: layer sha256:.*entry `etc/motd`: the same path twice' err.txt
   refute grep -q 'error:' err.txt
   # An image built over it: its provenance names the overlay's first layer.
-  "$IB" -q --smoke=off --allow-unsafe-base --from oci:corpus/setuid:base def -t over:1 >/dev/null
-  expect_fail 4 'bin/su2' "$IV" over:1
+  "$IB" -q --smoke=off --allow-unsafe-base --from oci:corpus/duplicate:base def -t over:1 >/dev/null
+  expect_fail 4 'etc/motd' "$IV" over:1
   "$IV" --allow-unsafe-base over:1 2>err.txt >/dev/null
-  grep -q 'warning: layer sha256:.*entry `bin/su2`: setuid' err.txt
-  # A setuid file of the image's own layer is an error still.
+  grep -q 'warning: layer sha256:.*entry `etc/motd`: the same path twice' err.txt
+  # An escaping entry of the image's own layer is an error still: a
+  # symbolic link of the overlay that leaves the root.
   mkdir -p def2
   echo hello >def2/hello.txt
-  printf '[image]\nname = over:2\nfrom = scratch\n[copy]\nfile hello.txt /hello.txt mode=4755\n[new]\n/hello.txt\n' >def2/image.conf
-  "$IB" -q --smoke=off --allow-unsafe-base --from oci:corpus/setuid:base def2 -t over:2 >/dev/null
-  expect_fail 4 'entry `hello.txt`: setuid' "$IV" --allow-unsafe-base over:2
-  grep -q 'warning: layer sha256:.*entry `bin/su2`: setuid' stderr.txt
+  printf '[image]\nname = over:2\nfrom = scratch\n[copy]\nfile hello.txt /hello.txt\nsymlink /out ../../../etc/shadow\n[new]\n/hello.txt\n/out\n' >def2/image.conf
+  "$IB" -q --smoke=off --allow-unsafe-base --from oci:corpus/duplicate:base def2 -t over:2 >/dev/null
+  expect_fail 4 'entry `out`: symbolic link that leaves the root' "$IV" --allow-unsafe-base over:2
+  grep -q 'warning: layer sha256:.*entry `etc/motd`' stderr.txt
 }
 
 # Every layer extracted for a container (imgverify --run, the smoke test's
 # runner), then a look for stray files outside the store's layer folders.
 t_hostile_extraction_writes_nothing_outside_its_folder() {
   make_corpus
-  while IFS=$'\t' read -r kind shown; do
+  while IFS=$'\t' read -r kind shown class; do
     "$IV" --run "oci:corpus/$kind:base" -- /bin/true >/dev/null 2>&1 || true
   done <kinds.tsv
   [ -d "$IMGBUILD_STORE/imgbuild/rootfs" ]
@@ -116,4 +161,42 @@ t_layer_without_tar_footer_is_read_whole_and_a_cut_one_refused() {
     footerless_base "lay$cut" "$cut"
     expect_fail 4 "layer sha256:[0-9a-f]{64}: Truncated" "$IV" "oci:lay$cut:base"
   done
+}
+
+# Issue 45, on a real base: Debian bookworm with python3-torch
+# (scripts/real-base.sh, debootstrap then umoci) builds with no flag, and
+# both tools count its setuid files as find(1) counts them in the rootfs;
+# --strict-base refuses it.  Its layout has dev/ emptied, so the devices
+# debootstrap made (/dev/null, /dev/zero, ...) go into a second base, a
+# layer GNU tar writes from that rootfs/dev: counted as mknod made them.
+tall_real_base_builds_with_no_flag_and_counts_its_entries() {
+  eval "$("$ROOT/scripts/real-base.sh")" # rootfs, oci, ref
+  local setid devs
+  setid=$(find "$rootfs" -xdev ! -type d -perm /6000 | wc -l)
+  devs=$(find "$rootfs/dev" -xdev \( -type c -o -type b \) | wc -l)
+  [ "$setid" -gt 5 ]
+  [ "$devs" -gt 3 ]
+  mkdir -p plain
+  echo hi >plain/note.txt
+  printf '[image]\nname = plain:1\nfrom = %s\n[copy]\nfile note.txt /etc/imgbuild-note\n[new]\n/etc/imgbuild-note\n' \
+    "$ref" >plain/image.conf
+  "$IB" --json --smoke=off plain >r.json
+  validate r.json
+  jq -e --argjson n "$setid" '.status == "pass" and .base.privileged_entries.setuid_files == $n
+    and .base.privileged_entries.device_nodes == 0 and ([.problems[] | select(.gate == "base")] | length == 0)
+    and (.base.privileged_entries.entries | any(test("entry `usr/bin/passwd`: setuid or setgid file$")))' r.json
+  "$IV" --json plain:1 >v.json
+  jq -e --argjson n "$setid" '.status == "pass" and .integrity.privileged_entries.setuid_files == $n' v.json
+  expect_fail 4 "base \`$ref\` has $setid unsafe entries .*--strict-base refuses privileged entries" \
+    "$IB" --smoke=off --strict-base plain -t strict:1
+  # Its devices, as debootstrap made them, in a layer of their own.
+  tar --numeric-owner -C "$rootfs" -cf dev.tar dev
+  umoci init --layout devbase && umoci new --image devbase:base
+  umoci raw add-layer --image devbase:base --tag base dev.tar
+  sed -i "s|^from = .*|from = oci:$PWD/devbase:base|" plain/image.conf
+  "$IB" --json --smoke=off plain -t plain:2 >d.json
+  jq -e --argjson n "$devs" '.status == "pass" and .base.privileged_entries.device_nodes == $n
+    and (.base.privileged_entries.entries | any(test("entry `dev/null`: device node$")))' d.json
+  "$IV" --json plain:2 >dv.json
+  jq -e --argjson n "$devs" '.integrity.privileged_entries.device_nodes == $n' dv.json
 }

@@ -367,11 +367,11 @@ tall_native_gate_passes_on_the_torch_image_and_is_warm() {
   printf '[image]\nname = torch-native:1\nfrom = %s\n[copy]\nfile note.txt /etc/imgbuild-note\n[new]\n/etc/imgbuild-note\n[native]\npackage torch scipy\n' \
     "$RB_REF" >d/image.conf
   echo hello >d/note.txt
-  "$IB" --allow-unsafe-base d 2>cold.err >/dev/null
+  "$IB" d 2>cold.err >/dev/null
   grep -q 'gate native *pass' cold.err
   grep -Eq 'native: [1-9][0-9]{2,} objects' cold.err
   echo hello again >d/note.txt
-  "$IB" --allow-unsafe-base -t torch-native:2 d 2>warm.err >/dev/null
+  "$IB" -t torch-native:2 d 2>warm.err >/dev/null
   grep -Eq 'native: [1-9][0-9]{2,} objects, .*; the verdict over the base, reused' warm.err
 }
 

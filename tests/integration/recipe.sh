@@ -165,3 +165,16 @@ t_recipe_gate_checks_before_the_tag() {
   "$IB" "$ROOT/images/dsv41-flash-dcp2" --smoke=off -t plain:1 2>err2.txt >/dev/null
   grep -Eq 'gate recipe +skip .*no \[recipe\] in .*image.conf' err2.txt
 }
+
+# A recipe with no check that can run (issue 45): the gate checked
+# nothing, so it says skip with its reason, never pass.
+t_recipe_with_nothing_to_check_is_a_skip() {
+  build_base
+  printf '# a recipe that says nothing about the image\n' >empty.toml
+  recipe_definition empty.toml
+  "$IB" d/dsv41-flash-dcp2 --smoke=off --json >r.json
+  validate r.json
+  jq -e '.gates[] | select(.name == "recipe") | .status == "skip" and (.reason | test("no check of the \\[recipe\\] files"))' r.json
+  "$IB" d/dsv41-flash-dcp2 --smoke=off -t again:1 2>err.txt >/dev/null
+  grep -Eq 'gate recipe +skip' err.txt
+}

@@ -13,13 +13,16 @@ t_verify_passes_on_every_transport() {
   IMGBUILD_STORE=$PWD/s2 "$IV" --json oci:layout:dcp2:1 >oci.json
   validate oci.json
   # The provenance travelled with the layout: all the gates ran.
-  jq -e '.status == "pass" and ([.gates[] | select(.status == "pass") | .name] == ["integrity", "provenance", "symbols", "native", "kernels", "toolchains", "driver", "ptx", "jit-budget"])' oci.json
+  # toolchains and driver skip: the stand-in base has no CUDA toolchain and
+  # nothing that asks of the driver (issue 45: never a pass over nothing).
+  jq -e '.status == "pass" and ([.gates[] | select(.status == "pass") | .name] == ["integrity", "provenance", "symbols", "native", "kernels", "ptx", "jit-budget"])' oci.json
+  jq -e '[.gates[] | select(.name == ("toolchains", "driver")) | .status] == ["skip", "skip"]' oci.json
   IMGBUILD_STORE=$PWD/s3 "$IV" --json docker-archive:dcp2.tar >archive.json
   validate archive.json
   # The archive kept the manifest (same digest) and carried the provenance.
   jq -e '.status == "pass" and .integrity.blobs == 5' archive.json
   [ "$(jq -r .manifest archive.json)" = "$(jq -r .manifest store.json)" ]
-  jq -e '[.gates[] | select(.status == "pass") | .name] == ["integrity", "provenance", "symbols", "native", "kernels", "toolchains", "driver", "ptx", "jit-budget"]' archive.json
+  jq -e '[.gates[] | select(.status == "pass") | .name] == ["integrity", "provenance", "symbols", "native", "kernels", "ptx", "jit-budget"]' archive.json
   # With the definition given, its sources are compared with the image.
   "$IV" --definition "$ROOT/images/dsv41-flash-dcp2" dsv41-flash-dcp2:local
   "$IV" --store

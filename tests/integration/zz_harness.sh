@@ -84,3 +84,25 @@ t_harness_no_mutation_is_stale() {
   [ "$(wc -l <err.txt)" = 1 ]
   grep -q 'stale: moved (src/a.c): `find` occurs 0 times' err.txt
 }
+
+# The gate table of docs/gates.md names, beside each case, the test that
+# covers it (issue 45): tests/gate_table.py holds it to the tests, so that
+# it cannot name a test that is gone nor leave a case without one unsaid.
+t_harness_gate_table_names_only_tests_that_exist() {
+  python3 "$ROOT/tests/gate_table.py" | tee out.txt
+  grep -Eq '^gate-table: 1[0-9] rows, [3-9][0-9] tests named, all of them exist$' out.txt
+  # A test renamed away: named.
+  sed 's/`t_shipped_libcuda`/`t_shipped_libcuda_gone`/' "$ROOT/docs/gates.md" >gone.md
+  refute python3 "$ROOT/tests/gate_table.py" gone.md >out.txt
+  grep -q 'test `t_shipped_libcuda_gone` does not exist' out.txt
+  # A case whose test was dropped, without "no test yet": named.
+  sed 's/ (`t_recipe_with_nothing_to_check_is_a_skip`)//' "$ROOT/docs/gates.md" >bare.md
+  refute python3 "$ROOT/tests/gate_table.py" bare.md >out.txt
+  grep -q '`recipe` skips: `no check of its files could run' out.txt
+  # A unit test and a script are looked up where they live.
+  sed 's/(`t_native_gate_passes_and_a_rebuild_reads_no_layer`)/(`unit:no_such_unit_test`, `tests\/gpu\/no-such.sh`)/' \
+    "$ROOT/docs/gates.md" >unit.md
+  refute python3 "$ROOT/tests/gate_table.py" unit.md >out.txt
+  grep -q 'test `unit:no_such_unit_test` does not exist' out.txt
+  grep -q 'test `tests/gpu/no-such.sh` does not exist' out.txt
+}

@@ -112,6 +112,48 @@ tar_check_root_entry_is_not_hostile (struct test_ctx *t)
                        "component|entry `./usr/bin/su`: setuid or setgid file");
 }
 
+/* Each finding's class, by its WHY: the privileged kinds (counted) apart
+ * from those that escape or lie (refused), also for a name that holds a
+ * WHY of the other class and for a name cut at 200 bytes. */
+void
+tar_finding_kinds_privileged_apart_from_escaping (struct test_ctx *t)
+{
+  const char *names[] = { "usr/bin/passwd", "dev/null", "run/fifo", "x`: setuid or setgid file/../y", "dev/z", NULL };
+  const mode_t types[] = { AE_IFREG, AE_IFCHR, AE_IFIFO, AE_IFREG, AE_IFBLK };
+  const mode_t modes[] = { 04755, 0666, 0644, 04755, 0600 };
+  struct ib_tar_check *c = ib_tar_check_new ();
+  for (int i = 0; names[i]; i++)
+    {
+      struct archive_entry *ae = archive_entry_new ();
+      archive_entry_set_pathname (ae, names[i]);
+      archive_entry_set_filetype (ae, types[i]);
+      archive_entry_set_perm (ae, modes[i]);
+      ib_tar_check_entry (c, ae, NULL);
+      archive_entry_free (ae);
+    }
+  size_t n;
+  const char *const *p = ib_tar_check_problems (c, &n);
+  CHECK (t, n == 5);
+  if (n == 5)
+    {
+      CHECK (t, ib_tar_finding_kind (p[0]) == IB_TAR_SETID);
+      CHECK (t, ib_tar_finding_kind (p[1]) == IB_TAR_DEVICE);
+      CHECK (t, ib_tar_finding_kind (p[2]) == IB_TAR_FIFO);
+      CHECK (t, ib_tar_finding_kind (p[3]) == IB_TAR_ESCAPE); /* the `..` name, whatever it says */
+      CHECK (t, ib_tar_finding_kind (p[4]) == IB_TAR_DEVICE);
+      cleanup_free char *prefixed = ib_xasprintf ("layer sha256:00: %s", p[0]);
+      CHECK (t, ib_tar_finding_kind (prefixed) == IB_TAR_SETID);
+      cleanup_free char *name = ib_tar_finding_name (prefixed);
+      CHECK_STR (t, name, "usr/bin/passwd");
+      cleanup_free char *tricky = ib_tar_finding_name (p[3]);
+      CHECK_STR (t, tricky, "x`: setuid or setgid file/../y");
+    }
+  CHECK (t, ib_tar_finding_kind ("entry `a`: socket") == IB_TAR_SOCKET);
+  CHECK (t, ib_tar_finding_kind ("entry `a`: the same path twice in the layer") == IB_TAR_ESCAPE);
+  CHECK (t, ib_tar_finding_kind ("entry `a`: malformed header: x`: FIFO") == IB_TAR_FIFO); /* why the reader quotes */
+  ib_tar_check_free (c);
+}
+
 void
 store_blob_roundtrip (struct test_ctx *t)
 {

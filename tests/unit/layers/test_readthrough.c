@@ -120,7 +120,8 @@ readthrough_record_round_trip_and_refusals (struct test_ctx *t)
   ib_store_free (s);
 }
 
-/* A gzip layer: a file, a setuid file (hostile), a file; its blob in S. */
+/* A gzip layer: a file, a setuid file (privileged), a `..` name (escaping);
+ * its blob in S. */
 static void
 hostile_layer (struct ib_store *s, struct ib_descriptor *desc)
 {
@@ -130,7 +131,7 @@ hostile_layer (struct ib_store *s, struct ib_descriptor *desc)
   archive_write_add_filter_gzip (a);
   archive_write_set_format_pax_restricted (a);
   archive_write_open_memory (a, buf, cap, &len);
-  static const char *names[] = { "etc/a", "usr/bin/su", "etc/z" };
+  static const char *names[] = { "etc/a", "usr/bin/su", "../etc/z" };
   for (int i = 0; i < 3; i++)
     {
       struct archive_entry *e = archive_entry_new ();
@@ -191,10 +192,11 @@ readthrough_kept_by_a_whole_right_read_only (struct test_ctx *t)
   CHECK (t, read_layer (s, &desc, &wrong, true, NULL, &nh) < 0);
   CHECK (t, ib_readthrough_load (s, &desc.digest, &got) == 0);
   /* A whole right read keeps what it found. */
-  CHECK (t, read_layer (s, &desc, &diff_id, true, NULL, &nh) == 0 && nh == 1);
+  CHECK (t, read_layer (s, &desc, &diff_id, true, NULL, &nh) == 0 && nh == 2);
   CHECK (t, ib_readthrough_load (s, &desc.digest, &got) == 1);
   CHECK (t, got.size == desc.size && strcmp (got.diff_id.s, diff_id.s) == 0);
-  CHECK (t, got.n_hazards == 1 && strstr (got.hazards[0], "usr/bin/su") && strstr (got.hazards[0], "setuid"));
+  CHECK (t, got.n_hazards == 2 && strstr (got.hazards[0], "usr/bin/su") && strstr (got.hazards[0], "setuid"));
+  CHECK (t, ib_tar_finding_kind (got.hazards[0]) == IB_TAR_SETID && ib_tar_finding_kind (got.hazards[1]) == IB_TAR_ESCAPE);
   ib_readthrough_clear (&got);
   ib_descriptor_clear (&desc);
   ib_store_free (s);
@@ -203,6 +205,7 @@ readthrough_kept_by_a_whole_right_read_only (struct test_ctx *t)
 struct problems
 {
   char *errors, *warnings;
+  size_t privileged; /* ib_verify_stats' */
 };
 
 static void
@@ -248,6 +251,8 @@ verify (struct ib_store *s, const struct ib_image *img, const struct ib_verify_h
   memset (p, 0, sizeof (*p));
   struct ib_report *rep = ib_report_new ("test", "test/v1", true);
   ib_verify_image (s, img, how, rep, on_problem, p, st, NULL);
+  p->privileged = st->n_privileged;
+  ib_verify_stats_clear (st);
   ib_report_free (rep);
 }
 
@@ -282,14 +287,21 @@ verify_hashes_a_known_layer_and_takes_the_rest_from_its_record (struct test_ctx 
   struct ib_verify_how how = { .lenient_layers = 0, .jobs = 2 };
   struct problems p = { 0 }, first = { 0 };
   struct ib_verify_stats st;
-  /* No record yet: read through, the setuid file an error; then kept. */
+  /* No record yet: read through, the `..` name an error, the setuid file
+   * only counted; then kept. */
   verify (s, img, &how, &first, &st);
-  CHECK (t, st.layers_read == 1 && st.layers_known == 0 && st.bad == 1);
-  CHECK (t, first.errors && strstr (first.errors, "usr/bin/su") && strstr (first.errors, desc.digest.s));
+  CHECK (t, st.layers_read == 1 && st.layers_known == 0 && st.bad == 1 && first.privileged == 1);
+  CHECK (t, first.errors && strstr (first.errors, "../etc/z") && strstr (first.errors, desc.digest.s));
+  CHECK (t, !strstr (first.errors, "usr/bin/su"));
   /* Again: hashed only, the same verdict, word for word. */
   verify (s, img, &how, &p, &st);
-  CHECK (t, st.layers_read == 0 && st.layers_known == 1 && st.bad == 1);
+  CHECK (t, st.layers_read == 0 && st.layers_known == 1 && st.bad == 1 && p.privileged == 1);
   CHECK_STR (t, p.errors, first.errors);
+  /* --strict-base: the setuid file is an error too, from the record. */
+  how.strict = true;
+  verify (s, img, &how, &p, &st);
+  CHECK (t, st.layers_known == 1 && p.privileged == 0 && p.errors && strstr (p.errors, "usr/bin/su"));
+  how.strict = false;
   /* A base layer's hostile entries are warnings, from the record too. */
   how.lenient_layers = 1;
   verify (s, img, &how, &p, &st);
@@ -317,7 +329,7 @@ verify_hashes_a_known_layer_and_takes_the_rest_from_its_record (struct test_ctx 
   CHECK_STR (t, p.warnings, first.errors);
   struct ib_readthrough got;
   CHECK (t, ib_readthrough_load (s, &desc.digest, &got) == 1 && strcmp (got.diff_id.s, diff_id.s) == 0);
-  CHECK (t, got.n_hazards == 1);
+  CHECK (t, got.n_hazards == 2);
   ib_readthrough_clear (&got);
   free (p.errors);
   free (p.warnings);
