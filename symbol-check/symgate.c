@@ -141,7 +141,7 @@ report_refusal (struct sg_ctx *c, const struct ib_py_source *s, const struct ib_
 {
   int marker = exact ? 0 : ib_py_conflict_marker_line (s->src, s->len);
   if (marker > 0)
-    sg_problem (c, true, "%s:%d: a merge conflict marker, which every CPython refuses", sg_display (c, e->path), marker);
+    sg_problem (c, true, "%s:%d: every CPython refuses it: a merge conflict marker", sg_display (c, e->path), marker);
   else if (exact)
     sg_problem (c, true, "%s:%d: CPython %s refuses it: %s", sg_display (c, e->path), s->line, c->layout.version,
                 s->msg ? s->msg : "?");

@@ -475,29 +475,38 @@ PY
   grep -q 'gate symbols *pass' resolved.err
 }
 
-# DIR/oci:base: an arm64 image of Debian trixie's CPython 3.13
-# (python3-minimal and the packages it needs, unpacked from the .debs of
-# $IMGBUILD_REALBASE_CACHE/debs/trixie-arm64, laid out by umoci), else, in
-# the long tier, scripts/real-base.sh's arm64 trixie base; sets BASE.
-arm64_python_base() { # DIR
-  local debs=${IMGBUILD_REALBASE_CACHE:-/var/cache/imgbuild/realbase}/debs/trixie-arm64 p f
+# DIR/root: Debian trixie's CPython 3.13 for ARCH (python3-minimal and the
+# packages it needs, unpacked from the .debs of
+# $IMGBUILD_REALBASE_CACHE/debs/trixie-ARCH), and DIR/oci:base, an image of
+# it laid out by umoci; sets BASE.  Without the .debs, in the long tier,
+# scripts/real-base.sh's trixie base of python3-minimal (no ROOT then).
+trixie_python_base() { # DIR ARCH
+  local debs=${IMGBUILD_REALBASE_CACHE:-/var/cache/imgbuild/realbase}/debs/trixie-$2 p f
   mkdir -p "$1/root"
   for p in libc6 zlib1g libexpat1 libpython3.13-minimal python3.13-minimal python3-minimal; do
-    f=$(ls "$debs/${p}"_*_arm64.deb 2>/dev/null | head -1)
+    f=$(ls "$debs/${p}"_*_"$2".deb 2>/dev/null | head -1)
     if [ -z "$f" ]; then
       [ -n "${IMGBUILD_TEST_ALL:-}" ] ||
-        skip_test "no ${p}_*_arm64.deb in $debs (IMGBUILD_TEST_ALL=1: scripts/real-base.sh makes the base)"
-      BASE=$("$ROOT/scripts/real-base.sh" --arch arm64 --suite trixie --packages python3-minimal | sed -n 's/^ref=//p')
+        skip_test "no ${p}_*_$2.deb in $debs (IMGBUILD_TEST_ALL=1: scripts/real-base.sh makes the base)"
+      BASE=$("$ROOT/scripts/real-base.sh" --arch "$2" --suite trixie --packages python3-minimal | sed -n 's/^ref=//p')
       return 0
     fi
     dpkg -x "$f" "$1/root"
   done
-  ln -s usr/lib "$1/root/lib" # base-files' link (merged /usr)
+  # base-files' links (merged /usr)
+  ln -s usr/lib "$1/root/lib"
+  [ "$2" != amd64 ] || ln -s usr/lib64 "$1/root/lib64"
   umoci init --layout "$1/oci"
   umoci new --image "$1/oci:base"
-  umoci config --image "$1/oci:base" --architecture=arm64 --os=linux
+  umoci config --image "$1/oci:base" --architecture="$2" --os=linux
   umoci insert --image "$1/oci:base" "$1/root" /
   BASE=oci:$PWD/$1/oci:base
+}
+
+needs_qemu_for_arm64() {
+  [ "$(id -u)" = 0 ] || skip_test "the chroot needs root"
+  [ -z "${IB_TEST_PLATFORM:-}" ] || skip_test "the aarch64 tools run an arm64 image's CPython natively"
+  [ -x /usr/bin/qemu-aarch64-static ] || skip_test "no qemu-aarch64-static (apt-get install qemu-user-static)"
 }
 
 # An arm64 image's python3.13, which this machine does not have, judges the
@@ -506,10 +515,8 @@ arm64_python_base() { # DIR
 # not.  Without qemu (IMGBUILD_QEMU=off) the gate does not pass: a skip
 # with its reason, which imgverify --require-gates symbols fails on.
 t_arm64_image_syntax_checked_by_its_cpython_under_qemu() {
-  [ "$(id -u)" = 0 ] || skip_test "the chroot needs root"
-  [ -z "${IB_TEST_PLATFORM:-}" ] || skip_test "the aarch64 tools run an arm64 image's CPython natively"
-  [ -x /usr/bin/qemu-aarch64-static ] || skip_test "no qemu-aarch64-static (apt-get install qemu-user-static)"
-  arm64_python_base p
+  needs_qemu_for_arm64
+  trixie_python_base p arm64
   mkdir -p over/files
   printf 'def f(:\n    pass\n' >over/files/colon.py
   printf 'if x:\ny = 1\n' >over/files/indent.py
@@ -537,7 +544,7 @@ t_arm64_image_syntax_checked_by_its_cpython_under_qemu() {
   # No qemu: the build machine's python3 answers; the conflict marker still
   # fails the build, the other refusals are warnings.
   export IMGBUILD_STORE=$PWD/noqemu IMGBUILD_QEMU=off
-  expect_fail 5 'pkg/conflict.py:2: a merge conflict marker' "$IB" --smoke=off over -t arm:2
+  expect_fail 5 'pkg/conflict.py:2: every CPython refuses it: a merge conflict marker' "$IB" --smoke=off over -t arm:2
   grep -q "symbols: syntax not checked by the image's CPython: /usr/bin/python3.13 is for arm64, .* IMGBUILD_QEMU=off" \
     stderr.txt
   # Without it: tagged, but the symbol gate skips, saying why.
@@ -551,4 +558,21 @@ t_arm64_image_syntax_checked_by_its_cpython_under_qemu() {
   # With qemu, imgverify judges the tagged image as the build would have.
   unset IMGBUILD_QEMU
   expect_fail 5 'gate symbols: pkg/assign.py:1: CPython 3.13 refuses it' "$IV" arm:3
+}
+
+# The arm64 CPython 3.13 under qemu-user (the gate) against the x86-64
+# CPython 3.13 of the same Debian release in a chroot (the reference), on
+# 441 mutants of the arm64 image's own standard library
+# (tests/pyref/syntax-campaign.sh): the same verdicts and lines.  Long
+# (qemu-user compiles them in about three minutes on 2 cores).
+tall_arm64_syntax_campaign_under_qemu_agrees_with_x86_64_cpython_3_13() {
+  needs_qemu_for_arm64
+  trixie_python_base ref amd64
+  [ -d ref/root ] || skip_test "the x86-64 reference is made from the trixie-amd64 .debs"
+  mkdir -p ref/root/mnt
+  trixie_python_base p arm64
+  [ -d p/root ] || skip_test "the mutants are made from the arm64 image's standard library"
+  "$ROOT/tests/pyref/syntax-campaign.sh" "$IB" "$BASE" "$PWD/ref/root" /usr/lib/python3/dist-packages 441 45 \
+    chroot:/usr/bin/python3.13 $(find p/root/usr/lib/python3.13 -maxdepth 1 -name '*.py' -type f) | tee campaign.out
+  grep -q '^syntax-campaign: 441 mutants, [1-9][0-9]* refused by the reference, 441 agree, 0 disagree$' campaign.out
 }
