@@ -2,7 +2,8 @@
 # Install what imgbuild needs from Debian's archive: `build` for the tools and
 # the main job, `fuzz` for the libFuzzer harnesses (clang), `test` for
 # the test suite's real peers (Docker Engine, skopeo,
-# umoci, runc, the registry), `arm64` for the aarch64 cross-build and its
+# umoci, runc, the registry, the static qemu-user that runs an arm64
+# image's CPython), `arm64` for the aarch64 cross-build and its
 # tests (Debian's cross compiler, the arm64 -dev packages through multiarch,
 # qemu-user, and the arm64 libraries the tests read).  Only missing packages
 # are installed.
@@ -13,10 +14,11 @@ build=(gcc g++ make pkg-config libarchive-dev libcjson-dev libssl-dev zlib1g-dev
 fuzz=(clang libclang-rt-dev)
 test=(skopeo umoci docker.io runc docker-registry apache2-utils openssl curl tmux jq iproute2 procps openmpi-bin python3-jsonschema python3-protobuf python3-junitparser libxml2-utils strace
       time file gcc-aarch64-linux-gnu binutils openssh-server openssh-client zstd isal
-      libc6-dev-arm64-cross man-db)
+      libc6-dev-arm64-cross man-db qemu-user-static)
 # (isal: igzip, a second inflater that judges the layers imgbuild writes;
 # man-db: `man -l` reads the rendered man pages as a user would,
-# tests/integration/docs.sh.)
+# tests/integration/docs.sh; qemu-user-static: the syntax check runs an
+# image of another architecture's own CPython under it, in its chroot.)
 # `bench` (make bench): the peers of `test`, igzip (ISA-L) for the limit,
 # matplotlib for the plots.
 bench=(isal python3-matplotlib)

@@ -381,3 +381,33 @@ ib_py_lex (const char *src, size_t len, struct tok **out, size_t *n, ib_error_t 
   *n = lx.n;
   return 0;
 }
+
+bool
+ib_py_is_conflict_marker (const char *p, size_t len)
+{
+  if (len < 7 || strchr ("<=>|", p[0]) == NULL || p[0] == '\0')
+    return false;
+  for (int i = 1; i < 7; i++)
+    if (p[i] != p[0])
+      return false;
+  return true;
+}
+
+int
+ib_py_conflict_marker_line (const char *src, size_t len)
+{
+  ib_error_t e = NULL;
+  struct lexer lx = { .src = src, .end = src + len, .p = src, .err = &e };
+  tokenize (&lx);
+  ib_error_release (&e);
+  int line = 0;
+  for (size_t i = 0; line == 0 && i < lx.n; i++)
+    {
+      const struct tok *t = &lx.toks[i];
+      bool column0 = t->s == src || t->s[-1] == '\n' || t->s[-1] == '\r';
+      if (t->kind == T_OP && column0 && ib_py_is_conflict_marker (t->s, (size_t) (lx.end - t->s)))
+        line = t->line;
+    }
+  free (lx.toks);
+  return line;
+}

@@ -14,6 +14,7 @@
 #include "util/fsutil.h"
 #include "symbol-check/elfsyms.h"
 #include "symbol-check/pyfinder.h"
+#include "symbol-check/pylex.h"
 #include "symbol-check/pysyms.h"
 #include "symbol-check/symcache.h"
 #include "symbol-check/symgate_private.h"
@@ -122,11 +123,31 @@ conflict_marker (const char *src, size_t len, int line)
       const char *nl = memchr (p, '\n', (size_t) (end - p));
       p = nl ? nl + 1 : end;
     }
-  static const char *const markers[] = { "<<<<<<<", "=======", ">>>>>>>", "|||||||", NULL };
-  for (int i = 0; markers[i]; i++)
-    if ((size_t) (end - p) >= 7 && memcmp (p, markers[i], 7) == 0)
-      return " (a merge conflict marker)";
-  return "";
+  return ib_py_is_conflict_marker (p, (size_t) (end - p)) ? " (a merge conflict marker)" : "";
+}
+
+void
+ib_py_answerer_clear (struct ib_py_answerer *a)
+{
+  free (a->who);
+  free (a->not_image);
+  *a = (struct ib_py_answerer){ 0 };
+}
+
+/* A refusal, by CPython or, where no CPython of the image's version
+ * answered, by every CPython (a conflict marker). */
+static void
+report_refusal (struct sg_ctx *c, const struct ib_py_source *s, const struct ib_fs_entry *e, bool exact)
+{
+  int marker = exact ? 0 : ib_py_conflict_marker_line (s->src, s->len);
+  if (marker > 0)
+    sg_problem (c, true, "%s:%d: every CPython refuses it: a merge conflict marker", sg_display (c, e->path), marker);
+  else if (exact)
+    sg_problem (c, true, "%s:%d: CPython %s refuses it: %s", sg_display (c, e->path), s->line, c->layout.version,
+                s->msg ? s->msg : "?");
+  else
+    sg_problem (c, false, "%s:%d: %s refuses it: %s (not the image's CPython %s: a warning)", sg_display (c, e->path),
+                s->line, c->st->compiler, s->msg ? s->msg : "?", c->layout.version);
 }
 
 static int
@@ -151,15 +172,18 @@ check_syntax (struct sg_ctx *c, ib_error_t *err)
         idx[n_new] = i;
         fresh[n_new++] = c->sources[i];
       }
-  bool exact = true;
-  cleanup_free char *who = NULL;
+  struct ib_py_answerer ans = { .exact = true };
   int r = 0;
   if (n_new)
     r = c->r->compile (c->r->compile_data, c->layout.interpreter[0] ? c->layout.interpreter : NULL,
-                       c->layout.version, fresh, n_new, &who, &exact, err);
+                       c->layout.version, fresh, n_new, &ans, err);
+  bool exact = ans.exact;
   if (r == 0 && n_new)
     {
-      snprintf (c->st->compiler, sizeof (c->st->compiler), "%s", who ? who : "?");
+      snprintf (c->st->compiler, sizeof (c->st->compiler), "%s", ans.who ? ans.who : "?");
+      /* The image has an interpreter and no CPython of its version answered. */
+      if (!exact && c->layout.interpreter[0])
+        snprintf (c->st->syntax_unchecked, sizeof (c->st->syntax_unchecked), "%s", ans.not_image ? ans.not_image : "?");
       for (size_t k = 0; k < n_new; k++)
         {
           if (fresh[k].refused && *conflict_marker (fresh[k].src, fresh[k].len, fresh[k].line))
@@ -186,8 +210,8 @@ check_syntax (struct sg_ctx *c, ib_error_t *err)
       struct sg_known *k = sg_known_find (c, e);
       if (s->refused)
         {
-          sg_problem (c, exact, "%s:%d: CPython %s refuses it: %s%s", sg_display (c, e->path), s->line, c->layout.version,
-                      s->msg ? s->msg : "?", exact ? "" : " (asked the build machine's Python, not the image's: a warning)");
+          /* An answer from the cache is always an exact one. */
+          report_refusal (c, s, e, exact || s->path == NULL);
           if (k)
             {
               free (k->scan_error);
@@ -195,6 +219,7 @@ check_syntax (struct sg_ctx *c, ib_error_t *err)
             }
         }
     }
+  ib_py_answerer_clear (&ans);
   free (fresh);
   free (idx);
   return r;

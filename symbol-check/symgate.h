@@ -3,7 +3,11 @@
  * Syntax: every checked file (those of the layers from FIRST_CHECKED_LAYER
  * on, i.e. the overlay) must compile with the image's own CPython (COMPILE
  * runs it; NULL skips the check); the answer is cached by (interpreter,
- * file) content digests.
+ * file) content digests.  Where only the build machine's python3 of
+ * another version answers, its refusals are warnings, except a merge
+ * conflict marker outside a string (every CPython refuses it); where the
+ * image has an interpreter, that is a check not done
+ * (STATS->syntax_unchecked says why).
  *
  * Python: every import in the checked files of a module in PACKAGES must
  * resolve: the module exists (M/__init__.py, M.py, an extension module
@@ -54,12 +58,22 @@ struct ib_py_source
   char *msg;    /* out: CPython's message (malloc'd) */
 };
 
+/* Who answered a syntax check (its strings malloc'd). */
+struct ib_py_answerer
+{
+  char *who;       /* "the image's /usr/bin/python3.13 (under /usr/bin/qemu-aarch64-static, in a chroot)" */
+  bool exact;      /* the image's own interpreter, or the build machine's of the same version: refusals are errors */
+  char *not_image; /* why the image's interpreter did not answer ("not root"); NULL when it did */
+};
+void ib_py_answerer_clear (struct ib_py_answerer *a);
+
 /* Compile FILES with the interpreter at INTERPRETER (an absolute path in the
- * image, Python VERSION "3.11").  *WHO says which interpreter answered
- * (malloc'd); *EXACT is false when it is not the image's own nor one of the
- * same version (then refusals are only warnings).  -1 when none could run. */
+ * image, Python VERSION "3.11"; NULL when the image has none).  *ANS says
+ * who answered: when it is neither the image's own nor one of the same
+ * version, ANS->exact is false and its refusals are only warnings.  -1 when
+ * none could run. */
 typedef int (*ib_py_compile_fn) (void *data, const char *interpreter, const char *version, struct ib_py_source *files,
-                                 size_t n, char **who, bool *exact, ib_error_t *err);
+                                 size_t n, struct ib_py_answerer *ans, ib_error_t *err);
 
 struct ib_symbol_rules
 {
@@ -88,6 +102,10 @@ struct ib_symbol_stats
   size_t scanned, cached; /* files whose symbols were read vs found in the cache */
   char python[192];       /* "3.11 (/usr/bin/python3.11)", or "" */
   char compiler[200];     /* who answered the syntax check */
+  /* Why the syntax check was not done although the image has an
+   * interpreter ("" when it was): the image's could not run here and no
+   * python3.X of its version on the build machine answered instead. */
+  char syntax_unchecked[IB_EXAMPLE_MAX];
   char example_unchecked[IB_EXAMPLE_MAX], example_warning[IB_EXAMPLE_MAX];
 };
 

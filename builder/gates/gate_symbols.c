@@ -79,10 +79,17 @@ ib_gate_symbols (struct ib_build *b, ib_error_t *err)
   if (st.python[0])
     ib_report_note (b->report, "symbols: Python %s; syntax: %zu compiled%s%s, %zu from the cache", st.python,
                     st.compiled, st.compiler[0] ? " by " : "", st.compiler, st.compile_cached);
+  if (st.syntax_unchecked[0])
+    ib_report_note (b->report, "symbols: syntax not checked by the image's CPython: %s", st.syntax_unchecked);
   if (st.example_unchecked[0])
     ib_report_note (b->report, "symbols: unchecked, e.g. %s", st.example_unchecked);
   if (ib_gate_sink_finish (&k, IB_ESYMBOLS, err) < 0)
     return -1;
+  /* The image's own CPython would judge the files, and nothing of its
+   * version did: the gate cannot say they import. */
+  if (st.syntax_unchecked[0])
+    return ib_gate_skip (b, "syntax not checked: %s (imports checked: %zu files, %zu names)", st.syntax_unchecked,
+                         st.files_checked, st.names_checked);
   if (st.files_checked + st.names_checked + st.native_checked == 0)
     return ib_gate_skip (b, "[symbols] of %s matched nothing: no overlay Python file under %s, no python or "
                             "native requirement",

@@ -15,6 +15,7 @@
 #include "util/fsutil.h"
 #include "layers/runner/bundle.h"
 #include "symbol-check/pycompile/pyroot.h"
+#include "symbol-check/pycompile/qemu.h"
 
 /* Reads "LEN\nPATH\n" + LEN bytes records; answers one line each: "ok", or
  * "LINE MESSAGE".  Null bytes are a ValueError before 3.12, a SyntaxError
@@ -75,11 +76,15 @@ read_answers (const char *path, struct ib_py_source *files, size_t n, ib_error_t
   return 0;
 }
 
-/* In the child: the image's layers as / of a private mount namespace. */
+/* In the child: the image's layers as / of a private mount namespace; the
+ * interpreter run by QEMU (a static qemu-user, opened before the chroot)
+ * when it is not NULL. */
 static void
-child_in_image (const char *lower, const char *mnt, const char *interpreter, int in, int out, int errfd)
+child_in_image (const char *lower, const char *mnt, const char *qemu, const char *interpreter, int in, int out,
+                int errfd)
 {
-  if (unshare (CLONE_NEWNS) < 0 || mount (NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+  int qemu_fd = qemu ? open (qemu, O_RDONLY | O_CLOEXEC) : -1;
+  if ((qemu && qemu_fd < 0) || unshare (CLONE_NEWNS) < 0 || mount (NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
     _exit (120);
   /* overlayfs wants two lower folders when it has no upper one. */
   int ok = strchr (lower, ':') ? mount ("overlay", mnt, "overlay", MS_RDONLY, ib_xasprintf ("lowerdir=%s", lower))
@@ -90,9 +95,13 @@ child_in_image (const char *lower, const char *mnt, const char *interpreter, int
   dup2 (out, 1);
   if (errfd >= 0)
     dup2 (errfd, 2);
-  char *const argv[] = { (char *) interpreter, "-I", "-S", "-B", "-W", "ignore", "-c", (char *) driver, NULL };
+  char *const argv[] = { (char *) qemu, (char *) interpreter, "-I", "-S", "-B", "-W", "ignore", "-c", (char *) driver,
+                         NULL };
   char *const envp[] = { "PYTHONHASHSEED=0", "LC_ALL=C.UTF-8", "PATH=/usr/bin:/bin", NULL };
-  execve (interpreter, argv, envp);
+  if (qemu_fd >= 0)
+    fexecve (qemu_fd, argv, envp);
+  else
+    execve (interpreter, argv + 1, envp);
   _exit (127);
 }
 
@@ -106,10 +115,12 @@ child_on_host (const char *interpreter, int in, int out)
   _exit (127);
 }
 
-/* ERRFD: where the interpreter's stderr goes, -1 for ours. */
+/* LOWER: the image's files (NULL: INTERPRETER is the build machine's);
+ * QEMU: the qemu-user that runs it there, or NULL; ERRFD: where the
+ * interpreter's stderr goes, -1 for ours. */
 static int
-run (const char *work, const char *lower, const char *interpreter, struct ib_py_source *files, size_t n, int errfd,
-     ib_error_t *err)
+run (const char *work, const char *lower, const char *qemu, const char *interpreter, struct ib_py_source *files,
+     size_t n, int errfd, ib_error_t *err)
 {
   cleanup_free char *in_path = ib_path_join (work, "in"), *out_path = ib_path_join (work, "out");
   cleanup_free char *mnt = ib_path_join (work, "root");
@@ -127,7 +138,7 @@ run (const char *work, const char *lower, const char *interpreter, struct ib_py_
   if (pid == 0)
     {
       if (lower)
-        child_in_image (lower, mnt, interpreter, in, out, errfd);
+        child_in_image (lower, mnt, qemu, interpreter, in, out, errfd);
       child_on_host (interpreter, in, out);
     }
   int status;
@@ -135,18 +146,39 @@ run (const char *work, const char *lower, const char *interpreter, struct ib_py_
     if (errno != EINTR)
       return ib_error_errno (err, errno, IB_EENV, "waitpid");
   if (!WIFEXITED (status) || WEXITSTATUS (status) != 0)
-    return ib_error (err, IB_EENV, "%s %s: exit %d", interpreter, lower ? "in a chroot of the image" : "",
+    return ib_error (err, IB_EENV, "%s%s%s%s: exit %d", interpreter, lower ? " in a chroot of the image" : "",
+                     qemu ? " under " : "", qemu ? qemu : "",
                      WIFEXITED (status) ? WEXITSTATUS (status) : 128 + WTERMSIG (status));
   return read_answers (out_path, files, n, err);
 }
 
+/* Whether the image's INTERPRETER can run here, in a chroot: as it is, or
+ * under qemu-user (*QEMU) when the image is of another architecture; else
+ * *WHY says what is missing. */
 static bool
-same_architecture (const struct ib_image *img)
+image_can_run (const struct ib_image *img, const char *interpreter, char **qemu, char **why)
 {
+  *qemu = *why = NULL;
+  if (interpreter == NULL)
+    {
+      *why = ib_xstrdup ("the image has no interpreter of its own");
+      return false;
+    }
+  if (geteuid () != 0)
+    {
+      *why = ib_xasprintf ("the chroot of the image that runs %s needs root", interpreter);
+      return false;
+    }
   struct ib_platform host;
   ib_platform_host (&host);
   const cJSON *a = cJSON_GetObjectItemCaseSensitive (img->config_json, "architecture");
-  return !cJSON_IsString (a) || strcmp (a->valuestring, host.architecture) == 0;
+  if (!cJSON_IsString (a) || strcmp (a->valuestring, host.architecture) == 0)
+    return true;
+  cleanup_free char *no = NULL;
+  if (ib_qemu_find (a->valuestring, qemu, &no))
+    return true;
+  *why = ib_xasprintf ("%s is for %s, this machine is %s, and %s", interpreter, a->valuestring, host.architecture, no);
+  return false;
 }
 
 /* Lower layers last, as overlayfs lists them. */
@@ -220,8 +252,8 @@ forget_answers (struct ib_py_source *files, size_t n)
  * interpreter failed there: the caller then runs it over the extracted
  * layers, which give the same answers or the same error as always). */
 static int
-run_in_pyroot (struct ib_pycompile *pc, const char *work, const char *interpreter, const char *version,
-               struct ib_py_source *files, size_t n, ib_error_t *err)
+run_in_pyroot (struct ib_pycompile *pc, const char *work, const char *qemu, const char *interpreter,
+               const char *version, struct ib_py_source *files, size_t n, ib_error_t *err)
 {
   if (pc->view == NULL || layers_extracted (pc))
     return 1;
@@ -235,54 +267,68 @@ run_in_pyroot (struct ib_pycompile *pc, const char *work, const char *interprete
   /* Its complaints, if it cannot start there, are not the build's. */
   cleanup_close int quiet = open ("/dev/null", O_WRONLY | O_CLOEXEC);
   ib_error_t e = NULL;
-  if (run (sub, root, interpreter, files, n, quiet, &e) == 0)
+  if (run (sub, root, qemu, interpreter, files, n, quiet, &e) == 0)
     return 0;
   ib_error_release (&e);
   forget_answers (files, n);
   return 1;
 }
 
+/* The image's INTERPRETER in a chroot: of its own files, else of the
+ * image's layers. */
+static int
+run_in_image (struct ib_pycompile *pc, const char *work, const char *qemu, const char *interpreter,
+              const char *version, struct ib_py_source *files, size_t n, ib_error_t *err)
+{
+  int r = run_in_pyroot (pc, work, qemu, interpreter, version, files, n, err);
+  if (r != 1)
+    return r;
+  cleanup_free char *lower = NULL;
+  if (lower_dirs (pc, &lower, err) < 0)
+    return -1;
+  return run (work, lower, qemu, interpreter, files, n, -1, err);
+}
+
+/* The build machine's python3.X of VERSION, else its python3 (not exact). */
+static int
+run_on_host (const char *work, const char *version, struct ib_py_source *files, size_t n, struct ib_py_answerer *ans,
+             ib_error_t *err)
+{
+  cleanup_free char *name = ib_xasprintf ("python%s", version);
+  cleanup_free char *host = system_program (name);
+  ans->exact = host != NULL;
+  if (host == NULL)
+    host = system_program ("python3");
+  if (host == NULL)
+    return ib_error (err, IB_EENV, "no Python to check the syntax with: %s and the build machine has no python3",
+                     ans->not_image);
+  ans->who = ib_xasprintf ("the build machine's %s", host);
+  return run (work, NULL, NULL, host, files, n, -1, err);
+}
+
 int
 ib_py_compile (void *data, const char *interpreter, const char *version, struct ib_py_source *files, size_t n,
-               char **who, bool *exact, ib_error_t *err)
+               struct ib_py_answerer *ans, ib_error_t *err)
 {
   struct ib_pycompile *pc = data;
+  *ans = (struct ib_py_answerer){ 0 };
   cleanup_free char *runs = NULL;
   if (ib_store_cache_dir (pc->s, "run", &runs, err) < 0)
     return -1;
   cleanup_free char *work = ib_path_join (runs, "pycompile-XXXXXX");
   if (mkdtemp (work) == NULL)
     return ib_error_errno (err, errno, IB_EENV, "mkdtemp `%s`", work);
+  cleanup_free char *qemu = NULL;
   int r;
-  if (interpreter && geteuid () == 0 && same_architecture (pc->img))
+  if (image_can_run (pc->img, interpreter, &qemu, &ans->not_image))
     {
-      r = run_in_pyroot (pc, work, interpreter, version, files, n, err);
-      if (r == 1)
-        {
-          cleanup_free char *lower = NULL;
-          r = lower_dirs (pc, &lower, err);
-          if (r == 0)
-            r = run (work, lower, interpreter, files, n, -1, err);
-        }
-      *who = ib_xasprintf ("the image's %s (in a chroot)", interpreter);
-      *exact = true;
+      r = run_in_image (pc, work, qemu, interpreter, version, files, n, err);
+      ans->who = qemu ? ib_xasprintf ("the image's %s (under %s, in a chroot)", interpreter, qemu)
+                      : ib_xasprintf ("the image's %s (in a chroot)", interpreter);
+      ans->exact = true;
     }
   else
-    {
-      cleanup_free char *name = ib_xasprintf ("python%s", version);
-      char *host = system_program (name);
-      *exact = host != NULL;
-      if (host == NULL)
-        host = system_program ("python3");
-      if (host == NULL)
-        r = ib_error (err, IB_EENV, "no Python to check the syntax with: the image's cannot run here and the build machine has no python3");
-      else
-        {
-          r = run (work, NULL, host, files, n, -1, err);
-          *who = ib_xasprintf ("the build machine's %s", host);
-        }
-      free (host);
-    }
+    r = run_on_host (work, version, files, n, ans, err);
   ib_remove_tree (work, NULL);
   return r < 0 ? ib_error_wrap (err, "syntax check") : 0;
 }

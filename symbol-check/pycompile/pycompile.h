@@ -7,10 +7,13 @@
  * already, or when the files it needs cannot be told from the cached link
  * records or it does not start among them; the sources go in on stdin, so
  * the overlay's files need not be on disk.
- * Where that cannot run (not root, an image of another architecture, no
- * interpreter in the image) the build machine's python3.X of the same
+ * An image of another architecture's interpreter runs there under the
+ * build machine's static qemu-user (qemu.h).
+ * Where it cannot run (not root, another architecture and no qemu-user,
+ * no interpreter in the image) the build machine's python3.X of the same
  * version answers, and failing that its python3, whose refusals are then
- * only warnings (the grammar differs between versions). */
+ * only warnings (the grammar differs between versions); ANS->not_image
+ * says why the image's did not answer. */
 #ifndef IB_PYCOMPILE_H
 #define IB_PYCOMPILE_H
 
@@ -28,6 +31,6 @@ struct ib_pycompile
 
 /* An ib_py_compile_fn; DATA is a struct ib_pycompile. */
 int ib_py_compile (void *data, const char *interpreter, const char *version, struct ib_py_source *files, size_t n,
-                   char **who, bool *exact, ib_error_t *err);
+                   struct ib_py_answerer *ans, ib_error_t *err);
 
 #endif

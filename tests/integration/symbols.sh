@@ -436,3 +436,143 @@ t_symbol_gate_overlay_files_from_the_caches_in_the_layers_order() {
   done
   cmp dup1.lines dup2.lines
 }
+
+# The stand-in base has no CPython of its own, and this machine no
+# python3.12: the build machine's python3 of another version answers, and
+# its refusals are only warnings (3.11 refuses what 3.12 takes).  A merge
+# conflict marker outside a string is refused by every CPython: an error
+# naming the file and the line, whoever answered.  Markers inside a string
+# are no error, in a file that python3.11 refuses for a 3.12 construct.
+t_conflict_markers_fail_the_stand_in_without_its_cpython() {
+  build_base
+  copy_images d
+  f=d/dsv41-flash-dcp2/files/cp_utils.py
+  python3 - "$f" <<'PY'
+import sys
+p = sys.argv[1]
+s = open(p).read()
+old = "    return (pos // interleave) % dcp\n"
+assert old in s
+s = s.replace(old, "<<<<<<< ours\n" + old + "=======\n    return pos % dcp\n>>>>>>> theirs\n")
+open(p, "w").write(s)
+PY
+  line=$(grep -n '^<<<<<<< ours$' "$f" | cut -d: -f1)
+  [ -n "$line" ]
+  # candidate_blocks.py: a PEP 695 alias (3.12) and markers in a docstring.
+  printf '\ntype _Pair = tuple[int, int]\n\n\ndef _doc():\n    """\n=======\n<<<<<<< not a conflict\n>>>>>>> nor this\n    """\n' \
+    >>d/dsv41-flash-dcp2/files/candidate_blocks.py
+  expect_fail 5 "vllm/v1/worker/cp_utils.py:$line: .*merge conflict marker" "$IB" --smoke=off d/dsv41-flash-dcp2 -t dcp2:conflict
+  refute skopeo inspect "oci:$IMGBUILD_STORE:dcp2:conflict" >/dev/null 2>&1
+  refute grep -q 'symbols: vllm/v1/core/candidate_blocks.py:.*marker' stderr.txt
+  if [ ! -x /usr/bin/python3.12 ] && [ ! -x /usr/local/bin/python3.12 ]; then
+    # Not vacuous: no CPython 3.12 answered, and its refusals were warnings.
+    grep -q "syntax: .* compiled by the build machine's /usr/bin/python3," stderr.txt
+    grep -q 'symbols: warning: vllm/v1/core/candidate_blocks.py:[0-9]*: .* refuses it' stderr.txt
+  fi
+  # Resolved, the markers in the docstring do not fail it.
+  cp "$ROOT/images/dsv41-flash-dcp2/files/cp_utils.py" "$f"
+  "$IB" --smoke=off d/dsv41-flash-dcp2 -t dcp2:resolved >/dev/null 2>resolved.err
+  grep -q 'gate symbols *pass' resolved.err
+}
+
+# DIR/root: Debian trixie's CPython 3.13 for ARCH (python3-minimal and the
+# packages it needs, unpacked from the .debs of
+# $IMGBUILD_REALBASE_CACHE/debs/trixie-ARCH), and DIR/oci:base, an image of
+# it laid out by umoci; sets BASE.  Without the .debs, in the long tier,
+# scripts/real-base.sh's trixie base of python3-minimal (no ROOT then).
+trixie_python_base() { # DIR ARCH
+  local debs=${IMGBUILD_REALBASE_CACHE:-/var/cache/imgbuild/realbase}/debs/trixie-$2 p f
+  mkdir -p "$1/root"
+  for p in libc6 zlib1g libexpat1 libpython3.13-minimal python3.13-minimal python3-minimal; do
+    f=$(ls "$debs/${p}"_*_"$2".deb 2>/dev/null | head -1)
+    if [ -z "$f" ]; then
+      [ -n "${IMGBUILD_TEST_ALL:-}" ] ||
+        skip_test "no ${p}_*_$2.deb in $debs (IMGBUILD_TEST_ALL=1: scripts/real-base.sh makes the base)"
+      BASE=$("$ROOT/scripts/real-base.sh" --arch "$2" --suite trixie --packages python3-minimal | sed -n 's/^ref=//p')
+      return 0
+    fi
+    dpkg -x "$f" "$1/root"
+  done
+  # base-files' links (merged /usr)
+  ln -s usr/lib "$1/root/lib"
+  [ "$2" != amd64 ] || ln -s usr/lib64 "$1/root/lib64"
+  umoci init --layout "$1/oci"
+  umoci new --image "$1/oci:base"
+  umoci config --image "$1/oci:base" --architecture="$2" --os=linux
+  umoci insert --image "$1/oci:base" "$1/root" /
+  BASE=oci:$PWD/$1/oci:base
+}
+
+needs_qemu_for_arm64() {
+  [ "$(id -u)" = 0 ] || skip_test "the chroot needs root"
+  [ -z "${IB_TEST_PLATFORM:-}" ] || skip_test "the aarch64 tools run an arm64 image's CPython natively"
+  [ -x /usr/bin/qemu-aarch64-static ] || skip_test "no qemu-aarch64-static (apt-get install qemu-user-static)"
+}
+
+# An arm64 image's python3.13, which this machine does not have, judges the
+# overlay's syntax under qemu-user: five files refused, each named, and a
+# file of Python 3.12's grammar that the build machine's 3.11 refuses is
+# not.  Without qemu (IMGBUILD_QEMU=off) the gate does not pass: a skip
+# with its reason, which imgverify --require-gates symbols fails on.
+t_arm64_image_syntax_checked_by_its_cpython_under_qemu() {
+  needs_qemu_for_arm64
+  trixie_python_base p arm64
+  mkdir -p over/files
+  printf 'def f(:\n    pass\n' >over/files/colon.py
+  printf 'if x:\ny = 1\n' >over/files/indent.py
+  printf 'x = (1,\n' >over/files/bracket.py
+  printf 'x = = 1\n' >over/files/assign.py
+  printf 'def g():\n<<<<<<< ours\n    return 1\n=======\n    return 2\n>>>>>>> theirs\n' >over/files/conflict.py
+  printf 'type Pair = tuple[int, int]\n' >over/files/pep695.py
+  {
+    printf '[image]\nname = arm:1\nfrom = %s\n[copy]\n' "$BASE"
+    for f in colon indent bracket assign conflict pep695; do
+      echo "file files/$f.py /usr/lib/python3/dist-packages/pkg/$f.py"
+    done
+    printf '[new]\n/usr/lib/python3/dist-packages/\n'
+    printf '[symbols]\npython-path /usr/lib/python3/dist-packages\ncheck-package pkg\n'
+  } >over/image.conf
+  expect_fail 5 'pkg/assign.py:1: CPython 3.13 refuses it: invalid syntax \(and 4 more' "$IB" --smoke=off over -t arm:1
+  for f in colon:1 indent:2 bracket:1 assign:1 conflict:2; do
+    grep -q "^imgbuild: symbols: pkg/${f%:*}.py:${f#*:}: CPython 3.13 refuses it" stderr.txt
+  done
+  refute grep -q 'pep695' stderr.txt
+  grep -q "syntax: 6 compiled by the image's /usr/bin/python3.13 (under /usr/bin/qemu-aarch64-static, in a chroot)" \
+    stderr.txt
+  refute skopeo inspect "oci:$IMGBUILD_STORE:arm:1" >/dev/null 2>&1
+  [ ! -x /usr/bin/python3.13 ] || return 0 # the rest needs no CPython 3.13 here
+  # No qemu: the build machine's python3 answers; the conflict marker still
+  # fails the build, the other refusals are warnings.
+  export IMGBUILD_STORE=$PWD/noqemu IMGBUILD_QEMU=off
+  expect_fail 5 'pkg/conflict.py:2: every CPython refuses it: a merge conflict marker' "$IB" --smoke=off over -t arm:2
+  grep -q "symbols: syntax not checked by the image's CPython: /usr/bin/python3.13 is for arm64, .* IMGBUILD_QEMU=off" \
+    stderr.txt
+  # Without it: tagged, but the symbol gate skips, saying why.
+  rm over/files/conflict.py
+  sed -i '/conflict/d' over/image.conf
+  "$IB" --smoke=off over -t arm:3 >/dev/null 2>off.err
+  grep -q 'gate symbols *skip .*syntax not checked: /usr/bin/python3.13 is for arm64' off.err
+  grep -q 'symbols: warning: pkg/colon.py:1: the build machine.s /usr/bin/python3 refuses it' off.err
+  expect_fail 5 'gate symbols did not run, and --require-gates names it: syntax not checked' \
+    "$IV" --require-gates symbols arm:3
+  # With qemu, imgverify judges the tagged image as the build would have.
+  unset IMGBUILD_QEMU
+  expect_fail 5 'gate symbols: pkg/assign.py:1: CPython 3.13 refuses it' "$IV" arm:3
+}
+
+# The arm64 CPython 3.13 under qemu-user (the gate) against the x86-64
+# CPython 3.13 of the same Debian release in a chroot (the reference), on
+# 441 mutants of the arm64 image's own standard library
+# (tests/pyref/syntax-campaign.sh): the same verdicts and lines.  Long
+# (qemu-user compiles them in about three minutes on 2 cores).
+tall_arm64_syntax_campaign_under_qemu_agrees_with_x86_64_cpython_3_13() {
+  needs_qemu_for_arm64
+  trixie_python_base ref amd64
+  [ -d ref/root ] || skip_test "the x86-64 reference is made from the trixie-amd64 .debs"
+  mkdir -p ref/root/mnt
+  trixie_python_base p arm64
+  [ -d p/root ] || skip_test "the mutants are made from the arm64 image's standard library"
+  "$ROOT/tests/pyref/syntax-campaign.sh" "$IB" "$BASE" "$PWD/ref/root" /usr/lib/python3/dist-packages 441 45 \
+    chroot:/usr/bin/python3.13 $(find p/root/usr/lib/python3.13 -maxdepth 1 -name '*.py' -type f) | tee campaign.out
+  grep -q '^syntax-campaign: 441 mutants, [1-9][0-9]* refused by the reference, 441 agree, 0 disagree$' campaign.out
+}

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "symbol-check/elfsyms.h"
+#include "symbol-check/pylex.h"
 #include "symbol-check/pysyms.h"
 #include "symbol-check/symcache.h"
 #include "util/cleanup.h"
@@ -78,6 +79,41 @@ pysyms_errors (struct test_ctx *t)
       CHECK (t, err && strstr (err->msg, "line 1"));
       ib_error_release (&err);
     }
+}
+
+/* Conflict markers at a line's start outside any string: the line of the
+ * first, which every CPython refuses; none in a string, a comment or an
+ * indented line (0, whatever CPython says there).  Each case's verdict is
+ * CPython 3.11's (refused where the line is not 0). */
+void
+pylex_conflict_markers_outside_strings (struct test_ctx *t)
+{
+  static const struct
+  {
+    const char *src;
+    int line;
+  } cases[] = {
+    { "def g():\n<<<<<<< ours\n    return 1\n=======\n    return 2\n>>>>>>> theirs\n", 2 },
+    { "def f():\n    \"\"\"\n=======\n<<<<<<< x\n    \"\"\"\n", 0 },
+    { "# <<<<<<< x\ny = 1\n", 0 },
+    { "x = f\"\"\"{1}\n>>>>>>> y\n\"\"\"\n", 0 },
+    { "x = [\n    1,\n=======\n    2,\n]\n", 3 },
+    { "x = 1 + \\\n=======\n", 2 },
+    { "a = 1\r\n||||||| base\r\n", 2 },
+    { "<<<<<<< a\ns = 'open\n", 1 }, /* the tokenizer refuses line 2: line 1 counts */
+    { "s = 'open\n<<<<<<< a\n", 0 }, /* refused at line 1: nothing after it is read */
+    { "if x:\n    <<<<<<< a\n", 0 },
+    { "x = 1 <<<<<<< 2\n", 0 },
+  };
+  for (size_t i = 0; i < sizeof (cases) / sizeof (cases[0]); i++)
+    {
+      int got = ib_py_conflict_marker_line (cases[i].src, strlen (cases[i].src));
+      if (got != cases[i].line)
+        fprintf (stderr, "  case %zu: line %d, expected %d\n", i, got, cases[i].line);
+      CHECK (t, got == cases[i].line);
+    }
+  CHECK (t, ib_py_is_conflict_marker ("=======", 7) && !ib_py_is_conflict_marker ("======", 6));
+  CHECK (t, !ib_py_is_conflict_marker ("<<<<<<=", 7));
 }
 
 void
