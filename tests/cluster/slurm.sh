@@ -8,7 +8,8 @@
 # system).  The daemons listen inside the test's namespaces, which nothing
 # off the LAN reaches.
 #
-#   slurm_up PREFIX NET DIR MAP  write DIR/slurm.conf (nodes named by their
+#   slurm_up PREFIX NET DIR MAP [TRACK]
+#                                write DIR/slurm.conf (nodes named by their
 #                                addresses: NET.1 and NET.2, as --hosts and
 #                                NCCL_COMM_ID name them), start munged,
 #                                slurmctld and both slurmd, and wait until
@@ -18,9 +19,17 @@
 #                                "ADDRESS NAMESPACE STORE [VAR=VALUE...]"
 #                                lines) through Slurm's TaskProlog, as a
 #                                site sets its tasks' environment.
+#                                TRACK: how slurmstepd finds a step's
+#                                processes, proctrack/linuxproc (its
+#                                children, the default) or proctrack/cgroup
+#                                (its cgroup, cgroup v1, as most sites run:
+#                                what the step started ends with it, the
+#                                processes of a session of their own too)
 #   slurm_down PREFIX DIR        stop them all (the jobs first: a slurmd
 #                                that stops leaves its jobs' slurmstepd
-#                                running), and fail if any process is left
+#                                running), remove the cgroups of
+#                                proctrack/cgroup, and fail if any process
+#                                is left
 #   slurm_procs PREFIX DIR       the pids of DIR's daemons (pgrep: their
 #                                command lines name DIR) and of whatever
 #                                runs in the node namespaces: none after
@@ -31,8 +40,8 @@
 # The daemons run as the test's services (tests/lib.sh `service`), so the
 # runner stops them whatever the test's result.
 
-_slurm_conf() { # PREFIX NET DIR
-  local net=$2 dir=$3
+_slurm_conf() { # PREFIX NET DIR TRACK
+  local net=$2 dir=$3 track=$4
   cat <<CONF
 ClusterName=ib48
 SlurmctldHost=$(uname -n)($net.10)
@@ -51,7 +60,7 @@ SlurmctldLogFile=$dir/slurmctld.log
 SlurmdLogFile=$dir/slurmd-%n.log
 SlurmctldDebug=info
 SlurmdDebug=info
-ProctrackType=proctrack/linuxproc
+ProctrackType=$track
 TaskPlugin=task/none
 TaskProlog=$dir/task-prolog.sh
 SelectType=select/cons_tres
@@ -71,7 +80,7 @@ CONF
 }
 
 slurm_up() {
-  local p=$1 net=$2 dir=$3 map=$4 n name
+  local p=$1 net=$2 dir=$3 map=$4 track=${5:-proctrack/linuxproc} n name
   mkdir -p "$dir/ctld"
   # The daemons' sockets (munged's, each slurmstepd's in its spool folder)
   # need paths of at most 108 bytes, which a test's folder may pass: they
@@ -79,7 +88,10 @@ slurm_up() {
   ln -sfn "$(mktemp -d /tmp/ibslurm.XXXXXX)" "$dir/run"
   chmod 755 "$dir/run/"
   mkdir -p "$dir/run/munge"
-  _slurm_conf "$p" "$net" "$dir" >"$dir/slurm.conf"
+  _slurm_conf "$p" "$net" "$dir" "$track" >"$dir/slurm.conf"
+  # (cgroup v1, where each slurmd keeps its own tree: slurm_NODENAME.)
+  printf '%s\n' CgroupPlugin=cgroup/v1 CgroupMountpoint=/sys/fs/cgroup CgroupAutomount=no ConstrainCores=no \
+    ConstrainRAMSpace=no ConstrainDevices=no >"$dir/cgroup.conf"
   cat >"$dir/task-prolog.sh" <<PROLOG
 #!/bin/sh
 # slurmstepd runs it before each task; its "export NAME=VALUE" lines go to
@@ -146,6 +158,12 @@ slurm_down() { # PREFIX DIR
     kill -9 "$pid" 2>/dev/null || true
   done
   [ -L "$dir/run" ] && rm -rf "$(readlink "$dir/run")" "$dir/run"
+  # proctrack/cgroup's trees (empty now: their processes have ended).
+  local net
+  net=$(sed -n 's/^NodeName=\([0-9.]*\)\.1 .*/\1/p' "$dir/slurm.conf")
+  for f in /sys/fs/cgroup/*/"slurm_$net.1" /sys/fs/cgroup/*/"slurm_$net.2"; do
+    [ -d "$f" ] && find "$f" -depth -type d -exec rmdir {} + 2>/dev/null
+  done
   local left
   left=$(slurm_procs "$p" "$dir")
   [ -z "$left" ] || { echo "slurm_down: still running: $left" >&2; return 1; }

@@ -237,13 +237,13 @@ t_multinode_launch_lines_and_a_node_without_gpu() {
 # a slurmd in each node's (tests/cluster/slurm.sh), imgverify inside an
 # allocation (salloc), so that --launcher auto picks srun, as on a DGX
 # cluster.  The nodes' names in Slurm are their addresses, as --hosts
-# gives them to srun and NCCL_COMM_ID.
-mn_slurm() {
+# gives them to srun and NCCL_COMM_ID.  TRACK: slurm_up's.
+mn_slurm() { # [TRACK]
   command -v slurmctld >/dev/null || skip_test "no slurmctld (slurm-wlm; scripts/install-deps.sh test)"
   command -v munged >/dev/null || skip_test "no munged (munge; scripts/install-deps.sh test)"
   source "$ROOT/tests/cluster/slurm.sh"
   trap 'slurm_down "$P" "$PWD/slurm" || true; lan_down "$P"' EXIT
-  slurm_up "$P" 10.213.7 "$PWD/slurm" "$PWD/nodes.map"
+  slurm_up "$P" 10.213.7 "$PWD/slurm" "$PWD/nodes.map" "${1:-}"
   MN_UNDER="salloc --quiet --nodes=2 --nodelist=10.213.7.1,10.213.7.2 --time=15"
 }
 
@@ -315,4 +315,27 @@ tall_multinode_srun_under_slurm_starts_a_rank_per_node_and_a_killed_rank_ends_th
   slurm_down "$P" "$PWD/slurm"
   refute pgrep -f "$PWD/slurm/"
   [ -z "$(slurm_ps "$P" | grep -E "^$P-[ab] |slurm" || true)" ]
+}
+
+# Most Slurm sites track a step's processes by its cgroup (proctrack/
+# cgroup): when srun ends the step, slurmstepd kills every process of it,
+# rank 0's reaper too (a session of its own does not leave a cgroup), so
+# rank 0's container outlives its reaper.  The sweep removes it, its bundle
+# and the rank's folder, which is named after the container for that.
+tall_multinode_srun_under_slurm_with_cgroup_tracking_a_killed_rank_leaves_nothing() {
+  mn_require
+  grep -q ' /sys/fs/cgroup/freezer cgroup ' /proc/mounts || skip_test "no cgroup v1 freezer (Slurm's proctrack/cgroup)"
+  build_base
+  mn_definition d
+  mn_lan
+  mn_slurm proctrack/cgroup
+  mn_push
+  mn_killed_run kill
+  jq -e '.smoke.launcher == "srun"' kill.json
+  # Rank 0's container was left to the sweep: its reaper ended with the step.
+  jq -e '.smoke.sweep[0].removed == 1' kill.json
+  mn_slurm_nothing_left
+  slurm_down "$P" "$PWD/slurm"
+  refute pgrep -f "$PWD/slurm/"
+  [ -z "$(ls -d /sys/fs/cgroup/*/slurm_10.213.7.[12] 2>/dev/null)" ]
 }
