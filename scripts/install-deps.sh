@@ -14,11 +14,13 @@ build=(gcc g++ make pkg-config libarchive-dev libcjson-dev libssl-dev zlib1g-dev
 fuzz=(clang libclang-rt-dev)
 test=(skopeo umoci docker.io runc docker-registry apache2-utils openssl curl tmux jq iproute2 procps openmpi-bin python3-jsonschema python3-protobuf python3-junitparser libxml2-utils strace
       time file gcc-aarch64-linux-gnu binutils openssh-server openssh-client zstd isal
-      libc6-dev-arm64-cross man-db qemu-user-static)
+      libc6-dev-arm64-cross man-db qemu-user-static slurm-wlm munge)
 # (isal: igzip, a second inflater that judges the layers imgbuild writes;
 # man-db: `man -l` reads the rendered man pages as a user would,
 # tests/integration/docs.sh; qemu-user-static: the syntax check runs an
-# image of another architecture's own CPython under it, in its chroot.)
+# image of another architecture's own CPython under it, in its chroot;
+# slurm-wlm and munge: a real Slurm for the smoke test across nodes,
+# tests/cluster/slurm.sh starts daemons of its own, never the packages'.)
 # `bench` (make bench): the peers of `test`, igzip (ISA-L) for the limit,
 # matplotlib for the plots.
 bench=(isal python3-matplotlib)

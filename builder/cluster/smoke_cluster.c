@@ -100,17 +100,6 @@ first_error (const char *text)
   return at ? strndup (at + 7, strcspn (at + 7, "\n")) : NULL;
 }
 
-/* mpirun's "Process name: [[J,1],R]" of the first process that failed. */
-static int
-mpirun_first_failed (const char *text)
-{
-  const char *at = text ? strstr (text, "Process name: [[") : NULL;
-  int job, one, rank;
-  if (at && sscanf (at, "Process name: [[%d,%d],%d]", &job, &one, &rank) == 3)
-    return rank;
-  return -1;
-}
-
 /* ---- one step of the launcher -------------------------------------------- */
 
 struct step
@@ -175,7 +164,7 @@ step_run (struct ib_build *b, struct step *s, cJSON *commands, ib_error_t *err)
 static int
 step_culprit (const struct step *s)
 {
-  int r = s->ls.launcher == IB_LAUNCH_MPIRUN ? mpirun_first_failed (s->launcher_text) : -1;
+  int r = ib_launch_first_failed (s->ls.launcher, s->launcher_text);
   if (r >= 0 && r < s->n_procs)
     return r;
   for (int i = 0; i < s->n_procs; i++)

@@ -55,5 +55,8 @@ struct ib_smoke_rank
   const char *run_id; /* the container is imgbuild-smoke-RUN_ID-rankR */
 };
 #define IB_SMOKE_CONTAINER_PREFIX "imgbuild-smoke-"
+/* A rank's folder beside its bundle (the kernel plan): this prefix, then
+ * its container's name, then "-XXXXXX". */
+#define IB_SMOKE_RANK_DIR_PREFIX "kprobe-"
 
 #endif

@@ -594,7 +594,12 @@ ib_smoke_rank_run (struct ib_build *b, const struct ib_smoke_rank *rk, int *exit
   cleanup_free char *runs = NULL, *dir = NULL, *state = NULL;
   if (ib_store_cache_dir (b->store, "run", &runs, err) < 0)
     return -1;
-  dir = ib_path_join (runs, "kprobe-XXXXXX");
+  cleanup_free char *id = rk->run_id ? ib_xasprintf (IB_SMOKE_CONTAINER_PREFIX "%s-rank%d", rk->run_id, rk->rank)
+                                     : ib_xasprintf (IB_SMOKE_CONTAINER_PREFIX "%d-rank%d", (int) getpid (), rk->rank);
+  /* Named after the container, so that the sweep finds it when a
+   * launcher's process tracking (Slurm's proctrack/cgroup) ended the
+   * reaper with the rank (ib_node_sweep_main). */
+  dir = ib_xasprintf ("%s/" IB_SMOKE_RANK_DIR_PREFIX "%s-XXXXXX", runs, id);
   state = ib_path_join (runs, "runc");
   if (mkdtemp (dir) == NULL)
     return ib_error_errno (err, errno, IB_EENV, "mkdtemp `%s`", dir);
@@ -619,8 +624,6 @@ ib_smoke_rank_run (struct ib_build *b, const struct ib_smoke_rank *rk, int *exit
   args[n++] = "--device", args[n++] = "0";
   size_t n_env;
   char **env = rank_env (&n_env);
-  cleanup_free char *id = rk->run_id ? ib_xasprintf (IB_SMOKE_CONTAINER_PREFIX "%s-rank%d", rk->run_id, rk->rank)
-                                     : ib_xasprintf (IB_SMOKE_CONTAINER_PREFIX "%d-rank%d", (int) getpid (), rk->rank);
   struct ib_run_options o = { .program = program, .program_target = "/opt/imgbuild/dcp2_smoke", .args = args,
                               .n_args = n, .env = env, .n_env = n_env, .gpus = gpus, .timeout_s = d->smoke_timeout,
                               .contract = &eff, .bind_dir = gpus ? dir : NULL, .bind_target = gpus ? KPROBE_TARGET : NULL,

@@ -463,12 +463,15 @@ split_mpirun_line (struct split_out *o, const char *line)
   split_put (o, cur, "\n", 1);
 }
 
-/* One line of srun --label: "  R: text". */
+/* One line of srun --label: "  R: text".  slurmstepd's own lines in a
+ * task's stream (it says there that it ended the task's step) are the
+ * launcher's: a rank that srun stopped did not fail of itself. */
 static void
 split_srun_line (struct split_out *o, const char *line)
 {
   int rank = -1, n = 0;
-  if (!(sscanf (line, " %d: %n", &rank, &n) == 1 && n > 0 && rank >= 0 && rank < o->ranks))
+  if (!(sscanf (line, " %d: %n", &rank, &n) == 1 && n > 0 && rank >= 0 && rank < o->ranks)
+      || strncmp (line + n, "slurmstepd", 10) == 0)
     rank = -1, n = 0; /* the launcher's own line, label and all */
   split_put (o, rank, line + n, strlen (line + n));
   split_put (o, rank, "\n", 1);
@@ -502,6 +505,46 @@ ib_launch_split (enum ib_launcher l, const char *output, int ranks, char ***per_
   free (o.stream);
   *per_rank = o.rk;
   *launcher = o.launcher;
+}
+
+/* mpirun's "Process name: [[J,1],R]" of the first process that failed. */
+static int
+mpirun_first_failed (const char *text)
+{
+  const char *at = strstr (text, "Process name: [[");
+  int job, one, rank;
+  if (at && sscanf (at, "Process name: [[%d,%d],%d]", &job, &one, &rank) == 3)
+    return rank;
+  return -1;
+}
+
+/* srun's first "srun: error: HOST: task R: WHY" (or "tasks R-S,T: WHY"):
+ * srun says so of each task as it ends otherwise than with 0, the first
+ * failure first. */
+static int
+srun_first_failed (const char *text)
+{
+  for (const char *l = strstr (text, "srun: error: "); l; l = strstr (l + 1, "srun: error: "))
+    {
+      const char *eol = l + strcspn (l, "\n");
+      const char *task = strstr (l, ": task ");
+      size_t skip = 7;
+      if (task == NULL || task > eol)
+        task = strstr (l, ": tasks "), skip = 8;
+      char *end;
+      long r = task && task < eol ? strtol (task + skip, &end, 10) : -1;
+      if (r >= 0 && task && end != task + skip && (*end == ':' || *end == '-' || *end == ','))
+        return (int) r;
+    }
+  return -1;
+}
+
+int
+ib_launch_first_failed (enum ib_launcher l, const char *launcher)
+{
+  if (launcher == NULL)
+    return -1;
+  return l == IB_LAUNCH_SRUN ? srun_first_failed (launcher) : mpirun_first_failed (launcher);
 }
 
 /* LINE past an mpirun --tag-output tag the launcher's text kept (its

@@ -73,8 +73,15 @@ int ib_launch_run (char *const *argv, int timeout_s, int grace_s, int echo_fd, c
 
 /* mpirun --tag-output lines "[1,R]<stdout>:TEXT" / "<stderr>:": the text
  * of rank R's lines (each with its newline); srun --label lines "R: TEXT"
- * likewise.  Lines of the launcher itself go to *LAUNCHER. */
+ * likewise.  Lines of the launcher itself go to *LAUNCHER, and so do those
+ * that Slurm's slurmstepd writes into a task's stream under its label
+ * ("R: slurmstepd-HOST: error: *** STEP 2.1 ON HOST CANCELLED ... ***"). */
 void ib_launch_split (enum ib_launcher l, const char *output, int ranks, char ***per_rank, char **launcher);
+/* The process that failed first, as the launcher's own lines (ib_launch_split's
+ * LAUNCHER) name it: mpirun's "Process name: [[J,1],R]", srun's first
+ * "srun: error: HOST: task R: Exited with exit code N" (or "tasks R-S:
+ * Killed"; the tasks that it then ends come later).  -1 when none says. */
+int ib_launch_first_failed (enum ib_launcher l, const char *launcher);
 /* The launcher's own words worth quoting when it failed: the first line of
  * LAUNCHER (ib_launch_split's) that is neither a ruler of dashes nor one of
  * OpenMPI's and PMIx's notes on plugins they could not load, or NULL. */

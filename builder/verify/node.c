@@ -2,6 +2,7 @@
  * nodes (builder/cluster/smoke_cluster.c is the coordinator).  See node.h. */
 #include "builder/verify/node.h"
 
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -155,6 +156,27 @@ ib_node_rank_main (const struct ib_node_options *o)
   return r < 0 ? ib_error_report ("imgverify", &err) : 0;
 }
 
+/* The run's rank folders left in RUNS (a rank ended with its reaper
+ * before either removed them): each removed; how many. */
+static size_t
+sweep_rank_dirs (const char *runs, const char *container_prefix)
+{
+  cleanup_free char *want = ib_xasprintf (IB_SMOKE_RANK_DIR_PREFIX "%s", container_prefix);
+  DIR *d = opendir (runs);
+  size_t n = 0;
+  struct dirent *e;
+  while (d && (e = readdir (d)) != NULL)
+    if (strncmp (e->d_name, want, strlen (want)) == 0)
+      {
+        cleanup_free char *path = ib_path_join (runs, e->d_name);
+        if (ib_remove_tree (path, NULL) == 0)
+          n++;
+      }
+  if (d)
+    closedir (d);
+  return n;
+}
+
 int
 ib_node_sweep_main (const struct ib_node_options *o)
 {
@@ -162,7 +184,7 @@ ib_node_sweep_main (const struct ib_node_options *o)
   cleanup_free char *root = ib_store_default_path (o->store);
   cleanup_free char *runs = NULL, *state = NULL, *prefix = NULL;
   struct ib_store *s = NULL;
-  size_t n = 0;
+  size_t n = 0, dirs = 0;
   int r = ib_store_open (root, &s, &err);
   if (r == 0)
     r = ib_store_cache_dir (s, "run", &runs, &err);
@@ -173,7 +195,10 @@ ib_node_sweep_main (const struct ib_node_options *o)
       r = ib_containers_sweep (state, prefix, &n, &err);
     }
   if (r == 0)
-    printf ("imgverify: node: swept %zu container%s of run %s\n", n, n == 1 ? "" : "s", o->run_id);
+    dirs = sweep_rank_dirs (runs, prefix);
+  if (r == 0)
+    printf ("imgverify: node: swept %zu container%s and %zu folder%s of run %s\n", n, n == 1 ? "" : "s", dirs,
+            dirs == 1 ? "" : "s", o->run_id);
   ib_store_free (s);
   return r < 0 ? ib_error_report ("imgverify", &err) : 0;
 }

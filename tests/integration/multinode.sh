@@ -60,11 +60,66 @@ mn_lan() {
 # imgverify --smoke across the two nodes, from the head, with its own store.
 # The image is the stand-in's (the same digest; the seed store's warm-up
 # build recorded the original definition too): --definition picks ours.
+# $MN_UNDER: words before imgverify (salloc ...: inside a Slurm allocation).
 mn_verify() { # REF ARGS...
   local ref=$1
   shift
-  IMGBUILD_STORE=$PWD/coord timeout 600 nsenter --net="/run/netns/$P-h" \
+  # shellcheck disable=SC2086 # MN_UNDER's words, one each
+  IMGBUILD_STORE=$PWD/coord timeout 600 nsenter --net="/run/netns/$P-h" ${MN_UNDER:-} \
     "$IV" --smoke --hosts 10.213.7.1,10.213.7.2 --tls-verify=false --definition d/dsv41-flash-dcp2 "$@" "$ref"
+}
+
+# A run whose rank on node b is killed mid-test (its container, once both
+# ranks run and node b's has met rank 0): it fails with exit 7, naming
+# node b, and every node answers the sweep.  Its report NAME.json, its
+# stderr NAME.err.
+mn_killed_run() { # NAME ARGS...
+  local name=$1 a b id pid rc=0
+  shift
+  mn_verify "$ref" --json "$@" --smoke-program "$PWD/rankcheck-hold" >"$name.json" 2>"$name.err" &
+  pid=$!
+  for _ in $(seq 1 600); do
+    a=$(runc --root nodeA/imgbuild/run/runc list -q 2>/dev/null | wc -l)
+    b=$(runc --root nodeB/imgbuild/run/runc list -q 2>/dev/null | wc -l)
+    [ "$a$b" = 11 ] && grep -q 'met rank 0' nodeB/imgbuild/run/bundle-*/output 2>/dev/null && break
+    sleep 0.2
+  done
+  id=$(runc --root nodeB/imgbuild/run/runc list -q)
+  [ -n "$id" ]
+  runc --root nodeB/imgbuild/run/runc kill "$id" KILL
+  wait "$pid" || rc=$?
+  cat "$name.err"
+  [ "$rc" = 7 ]
+  grep 'error:' "$name.err" | grep -q 'node 10.213.7.2 (rank 1): the smoke program was killed (SIGKILL) (exit 137)'
+  jq -e '.smoke.status == "fail" and (.smoke.sweep | length == 2) and all(.smoke.sweep[]; .answered)' "$name.json"
+}
+
+# The candidate pushed from the head to its registry: $digest, and $ref
+# by digest.
+mn_push() {
+  IMGBUILD_STORE=$IMGBUILD_STORE in_ns "$P-h" "$IB" -q --smoke=off --tls-verify=false --json \
+    --push docker://10.214.7.10:5000/dcp2:1 d/dsv41-flash-dcp2 >push.json
+  digest=$(jq -r .manifest push.json)
+  ref=docker://10.214.7.10:5000/dcp2@$digest
+}
+
+# A passed run through LAUNCHER: both nodes pulled the image by digest into
+# their own stores, one rank ran on each, and the ranks met at
+# NCCL_COMM_ID (node a's address) from inside their containers.
+mn_passed() { # JSON LAUNCHER
+  local j=$1 n
+  validate "$j"
+  jq -e --arg l "$2" '.status == "pass" and .smoke.status == "pass" and .smoke.launcher == $l and .smoke.world == 2
+    and .smoke.nccl_comm_id == "10.213.7.1:29517"' "$j"
+  jq -e '[.smoke.nodes[] | .host + " " + .pull] == ["10.213.7.1 pass", "10.213.7.2 pass"]' "$j"
+  jq -e '.smoke.ranks[0].host == "10.213.7.1" and .smoke.ranks[1].host == "10.213.7.2"' "$j"
+  jq -r '.smoke.ranks[0].output' "$j" | grep -qx 'rankcheck: rank 0 met rank 1'
+  jq -r '.smoke.ranks[1].output' "$j" | grep -qx 'rankcheck: rank 1 met rank 0 (world 2)'
+  for n in nodeA nodeB; do
+    [ -f "$n/blobs/sha256/${digest#sha256:}" ]
+    jq -r ".smoke.nodes[] | select(.host == \"10.213.7.$([ $n = nodeA ] && echo 1 || echo 2)\") | .pull_output" \
+      "$j" | grep -q "pulled $digest into $PWD/$n"
+  done
 }
 
 # No container of the smoke test on either node, running or not, no
@@ -92,51 +147,21 @@ t_multinode_two_nodes_meet_through_mpirun_and_a_killed_rank_ends_the_run() {
   build_base
   mn_definition d
   mn_lan
-  IMGBUILD_STORE=$IMGBUILD_STORE in_ns "$P-h" "$IB" -q --smoke=off --tls-verify=false --json \
-    --push docker://10.214.7.10:5000/dcp2:1 d/dsv41-flash-dcp2 >push.json
-  digest=$(jq -r .manifest push.json)
-  ref=docker://10.214.7.10:5000/dcp2@$digest
+  mn_push
 
   # 1. Both nodes pull the image by digest into their own stores, mpirun
   # starts one rank per node, each in a container on its node, and they
   # meet at NCCL_COMM_ID (node a's address) from inside the containers.
   mn_verify "$ref" --json --smoke-program "$PWD/rankcheck" >pass.json 2>pass.err
   cat pass.err
-  validate pass.json
-  jq -e '.status == "pass" and .smoke.status == "pass" and .smoke.launcher == "mpirun" and .smoke.world == 2
-    and .smoke.nccl_comm_id == "10.213.7.1:29517"' pass.json
-  jq -e '[.smoke.nodes[] | .host + " " + .pull] == ["10.213.7.1 pass", "10.213.7.2 pass"]' pass.json
-  jq -e '.smoke.ranks[0].host == "10.213.7.1" and .smoke.ranks[1].host == "10.213.7.2"' pass.json
-  jq -r '.smoke.ranks[0].output' pass.json | grep -qx 'rankcheck: rank 0 met rank 1'
-  jq -r '.smoke.ranks[1].output' pass.json | grep -qx 'rankcheck: rank 1 met rank 0 (world 2)'
+  mn_passed pass.json mpirun
   jq -r '.smoke.commands.ranks' pass.json | grep -q '^mpirun --allow-run-as-root --host 10.213.7.1:1,10.213.7.2:1 -np 2 --map-by slot .* -x NCCL_COMM_ID=10.213.7.1:29517 .*--node-rank '"$ref"
-  # Each node's own store has the image (by digest), pulled there.
-  for n in nodeA nodeB; do
-    [ -f "$n/blobs/sha256/${digest#sha256:}" ]
-    jq -r ".smoke.nodes[] | select(.host == \"10.213.7.$([ $n = nodeA ] && echo 1 || echo 2)\") | .pull_output" \
-      pass.json | grep -q "pulled $digest into $PWD/$n"
-  done
   jq -e '.smoke.links_not_checked | startswith("gpus-per-rank 0")' pass.json
   mn_nothing_left
 
   # 2. Node b's rank container is killed mid-test: the run ends (mpirun
   # stops rank 0, whose reaper removes its container), naming node b.
-  rc=0
-  mn_verify "$ref" --json --smoke-program "$PWD/rankcheck-hold" >kill.json 2>kill.err &
-  pid=$!
-  for _ in $(seq 1 600); do
-    a=$(runc --root nodeA/imgbuild/run/runc list -q 2>/dev/null | wc -l)
-    b=$(runc --root nodeB/imgbuild/run/runc list -q 2>/dev/null | wc -l)
-    [ "$a$b" = 11 ] && grep -q 'met rank 0' nodeB/imgbuild/run/bundle-*/output 2>/dev/null && break
-    sleep 0.2
-  done
-  id=$(runc --root nodeB/imgbuild/run/runc list -q)
-  runc --root nodeB/imgbuild/run/runc kill "$id" KILL
-  wait "$pid" || rc=$?
-  cat kill.err
-  [ "$rc" = 7 ]
-  grep 'error:' kill.err | grep -q 'node 10.213.7.2 (rank 1): the smoke program was killed (SIGKILL) (exit 137)'
-  jq -e '.smoke.status == "fail" and (.smoke.sweep | length == 2) and all(.smoke.sweep[]; .answered)' kill.json
+  mn_killed_run kill
   mn_nothing_left
 
   # 3. Node b cannot reach the registry: the pull fails there, named, and
@@ -206,4 +231,111 @@ t_multinode_launch_lines_and_a_node_without_gpu() {
   grep -q "the candidate goes to docker://$REG/dcp2@sha256:" build.err
   refute skopeo inspect --tls-verify=false "docker://$REG/dcp2:2" >/dev/null 2>&1
   refute skopeo inspect "oci:$IMGBUILD_STORE:dcp2:2" >/dev/null 2>&1
+}
+
+# Under a real Slurm (issue 48): Debian's slurmctld in the head namespace,
+# a slurmd in each node's (tests/cluster/slurm.sh), imgverify inside an
+# allocation (salloc), so that --launcher auto picks srun, as on a DGX
+# cluster.  The nodes' names in Slurm are their addresses, as --hosts
+# gives them to srun and NCCL_COMM_ID.  TRACK: slurm_up's.
+mn_slurm() { # [TRACK]
+  command -v slurmctld >/dev/null || skip_test "no slurmctld (slurm-wlm; scripts/install-deps.sh test)"
+  command -v munged >/dev/null || skip_test "no munged (munge; scripts/install-deps.sh test)"
+  source "$ROOT/tests/cluster/slurm.sh"
+  trap 'slurm_down "$P" "$PWD/slurm" || true; lan_down "$P"' EXIT
+  slurm_up "$P" 10.213.7 "$PWD/slurm" "$PWD/nodes.map" "${1:-}"
+  MN_UNDER="salloc --quiet --nodes=2 --nodelist=10.213.7.1,10.213.7.2 --time=15"
+}
+
+# Nothing of a run left on the nodes: no container, bundle, mount or smoke
+# program (mn_nothing_left), no job in Slurm, and nothing running in the
+# node namespaces but their slurmd (no slurmstepd, no imgverify, no
+# reaper, no rank), within 10 s of the run's end (slurmstepd reports the
+# step's end before it exits).
+mn_slurm_nothing_left() {
+  mn_nothing_left
+  local left
+  for _ in $(seq 1 50); do
+    left=$(slurm_ps "$P" | grep -E "^$P-[ab] " | grep -v ' slurmd -D -N ' || true)
+    [ -z "$left" ] && break
+    sleep 0.2
+  done
+  [ -z "$left" ] || { log "left running on the nodes:" "$left"; return 1; }
+  [ -z "$(in_ns "$P-h" squeue -h)" ]
+}
+
+tall_multinode_srun_under_slurm_starts_a_rank_per_node_and_a_killed_rank_ends_the_run() {
+  mn_require
+  build_base
+  mn_definition d
+  mn_lan
+  mn_slurm
+  mn_push
+
+  # 1. Inside the allocation srun is the launcher: each node's slurmd
+  # starts the pull there (into the node's own store, by digest), then one
+  # rank per node, which meet at NCCL_COMM_ID from their containers.
+  mn_verify "$ref" --json --smoke-program "$PWD/rankcheck" >pass.json 2>pass.err
+  cat pass.err
+  mn_passed pass.json srun
+  jq -r '.smoke.commands.ranks' pass.json |
+    grep -q '^srun --nodes=2 --nodelist=10.213.7.1,10.213.7.2 --ntasks=2 --ntasks-per-node=1 .* env NCCL_COMM_ID=10.213.7.1:29517 .*--node-rank '"$ref"
+  # Each slurmd launched one task of each step (the pull, the ranks).
+  for n in 1 2; do
+    [ "$(grep -c 'launch task StepId=[0-9]*\.[01] ' "slurm/slurmd-10.213.7.$n.log")" = 2 ]
+  done
+  mn_slurm_nothing_left
+
+  # 2. Node b's rank container is killed mid-test: its task fails, srun
+  # (--kill-on-bad-exit) ends the step, and the error names node b.
+  mn_killed_run kill
+  jq -e '.smoke.launcher == "srun"' kill.json
+  mn_slurm_nothing_left
+
+  # 3. The same under mpirun in the allocation: OpenMPI starts its daemons
+  # on the nodes through Slurm (a step of the job on each node per mpirun;
+  # no remote shell: agent.sh is not given), the run passes, and a killed
+  # rank ends it, naming node b.
+  MN_UNDER="env -u OMPI_MCA_plm_rsh_agent $MN_UNDER"
+  before=$(cat slurm/slurmd-10.213.7.[12].log | grep -c 'launch task')
+  mn_verify "$ref" --json --launcher mpirun --smoke-program "$PWD/rankcheck" >mpi.json 2>mpi.err
+  cat mpi.err
+  mn_passed mpi.json mpirun
+  jq -r '.smoke.commands.ranks' mpi.json | grep -q '^mpirun --allow-run-as-root --host 10.213.7.1:1,10.213.7.2:1 -np 2 '
+  for n in 1 2; do
+    [ "$(grep -c 'launch task StepId=3\.[01] ' "slurm/slurmd-10.213.7.$n.log")" = 2 ]
+  done
+  [ "$(cat slurm/slurmd-10.213.7.[12].log | grep -c 'launch task')" = $((before + 4)) ]
+  mn_slurm_nothing_left
+  mn_killed_run mpikill --launcher mpirun
+  jq -e '.smoke.launcher == "mpirun"' mpikill.json
+  mn_slurm_nothing_left
+
+  # 4. Slurm stops, and no process of it is left (slurm_down fails else).
+  slurm_down "$P" "$PWD/slurm"
+  refute pgrep -f "$PWD/slurm/"
+  [ -z "$(slurm_ps "$P" | grep -E "^$P-[ab] |slurm" || true)" ]
+}
+
+# Most Slurm sites track a step's processes by its cgroup (proctrack/
+# cgroup): when srun ends the step, slurmstepd kills every process of it,
+# rank 0's reaper too (a session of its own does not leave a cgroup), so
+# rank 0's container outlives its reaper.  The sweep removes it, its bundle
+# and the rank's folder, which is named after the container for that.
+tall_multinode_srun_under_slurm_with_cgroup_tracking_a_killed_rank_leaves_nothing() {
+  mn_require
+  grep -q ' /sys/fs/cgroup/freezer cgroup ' /proc/mounts || skip_test "no cgroup v1 freezer (Slurm's proctrack/cgroup)"
+  build_base
+  mn_definition d
+  mn_lan
+  mn_slurm proctrack/cgroup
+  mn_push
+  mn_killed_run kill
+  jq -e '.smoke.launcher == "srun"' kill.json
+  # Rank 0's container was left to the sweep: its reaper ended with the step.
+  jq -e '.smoke.sweep[0].removed == 1' kill.json
+  mn_slurm_nothing_left
+  slurm_down "$P" "$PWD/slurm"
+  refute pgrep -f "$PWD/slurm/"
+  [ -z "$(ls -d /sys/fs/cgroup/*/slurm_10.213.7.[12] 2>/dev/null)" ]
 }

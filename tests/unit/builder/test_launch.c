@@ -157,6 +157,39 @@ launch_output_split_by_rank (struct test_ctx *t)
   CHECK_STR (t, rest, "srun: error: spark2: task 1: Killed\n 7: stray\n");
   ib_launch_split_free (per, 2);
   free (rest);
+  /* slurmstepd's word under a task's label, as Slurm 22.05 wrote it when
+   * srun --kill-on-bad-exit ended rank 0 (tests/integration/multinode.sh):
+   * the launcher's, not the rank's error. */
+  ib_launch_split (IB_LAUNCH_SRUN,
+                   "0: imgverify: rank 0 of 2: container imgbuild-smoke-6b1404e7256a-rank0\n"
+                   "0: slurmstepd-10.213.7.1: error: *** STEP 2.1 ON 10.213.7.1 CANCELLED AT 2026-12-05T12:34:48 ***\n",
+                   2, &per, &rest);
+  CHECK_STR (t, per[0], "imgverify: rank 0 of 2: container imgbuild-smoke-6b1404e7256a-rank0\n");
+  CHECK (t, strstr (rest, "0: slurmstepd-10.213.7.1: error: *** STEP 2.1") == rest);
+  ib_launch_split_free (per, 2);
+  free (rest);
+}
+
+/* Which rank failed first, from the launcher's own lines: srun's as Slurm
+ * 22.05 printed them when node 10.213.7.2's rank container was killed
+ * (task 1 failed, then srun ended task 0), and mpirun's. */
+void
+launch_first_failed_from_the_launchers_lines (struct test_ctx *t)
+{
+  const char *srun = "srun: error: 10.213.7.2: task 1: Exited with exit code 7\n"
+                     "srun: launch/slurm: _step_signal: Terminating StepId=2.1\n"
+                     "srun: error: 10.213.7.1: task 0: Terminated\n"
+                     "srun: Force Terminated StepId=2.1\n";
+  CHECK (t, ib_launch_first_failed (IB_LAUNCH_SRUN, srun) == 1);
+  CHECK (t, ib_launch_first_failed (IB_LAUNCH_SRUN, "srun: error: Task launch for StepId=1.0 failed on node b\n"
+                                                    "srun: error: spark-3: tasks 2-3: Killed\n")
+                == 2);
+  CHECK (t, ib_launch_first_failed (IB_LAUNCH_SRUN, "srun: error: spark-1: tasks 0,2: Exited with exit code 1\n") == 0);
+  CHECK (t, ib_launch_first_failed (IB_LAUNCH_SRUN, "srun: error: Unable to create step for job 4: task x\n") == -1);
+  CHECK (t, ib_launch_first_failed (IB_LAUNCH_SRUN, "") == -1);
+  CHECK (t, ib_launch_first_failed (IB_LAUNCH_MPIRUN, "-----\n  Process name: [[17199,1],1]\n  Exit code: 7\n") == 1);
+  CHECK (t, ib_launch_first_failed (IB_LAUNCH_MPIRUN, srun) == -1);
+  CHECK (t, ib_launch_first_failed (IB_LAUNCH_SRUN, NULL) == -1);
 }
 
 void
