@@ -50,6 +50,26 @@ add_int (cJSON *o, const char *key, const char *v)
     cJSON_AddNumberToObject (o, key, x);
 }
 
+/* The summary's message once every result is read: a cubin that does not
+ * load fails every kernel in it, and CUDA does not say which one is broken,
+ * so the message names the cubin and all its kernels, never one of them as
+ * the culprit; several kernels failing each for itself are all named. */
+static void
+name_the_failed (struct ib_kprobe_summary *sum, bool first_load, bool one_module, const char *names)
+{
+  char *msg = NULL;
+  if (first_load)
+    msg = ib_xasprintf ("%s; %s: %s", sum->first_failure, one_module ? "its kernels" : "the kernels that failed",
+                        names);
+  else if (sum->failed > 1)
+    msg = ib_xasprintf ("%s; %zu kernels failed in all: %s", sum->first_failure, sum->failed, names);
+  if (msg)
+    {
+      free (sum->first_failure);
+      sum->first_failure = msg;
+    }
+}
+
 cJSON *
 ib_kprobe_results (const struct ib_kplan *plan, const char *output, struct ib_kprobe_summary *sum)
 {
@@ -86,6 +106,13 @@ ib_kprobe_results (const struct ib_kplan *plan, const char *output, struct ib_kp
       else
         free (line);
     }
+  /* The failed kernels' names, and whether they all failed as one cubin
+   * that did not load (then no kernel of it is more to blame than another). */
+  cleanup_free char *names = NULL;
+  size_t names_len = 0;
+  FILE *nm = open_memstream (&names, &names_len);
+  const struct ib_kplan_item *first = NULL;
+  bool first_load = false, one_module = false;
   for (size_t i = 0; i < plan->n; i++)
     {
       const struct ib_kplan_item *it = &plan->items[i];
@@ -147,21 +174,29 @@ ib_kprobe_results (const struct ib_kplan *plan, const char *output, struct ib_kp
           sum->passed++;
           sum->launched += strncmp (f[10], "launched", 8) == 0;
         }
-      else if (sum->failed++ == 0)
-        sum->first_failure = ib_xasprintf ("kernel %s (%s, %s) on GPU %d (%s, %s): %s", it->kernel, it->file,
-                                           it->arch, it->gpu, g ? g->name : "?", cc, *error ? error : "failed");
+      else
+        {
+          bool load = strncmp (error, "cuLibraryLoadData", 17) == 0;
+          fprintf (nm, "%s%s", sum->failed ? ", " : "", it->kernel);
+          if (sum->failed++ == 0)
+            {
+              first = it;
+              first_load = one_module = load;
+              sum->first_failure = load ? ib_xasprintf ("the %s cubin of %s does not load on GPU %d (%s, %s): %s",
+                                                        it->arch, it->file, it->gpu, g ? g->name : "?", cc, error)
+                                        : ib_xasprintf ("kernel %s (%s, %s) on GPU %d (%s, %s): %s", it->kernel,
+                                                        it->file, it->arch, it->gpu, g ? g->name : "?", cc,
+                                                        *error ? error : "failed");
+            }
+          else if (!load || strcmp (it->file, first->file) || strcmp (it->arch, first->arch) || it->gpu != first->gpu)
+            one_module = false;
+        }
     }
+  fclose (nm);
   for (size_t i = 0; i < n_lines; i++)
     free (lines[i]);
   free (lines);
-  if (sum->failed > 1)
-    {
-      /* One broken cubin fails every kernel in it: say how many. */
-      char *more = ib_xasprintf ("%s (and %zu more kernel%s)", sum->first_failure, sum->failed - 1,
-                                 sum->failed == 2 ? "" : "s");
-      free (sum->first_failure);
-      sum->first_failure = more;
-    }
+  name_the_failed (sum, first_load, one_module, names);
   char *text = NULL;
   size_t len = 0;
   FILE *m = open_memstream (&text, &len);

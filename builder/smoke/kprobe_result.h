@@ -15,7 +15,11 @@
 struct ib_kprobe_summary
 {
   size_t passed, failed, launched, absent, not_run;
-  char *first_failure; /* "kernel K (FILE, ARCH) on GPU 0 (NVIDIA H200, 9.0): STEP: ERROR" */
+  /* "kernel K (FILE, ARCH) on GPU 0 (NVIDIA H200, 9.0): STEP: ERROR", then
+   * "; N kernels failed in all: K, L"; a cubin that does not load: "the
+   * ARCH cubin of FILE does not load on GPU 0 (…): cuLibraryLoadData: ERROR;
+   * its kernels: K, L, M" (CUDA does not say which kernel broke it). */
+  char *first_failure;
   char *gpus;          /* "GPU 0 NVIDIA H200 (9.0)" */
 };
 

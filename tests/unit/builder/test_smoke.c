@@ -321,6 +321,34 @@ kprobe_results_against_the_plan (struct test_ctx *t)
   ib_kprobe_summary_clear (&s);
 }
 
+/* A cubin that does not load: every kernel in it fails with the same error,
+ * and the message blames the cubin and names all its kernels, not the first
+ * of them (the corrupted one may be any). */
+void
+kprobe_results_name_the_cubin_that_does_not_load (struct test_ctx *t)
+{
+  struct ib_kplan_item items[] = {
+    { .file = "/a.fatbin", .kernel = "ka", .symbol = "ka", .arch = "sm_90a", .gpu = 0, .cc = { 9, 0 },
+      .cubin = "x-0.cubin", .gpu_name = "NVIDIA H200" },
+    { .file = "/a.fatbin", .kernel = "kb", .symbol = "kb", .arch = "sm_90a", .gpu = 0, .cc = { 9, 0 },
+      .cubin = "x-0.cubin", .gpu_name = "NVIDIA H200" },
+  };
+  struct ib_kplan plan = { 2, items, 1, 1 };
+  const char *out = "kprobe-gpu\t0\tNVIDIA H200\t9.0\t232448\n"
+                    "kprobe\t0\tfail\t/a.fatbin\tka\tsm_90a\t-1\t-1\t-1\t-1\tnot launched\tcuLibraryLoadData: "
+                    "CUDA_ERROR_INVALID_IMAGE (device kernel image is invalid)\n"
+                    "kprobe\t0\tfail\t/a.fatbin\tkb\tsm_90a\t-1\t-1\t-1\t-1\tnot launched\tcuLibraryLoadData: "
+                    "CUDA_ERROR_INVALID_IMAGE (device kernel image is invalid)\n";
+  struct ib_kprobe_summary s;
+  cJSON *j = ib_kprobe_results (&plan, out, &s);
+  CHECK (t, s.failed == 2);
+  CHECK_STR (t, s.first_failure, "the sm_90a cubin of /a.fatbin does not load on GPU 0 (NVIDIA H200, 9.0): "
+                                 "cuLibraryLoadData: CUDA_ERROR_INVALID_IMAGE (device kernel image is invalid); "
+                                 "its kernels: ka, kb");
+  cJSON_Delete (j);
+  ib_kprobe_summary_clear (&s);
+}
+
 void
 gpu_list_parses (struct test_ctx *t)
 {
