@@ -89,7 +89,7 @@ static const char usage[] =
     "                          this machine (with --push: the candidate is pushed\n"
     "                          there by digest, untagged; each node pulls it by\n"
     "                          digest; the tags come only after a pass).  See\n"
-    "                          imgverify --help, --hosts, and README \"Clusters\"\n"
+    "                          imgverify --help, --hosts, and docs/clusters.md\n"
     "      --launcher mpirun|srun|auto, --comm-port PORT\n"
     "                          as imgverify's, with --hosts\n"
     "      --load [HOST]       after tagging, load the image into a Docker Engine,\n"
