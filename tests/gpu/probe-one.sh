@@ -11,7 +11,10 @@
 #   2. the sm_90a cubin of dcp2_attn_partial_f32 asks for 256 KiB of shared
 #      memory: the static kernel gate passes, the probe fails the build (7)
 #      naming the kernel, nothing tagged;
-#   3. the attributes (.nv.info) of dcp2_a2a_combine_f32 corrupted: 7, named.
+#   3. the attributes (.nv.info) of dcp2_a2a_combine_f32 corrupted: 7, the
+#      cubin named with its kernels (CUDA refuses the whole cubin and does
+#      not say which kernel broke it).
+# Step 1 also times the first smoke on this fresh machine and a warm one.
 # Exit 0 when every step did as it must, 1 otherwise, 2 when it cannot run.
 set -euo pipefail
 [ $# = 2 ] || { echo "usage: tests/gpu/probe-one.sh CARRY OUT" >&2; exit 2; }
@@ -45,11 +48,34 @@ for layer in json.load(open(blob(man["digest"])))["layers"]:
 open(out, "wb").write(data)
 PY
 
-step "1. control: the image's own fatbin, one rank: the probe fails no kernel"
+step "1. control: the image's own fatbin, one rank: the probe fails no kernel, and launches every sm_90a one (dcp_lse_combine too)"
 cp "$fb" "$D/planted.fatbin"
-expect any control "$OUT/control.txt" "$IB" --smoke=required "$D" -t dcp2-control:1
+t0=$(now)
+# (--json's report to a file of its own; the step's log keeps stderr)
+json_to() { local f=$1; shift; "$@" >"$f"; }
+expect any control "$OUT/control.txt" json_to "$OUT/control.json" "$IB" --smoke=required --json "$D" -t dcp2-control:1
+echo "control build (the first smoke on this machine): $(since "$t0") s" | tee -a "$OUT/summary.txt"
 expect_in "$OUT/control.txt" 'dcp2_smoke: kernel probe: 0 of [0-9]+ kernels failed' control
 show 'kernel probe|kprobe\t|smoke: kernels' "$OUT/control.txt" 16
+python3 - "$OUT/control.json" <<'PY' | tee -a "$OUT/summary.txt" || fail "control: a required sm_90a kernel was not launched"
+import json, sys
+r = json.load(open(sys.argv[1]))["smoke"]
+ks = r["kernels"]
+sm90 = [k for k in ks if k.get("arch", "").startswith("sm_90")]
+for k in ks:
+    print("  ", k["status"], k["kernel"], k.get("arch", "-"), k.get("launch", "-"))
+unlaunched = [k["kernel"] for k in sm90 if not k.get("launch", "").startswith("launched")]
+names = {k["kernel"] for k in sm90}
+print("smoke seconds", r.get("seconds"), "sm_90 kernels", len(sm90), "not launched", unlaunched or "none")
+sys.exit(0 if sm90 and not unlaunched and "dcp_lse_combine" in names else 1)
+PY
+# The same build again on a warm machine: the smoke's time once the driver,
+# the image's rootfs and the page cache are warm.
+t0=$(now)
+expect any control-warm "$OUT/control-warm.txt" json_to "$OUT/control-warm.json" "$IB" --smoke=required --json "$D" -t dcp2-control:2
+echo "control build again (warm): $(since "$t0") s" | tee -a "$OUT/summary.txt"
+python3 -c 'import json,sys; print("smoke seconds, fresh:", json.load(open(sys.argv[1]))["smoke"].get("seconds"), "warm:", json.load(open(sys.argv[2]))["smoke"].get("seconds"))' \
+  "$OUT/control.json" "$OUT/control-warm.json" | tee -a "$OUT/summary.txt" || true
 
 step "2. planted: the sm_90a cubin of dcp2_attn_partial_f32 asks for 256 KiB of shared memory: static gate passes, probe fails (7)"
 python3 tests/gpu/plant-cubin.py "$fb" "$D/planted.fatbin" --sm 90 --kernel dcp2_attn_partial_f32 smem 262144 | tee -a "$OUT/summary.txt"
@@ -63,7 +89,9 @@ step "3. planted: the attributes (.nv.info) of dcp2_a2a_combine_f32 corrupted: 7
 python3 tests/gpu/plant-cubin.py "$fb" "$D/planted.fatbin" --sm 90 --kernel dcp2_a2a_combine_f32 corrupt | tee -a "$OUT/summary.txt"
 expect 7 planted-corrupt "$OUT/planted-corrupt.txt" "$IB" --smoke=required "$D"
 expect_in "$OUT/planted-corrupt.txt" 'gate kernels +pass' planted-corrupt
-expect_in "$OUT/planted-corrupt.txt" 'error: .*kernel (probe failed|dcp2_a2a_combine_f32)' planted-corrupt
+# Exact: the cubin that does not load is named, with the corrupted kernel
+# among its kernels; no single other kernel is blamed for it.
+expect_in "$OUT/planted-corrupt.txt" 'error: .*the sm_90a cubin of /usr/local/lib/python3.12/dist-packages/vllm/prebaked/dcp2/dcp2_kernels.fatbin does not load on GPU 0 .*its kernels: .*dcp2_a2a_combine_f32' planted-corrupt
 show 'error' "$OUT/planted-corrupt.txt" 3
 not_tagged dcp2-planted-smem:1
 
