@@ -22,6 +22,7 @@
 #include "builder/gates/recipes.h"
 #include "builder/verify/verify.h"
 #include "builder/verify/verify_image.h"
+#include "builder/verify/verify_native.h"
 #include "layers/view/fsview.h"
 #include "cli/imgverify_gpu.h"
 #include "kernels/kgate.h"
@@ -162,9 +163,12 @@ static const char usage[] =
     "                            default 12.1)\n"
     "  --driver VERSION          the target driver for --jit-budget (default\n"
     "                            " IB_DEFAULT_DRIVER ")\n"
-    "  --native REF [GLOB...]    the native link gate on the objects that match\n"
-    "                            (default /*/dist-packages/*.so and\n"
-    "                            /*/site-packages/*.so): each loaded as ld.so\n"
+    "  --native REF [GLOB...]    the native link gate on the objects that match;\n"
+    "                            with no GLOB on what the image's build checked\n"
+    "                            (each provenance record's [native] rules, the\n"
+    "                            objects of the layers it added, its packages'\n"
+    "                            extension modules), with no record on every ELF\n"
+    "                            object of the image: each loaded as ld.so\n"
     "                            would load it in the image, for any architecture,\n"
     "                            nothing run; extension modules into the image's\n"
     "                            python3.  Missing libraries, undefined symbols,\n"
@@ -174,7 +178,8 @@ static const char usage[] =
     "                            \"loaded_as\",\"loaded\":[{\"name\",\"path\"}],\n"
     "                            \"objects\":[{\"path\",\"needs\":{\"GLIBC\",...}}],\n"
     "                            \"problems\":[{\"kind\",\"error\",\"object\",\"name\",\n"
-    "                            \"version\",\"detail\"}]}],\"provides\",\"stats\"}\n"
+    "                            \"version\",\"detail\"}]}],\"provides\",\"scope\",\n"
+    "                            \"stats\"}\n"
     "  --ldd                     with --native: load every object as `ldd -r` does\n"
     "                            (as the main program; no interpreter)\n"
     "  --run REF [--gpus] -- PROGRAM [ARG...]\n"
@@ -280,18 +285,12 @@ print_native_problem (void *data, bool is_error, const char *msg)
   fprintf (stderr, "%s%s\n", is_error ? "error: " : "warning: ", msg);
 }
 
-/* The native link gate over the objects of an image that match GLOBS
- * (default: every extension module under a dist-/site-packages folder). */
+/* The native link gate over the objects of an image that match GLOBS;
+ * with none, over what the image's build checked (verify_native.h). */
 static int
 native_of_image (const char *store_path, const struct ib_remote_options *remote, const char *ref, int n_globs,
                  char **globs, bool as_ldd, bool json)
 {
-  static char *defaults[] = { "/*/dist-packages/*.so", "/*/site-packages/*.so" };
-  if (n_globs == 0)
-    {
-      n_globs = 2;
-      globs = defaults;
-    }
   ib_error_t err = NULL;
   cleanup_free char *root = ib_store_default_path (store_path);
   struct ib_store *s = NULL;
@@ -305,10 +304,15 @@ native_of_image (const char *store_path, const struct ib_remote_options *remote,
   if (r == 0)
     r = ib_fsview_of_image (s, img, &view, &err);
   struct ib_native_rules rules = { .check = globs, .n_check = (size_t) n_globs, .as_ldd = as_ldd };
-  if (r == 0)
+  cleanup_free char *scope = NULL;
+  if (r == 0 && n_globs > 0)
     r = ib_native_check (s, img, view, &rules, print_native_problem, NULL, &st, doc, &err);
+  else if (r == 0)
+    r = ib_verify_native_as_built (s, img, view, as_ldd, print_native_problem, NULL, &st, doc, &scope, &err);
   if (r == 0)
     {
+      if (scope)
+        fprintf (stderr, "native: %s\n", scope);
       fprintf (stderr, "native: %zu objects, %zu loaded, %zu symbol references; %zu errors, %zu warnings, "
                        "%zu unchecked; %zu files read in %zu layer passes, %zu cached\n",
                st.objects, st.loaded, st.refs, st.errors, st.warnings, st.unchecked, st.read, st.layers_read,
