@@ -92,7 +92,10 @@ static const char usage[] =
     "                            smoke, or\n"
     "                            none); one that was skipped fails with its\n"
     "                            gate's exit code.  Default: the symbol and\n"
-    "                            kernel gates that ran in a recorded build\n"
+    "                            kernel gates that ran in a recorded build, and\n"
+    "                            provenance for an image whose config says\n"
+    "                            imgbuild built it (exit 10 when it carries no\n"
+    "                            attestation; a docker-daemon: image excepted)\n"
     "  --smoke                   also run the smoke test on this machine's GPUs\n"
     "                            (fails where there are none)\n"
     "  --hosts H1,H2[:GPUS],...  with --smoke: run it across these nodes instead,\n"
@@ -274,9 +277,13 @@ static const char usage[] =
     "  8  environment: I/O, missing tool, a registry or\n"
     "     Docker Engine unreachable, credentials refused, retries exhausted\n"
     "  9  the reference does not resolve\n"
+    "  10 provenance missing: an image imgbuild built (its config says so) with\n"
+    "     no attestation where it was copied, an attestation its referrers\n"
+    "     list that is not there (both named), a required provenance gate\n"
+    "     that did not run\n"
     "When several checks fail, the code is that of the first in this order:\n"
-    "integrity, symbols, native, kernels, smoke (a required gate that did not run\n"
-    "counts as its gate's failure).\n";
+    "integrity, provenance, symbols, native, kernels, smoke (a required gate\n"
+    "that did not run counts as its gate's failure).\n";
 
 static void
 print_native_problem (void *data, bool is_error, const char *msg)
