@@ -22,6 +22,7 @@
 #include "builder/gates/recipes.h"
 #include "builder/verify/verify.h"
 #include "builder/verify/verify_image.h"
+#include "builder/verify/verify_native.h"
 #include "layers/view/fsview.h"
 #include "cli/imgverify_gpu.h"
 #include "kernels/kgate.h"
@@ -96,7 +97,10 @@ static const char usage[] =
     "                            smoke,toolchains,driver,ptx,jit-budget,recipe,\n"
     "                            or none); one that was skipped fails with its\n"
     "                            gate's exit code.  Default: the symbol and\n"
-    "                            kernel gates that ran in a recorded build\n"
+    "                            kernel gates that ran in a recorded build, and\n"
+    "                            provenance for an image whose config says\n"
+    "                            imgbuild built it (exit 10 when it carries no\n"
+    "                            attestation; a docker-daemon: image excepted)\n"
     "  --smoke                   also run the smoke test on this machine's GPUs\n"
     "                            (fails where there are none)\n"
     "  --hosts H1,H2[:GPUS],...  with --smoke: run it across these nodes instead,\n"
@@ -167,9 +171,12 @@ static const char usage[] =
     "                            default 12.1)\n"
     "  --driver VERSION          the target driver for --jit-budget (default\n"
     "                            " IB_DEFAULT_DRIVER ")\n"
-    "  --native REF [GLOB...]    the native link gate on the objects that match\n"
-    "                            (default /*/dist-packages/*.so and\n"
-    "                            /*/site-packages/*.so): each loaded as ld.so\n"
+    "  --native REF [GLOB...]    the native link gate on the objects that match;\n"
+    "                            with no GLOB on what the image's build checked\n"
+    "                            (each provenance record's [native] rules, the\n"
+    "                            objects of the layers it added, its packages'\n"
+    "                            extension modules), with no record on every ELF\n"
+    "                            object of the image: each loaded as ld.so\n"
     "                            would load it in the image, for any architecture,\n"
     "                            nothing run; extension modules into the image's\n"
     "                            python3.  Missing libraries, undefined symbols,\n"
@@ -179,7 +186,8 @@ static const char usage[] =
     "                            \"loaded_as\",\"loaded\":[{\"name\",\"path\"}],\n"
     "                            \"objects\":[{\"path\",\"needs\":{\"GLIBC\",...}}],\n"
     "                            \"problems\":[{\"kind\",\"error\",\"object\",\"name\",\n"
-    "                            \"version\",\"detail\"}]}],\"provides\",\"stats\"}\n"
+    "                            \"version\",\"detail\"}]}],\"provides\",\"scope\",\n"
+    "                            \"stats\"}\n"
     "  --ldd                     with --native: load every object as `ldd -r` does\n"
     "                            (as the main program; no interpreter)\n"
     "  --run REF [--gpus] -- PROGRAM [ARG...]\n"
@@ -280,9 +288,13 @@ static const char usage[] =
     "  8  environment: I/O, missing tool, a registry or\n"
     "     Docker Engine unreachable, credentials refused, retries exhausted\n"
     "  9  the reference does not resolve\n"
+    "  10 provenance missing: an image imgbuild built (its config says so) with\n"
+    "     no attestation where it was copied, an attestation its referrers\n"
+    "     list that is not there (both named), a required provenance gate\n"
+    "     that did not run\n"
     "When several checks fail, the code is that of the first in this order:\n"
-    "integrity, symbols, native, kernels, smoke (a required gate that did not run\n"
-    "counts as its gate's failure).\n";
+    "integrity, provenance, symbols, native, kernels, smoke (a required gate\n"
+    "that did not run counts as its gate's failure).\n";
 
 static void
 print_native_problem (void *data, bool is_error, const char *msg)
@@ -291,18 +303,12 @@ print_native_problem (void *data, bool is_error, const char *msg)
   fprintf (stderr, "%s%s\n", is_error ? "error: " : "warning: ", msg);
 }
 
-/* The native link gate over the objects of an image that match GLOBS
- * (default: every extension module under a dist-/site-packages folder). */
+/* The native link gate over the objects of an image that match GLOBS;
+ * with none, over what the image's build checked (verify_native.h). */
 static int
 native_of_image (const char *store_path, const struct ib_remote_options *remote, const char *ref, int n_globs,
                  char **globs, bool as_ldd, bool json)
 {
-  static char *defaults[] = { "/*/dist-packages/*.so", "/*/site-packages/*.so" };
-  if (n_globs == 0)
-    {
-      n_globs = 2;
-      globs = defaults;
-    }
   ib_error_t err = NULL;
   cleanup_free char *root = ib_store_default_path (store_path);
   struct ib_store *s = NULL;
@@ -316,10 +322,15 @@ native_of_image (const char *store_path, const struct ib_remote_options *remote,
   if (r == 0)
     r = ib_fsview_of_image (s, img, &view, &err);
   struct ib_native_rules rules = { .check = globs, .n_check = (size_t) n_globs, .as_ldd = as_ldd };
-  if (r == 0)
+  cleanup_free char *scope = NULL;
+  if (r == 0 && n_globs > 0)
     r = ib_native_check (s, img, view, &rules, print_native_problem, NULL, &st, doc, &err);
+  else if (r == 0)
+    r = ib_verify_native_as_built (s, img, view, as_ldd, print_native_problem, NULL, &st, doc, &scope, &err);
   if (r == 0)
     {
+      if (scope)
+        fprintf (stderr, "native: %s\n", scope);
       fprintf (stderr, "native: %zu objects, %zu loaded, %zu symbol references; %zu errors, %zu warnings, "
                        "%zu unchecked; %zu files read in %zu layer passes, %zu cached\n",
                st.objects, st.loaded, st.refs, st.errors, st.warnings, st.unchecked, st.read, st.layers_read,

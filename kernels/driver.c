@@ -6,6 +6,7 @@
 
 #include "util/cleanup.h"
 #include "util/fsutil.h"
+#include "layers/view/ldconf.h"
 #include "kernels/fleet.h"
 
 /* One CUDA version that WHAT (a file, or a config variable) needs, against
@@ -124,39 +125,89 @@ declared (const struct ib_target *t, const char *path)
 }
 
 /* Where the dynamic loader looks before (or instead of) the driver that the
- * NVIDIA runtime injects into the default folders: LD_LIBRARY_PATH, then
- * the default folders themselves (ld.so(8)). */
-static bool
-loader_finds (const struct ib_fleet_scope *sc, const char *dir)
+ * NVIDIA runtime injects into the default folders (ld.so(8)):
+ * LD_LIBRARY_PATH, the folders of /etc/ld.so.conf (ld.so.cache), then the
+ * default folders themselves; each folder as its path in the view (its
+ * links followed), with what put it there. */
+struct search
+{
+  size_t n;
+  char **dir; /* clean view paths: "usr/lib/x86_64-linux-gnu" */
+  const char **via;
+};
+
+static void
+search_add (struct search *s, const struct ib_fsview *v, const char *dir, const char *via)
+{
+  cleanup_free char *canon = NULL;
+  const struct ib_fs_entry *e = ib_fsview_resolve (v, dir, &canon);
+  char *clean = e && e->type == IB_FS_DIR && canon ? steal_pointer (&canon) : ib_xstrdup (dir + strspn (dir, "/"));
+  size_t len = strlen (clean);
+  while (len && clean[len - 1] == '/')
+    clean[--len] = '\0';
+  s->dir = ib_xrealloc (s->dir, (s->n + 1) * sizeof (*s->dir));
+  s->via = ib_xrealloc (s->via, (s->n + 1) * sizeof (*s->via));
+  s->dir[s->n] = clean;
+  s->via[s->n++] = via;
+}
+
+static void
+search_clear (struct search *s)
+{
+  for (size_t i = 0; i < s->n; i++)
+    free (s->dir[i]);
+  free (s->dir);
+  free (s->via);
+}
+
+static int
+search_init (const struct ib_fleet_scope *sc, struct search *s, ib_error_t *err)
 {
   static const char *const defaults[] = { "/lib", "/usr/lib", "/lib64", "/usr/lib64", "/lib/x86_64-linux-gnu",
                                           "/usr/lib/x86_64-linux-gnu", "/lib/aarch64-linux-gnu",
                                           "/usr/lib/aarch64-linux-gnu", NULL };
-  for (int i = 0; defaults[i]; i++)
-    if (strcmp (dir, defaults[i]) == 0)
-      return true;
+  memset (s, 0, sizeof (*s));
   const char *llp = ib_image_env (sc->img, "LD_LIBRARY_PATH");
   cleanup_free char *copy = ib_xstrdup (llp ? llp : "");
   char *save = NULL;
-  for (char *w = strtok_r (copy, ":", &save); w; w = strtok_r (NULL, ":", &save))
+  for (char *w = strtok_r (copy, ":;", &save); w; w = strtok_r (NULL, ":;", &save))
+    if (w[0] == '/')
+      search_add (s, sc->view, w, "LD_LIBRARY_PATH");
+  struct ib_ldconf conf = { 0 };
+  if (ib_ldconf_read (sc->store, sc->img, sc->view, &conf, sc->reads ? &sc->reads->layer_passes : NULL, err) < 0)
     {
-      size_t len = strlen (w);
-      while (len > 1 && w[len - 1] == '/')
-        w[--len] = '\0';
-      if (strcmp (dir, w) == 0)
-        return true;
+      ib_ldconf_clear (&conf);
+      return -1;
     }
-  return false;
+  for (size_t i = 0; i < conf.n_dirs; i++)
+    search_add (s, sc->view, conf.dirs[i], "/etc/ld.so.conf");
+  ib_ldconf_clear (&conf);
+  for (int i = 0; defaults[i]; i++)
+    search_add (s, sc->view, defaults[i], "a default folder");
+  return 0;
 }
 
-static void
-check_libcuda (const struct ib_fleet_scope *sc)
+/* What put the folder DIR (a clean view path) on the loader's path, NULL
+ * when nothing did. */
+static const char *
+search_finds (const struct search *s, const char *dir)
+{
+  for (size_t i = 0; i < s->n; i++)
+    if (strcmp (s->dir[i], dir) == 0)
+      return s->via[i];
+  return NULL;
+}
+
+static int
+check_libcuda (const struct ib_fleet_scope *sc, ib_error_t *err)
 {
   /* By name, without a walk of every path (336,000 at 30 GB): a base
    * read in place keeps what the pattern matched in it. */
   static const char *const glob = "*/libcuda.so*";
   cleanup_free const struct ib_fs_entry **named = NULL;
   size_t n = ib_fsview_match (sc->view, &glob, 1, &named);
+  struct search s = { 0 };
+  bool have_search = false;
   for (size_t i = 0; i < n; i++)
     {
       const struct ib_fs_entry *e = named[i];
@@ -170,16 +221,25 @@ check_libcuda (const struct ib_fleet_scope *sc)
         (*sc->checked)++;
       if (declared (sc->target, path))
         continue;
+      /* The image's ld.so.conf is read only for an image with a libcuda. */
+      if (!have_search && search_init (sc, &s, err) < 0)
+        {
+          search_clear (&s);
+          return ib_error_wrap (err, "the loader's search path of %s", path);
+        }
+      have_search = true;
       *slash = '\0';
-      bool found = loader_finds (sc, *path ? path : "/");
+      const char *via = search_finds (&s, path + 1);
       *slash = '/';
-      if (found)
+      if (via)
         ib_problemf (sc->fn, sc->data, true,
                      "%s: a libcuda in the image where the loader finds it before the driver's that the NVIDIA "
-                     "runtime injects (CUDA error 803 when they differ): remove it, or declare it with `libcuda = %s` "
-                     "in [target]",
-                     path, path);
+                     "runtime injects (CUDA error 803 when they differ; its folder is on the search path through %s): "
+                     "remove it, or declare it with `libcuda = %s` in [target]",
+                     path, via, path);
     }
+  search_clear (&s);
+  return 0;
 }
 
 static const char *
@@ -217,6 +277,5 @@ ib_fleet_driver (const struct ib_fleet_scope *sc, ib_error_t *err)
       cleanup_free char *what = ib_xasprintf ("CUDA_VERSION=%s", cv);
       judge (sc, what, "the image's CUDA", v);
     }
-  check_libcuda (sc);
-  return 0;
+  return check_libcuda (sc, err);
 }

@@ -54,21 +54,6 @@ version_extracted (void *data, const struct ib_fs_entry *e, struct ib_layer_read
   return 0;
 }
 
-/* How many layers WANTED's files come from: the passes ib_extract_entries makes. */
-static size_t
-layers_of (const struct ib_fs_entry *const *wanted, size_t n)
-{
-  size_t k = 0;
-  for (size_t i = 0; i < n; i++)
-    {
-      size_t j = 0;
-      while (j < i && wanted[j]->layer != wanted[i]->layer)
-        j++;
-      k += j == i;
-    }
-  return k;
-}
-
 int
 ib_fleet_cuda_versions (const struct ib_fleet_scope *sc, const struct ib_fs_entry *const *files, size_t n, unsigned *out,
              ib_error_t *err)
@@ -88,7 +73,7 @@ ib_fleet_cuda_versions (const struct ib_fleet_scope *sc, const struct ib_fs_entr
     {
       sc->reads->cached += n - n_wanted;
       sc->reads->read += n_wanted;
-      sc->reads->layer_passes += layers_of (wanted, n_wanted);
+      sc->reads->layer_passes += ib_extract_layer_count (wanted, n_wanted);
     }
   struct version_job job = { cache, files, out, n };
   return ib_extract_entries (sc->store, sc->img, wanted, n_wanted, version_extracted, &job, err);

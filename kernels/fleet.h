@@ -10,7 +10,9 @@
  *   its bundled backends/nvidia/bin/ptxas) must target every GPU.
  * - Driver floor: libcudart (version from its file name), NVRTC, nvJitLink,
  *   CUDA_VERSION and NVIDIA_REQUIRE_CUDA against the declared driver; a
- *   libcuda.so* where the loader finds it before the injected driver's.
+ *   libcuda.so* where the loader finds it before the injected driver's
+ *   (LD_LIBRARY_PATH, /etc/ld.so.conf and its includes: layers/view/ldconf.h,
+ *   the default folders).
  * - PTX: the .version of PTX the driver would have to JIT (jitbudget.h). */
 #ifndef IB_FLEET_H
 #define IB_FLEET_H

@@ -21,6 +21,7 @@ enum ib_error_class
   IB_ESMOKE = 7,       /* smoke test */
   IB_EENV = 8,         /* environment: I/O, missing tool, daemon down */
   IB_ENOTFOUND = 9,    /* an image reference that does not resolve */
+  IB_EPROVENANCE = 10, /* provenance missing: an attestation an image should carry is not there */
 };
 
 struct ib_error_s

@@ -342,6 +342,9 @@ read_one (struct ib_store *s, const struct ib_image *img, const struct ib_descri
 {
   cJSON *m = NULL;
   *doc = NULL;
+  if (!ib_store_has_blob (s, &art->digest))
+    return ib_error (err, IB_EPROVENANCE, "provenance missing: artifact %s is listed about image %s, and is not there",
+                     art->digest.s, img->manifest.digest.s);
   if (read_json (s, &art->digest, 1 << 20, &m, err) < 0)
     return -1;
   const cJSON *subject = cJSON_GetObjectItemCaseSensitive (cJSON_GetObjectItemCaseSensitive (m, "subject"), "digest");

@@ -8,31 +8,24 @@
 #include "util/fsutil.h"
 #include "builder/gates/gates.h"
 
-int
-ib_gate_native (struct ib_build *b, ib_error_t *err)
+void
+ib_native_plan_init (struct ib_native_plan *p, const struct ib_definition *d, size_t first_overlay_layer,
+                     char *const *targets, size_t n_targets)
 {
-  const struct ib_definition *d = b->def;
   const struct ib_native_conf *c = &d->native;
-  if (!c->enabled)
-    return ib_gate_skip (b, "no [native] in %s", ib_gate_definition_name (b));
-  /* Made if need be.  The gate observes the view while it reads it
-   * (symbol-check/link-check/memo.h), so it gets the build's own, not this read-only
-   * handle. */
-  const struct ib_fsview *built;
-  if (ib_build_image_view (b, &built, err) < 0)
-    return -1;
+  memset (p, 0, sizeof (*p));
   /* Whose extension modules: [native] package lines, else the symbol
    * gate's packages. */
-  size_t n_default = 0;
-  char **defaults = c->n_packages || d->n_check_packages || !d->python_path ? NULL
-                                                                           : ib_default_packages (d, &n_default);
-  struct ib_native_rules rules = {
+  if (!c->n_packages && !d->n_check_packages && d->python_path)
+    p->packages = targets ? ib_packages_of_targets (d->python_path, targets, n_targets, &p->n_packages)
+                          : ib_default_packages (d, &p->n_packages);
+  p->rules = (struct ib_native_rules){
     .check = c->check,
     .n_check = c->n_check,
     .defaults = !c->no_defaults,
-    .first_checked_layer = (int) b->first_overlay_layer,
-    .packages = c->n_packages ? c->packages : d->n_check_packages ? d->check_packages : defaults,
-    .n_packages = c->n_packages ? c->n_packages : d->n_check_packages ? d->n_check_packages : n_default,
+    .first_checked_layer = (int) first_overlay_layer,
+    .packages = c->n_packages ? c->packages : d->n_check_packages ? d->check_packages : p->packages,
+    .n_packages = c->n_packages ? c->n_packages : d->n_check_packages ? d->n_check_packages : p->n_packages,
     .preloads = c->preloads,
     .n_preloads = c->n_preloads,
     .allow = c->allow,
@@ -42,12 +35,35 @@ ib_gate_native (struct ib_build *b, ib_error_t *err)
     .interpreter = c->interpreter,
     .driver = c->driver,
   };
+}
+
+void
+ib_native_plan_clear (struct ib_native_plan *p)
+{
+  for (size_t i = 0; i < p->n_packages; i++)
+    free (p->packages[i]);
+  free (p->packages);
+  memset (p, 0, sizeof (*p));
+}
+
+int
+ib_gate_native (struct ib_build *b, ib_error_t *err)
+{
+  const struct ib_definition *d = b->def;
+  if (!d->native.enabled)
+    return ib_gate_skip (b, "no [native] in %s", ib_gate_definition_name (b));
+  /* Made if need be.  The gate observes the view while it reads it
+   * (symbol-check/link-check/memo.h), so it gets the build's own, not this read-only
+   * handle. */
+  const struct ib_fsview *built;
+  if (ib_build_image_view (b, &built, err) < 0)
+    return -1;
+  struct ib_native_plan plan;
+  ib_native_plan_init (&plan, d, b->first_overlay_layer, NULL, 0);
   struct ib_gate_sink k = { b->report, "native", NULL, 0 };
   struct ib_native_stats st;
-  int r = ib_native_check (b->store, b->image, b->image_view, &rules, ib_gate_sink_problem, &k, &st, NULL, err);
-  for (size_t i = 0; i < n_default; i++)
-    free (defaults[i]);
-  free (defaults);
+  int r = ib_native_check (b->store, b->image, b->image_view, &plan.rules, ib_gate_sink_problem, &k, &st, NULL, err);
+  ib_native_plan_clear (&plan);
   if (r < 0)
     {
       ib_gate_sink_finish (&k, IB_ESYMBOLS, NULL);

@@ -9,15 +9,15 @@
 #include "symbol-check/pycompile/pycompile.h"
 
 char **
-ib_default_packages (const struct ib_definition *d, size_t *n)
+ib_packages_of_targets (const char *python_path, char *const *targets, size_t n_targets, size_t *n)
 {
   char **out = NULL;
   *n = 0;
-  size_t pl = strlen (d->python_path);
-  for (size_t i = 0; i < d->n_items; i++)
+  size_t pl = strlen (python_path);
+  for (size_t i = 0; i < n_targets; i++)
     {
-      cleanup_free char *t = ib_copy_item_target (&d->items[i]);
-      if (t == NULL || strncmp (t, d->python_path, pl) != 0 || t[pl] != '/')
+      const char *t = targets[i];
+      if (t == NULL || strncmp (t, python_path, pl) != 0 || t[pl] != '/')
         continue;
       const char *rel = t + pl + 1;
       size_t len = strcspn (rel, "/");
@@ -32,6 +32,19 @@ ib_default_packages (const struct ib_definition *d, size_t *n)
           out[(*n)++] = strndup (rel, len);
         }
     }
+  return out;
+}
+
+char **
+ib_default_packages (const struct ib_definition *d, size_t *n)
+{
+  char **targets = ib_xcalloc (d->n_items ? d->n_items : 1, sizeof (*targets));
+  for (size_t i = 0; i < d->n_items; i++)
+    targets[i] = ib_copy_item_target (&d->items[i]);
+  char **out = ib_packages_of_targets (d->python_path, targets, d->n_items, n);
+  for (size_t i = 0; i < d->n_items; i++)
+    free (targets[i]);
+  free (targets);
   return out;
 }
 

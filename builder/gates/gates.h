@@ -9,6 +9,7 @@
 
 #include "builder/core/build.h"
 #include "builder/core/gate.h"
+#include "symbol-check/link-check/linkgate.h"
 
 enum ib_gate_phase
 {
@@ -28,6 +29,25 @@ const struct ib_gate *ib_gates (size_t *n);
 /* Without check-package lines: the top-level packages that the overlay's
  * files live in under python-path (malloc'd strings). */
 char **ib_default_packages (const struct ib_definition *d, size_t *n);
+/* The same for the image paths TARGETS (NULLs skipped), under PYTHON_PATH. */
+char **ib_packages_of_targets (const char *python_path, char *const *targets, size_t n_targets, size_t *n);
+
+/* What the native gate checks for definition D over an image whose layers
+ * from FIRST_OVERLAY_LAYER on are the build's own: its [native] rules (the
+ * section's absence read as an empty one), the overlay's objects, and the
+ * extension modules of [native] package lines, else check-package lines,
+ * else the packages the overlay's files live in: those of TARGETS (image
+ * paths) when not NULL, else of D's copy items.  The build's gate and
+ * `imgverify --native REF` both take it from here. */
+struct ib_native_plan
+{
+  struct ib_native_rules rules; /* points into D and the plan */
+  char **packages;              /* the default packages, when the plan made them */
+  size_t n_packages;
+};
+void ib_native_plan_init (struct ib_native_plan *p, const struct ib_definition *d, size_t first_overlay_layer,
+                          char *const *targets, size_t n_targets);
+void ib_native_plan_clear (struct ib_native_plan *p);
 
 int ib_gate_definition (struct ib_build *b, ib_error_t *err);
 int ib_gate_native (struct ib_build *b, ib_error_t *err);

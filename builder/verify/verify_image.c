@@ -23,12 +23,13 @@ static const struct
   const char *name;
   int class;
 } gate_names[] = {
-  { "integrity", IB_EINTEGRITY }, { "provenance", IB_EINTEGRITY }, { "symbols", IB_ESYMBOLS },
+  { "integrity", IB_EINTEGRITY }, { "provenance", IB_EPROVENANCE }, { "symbols", IB_ESYMBOLS },
   { "native", IB_ESYMBOLS },      { "kernels", IB_EKERNELS },       { "smoke", IB_ESMOKE },
   { "toolchains", IB_EKERNELS },  { "driver", IB_EKERNELS },        { "ptx", IB_EKERNELS },
   { "jit-budget", IB_EKERNELS },  { "recipe", IB_EGATE },
 };
 #define N_GATES (sizeof (gate_names) / sizeof (gate_names[0]))
+#define GATE_PROVENANCE 1 /* its index in gate_names */
 
 /* The failure that decides the exit code, and the gate it came from. */
 struct verdict
@@ -38,7 +39,7 @@ struct verdict
 };
 
 /* docs/imgverify.md: "when several checks fail, the code is that of the first in the
- * order integrity, symbols, kernels, smoke"; a failure that kept the checks
+ * order integrity, provenance, symbols, kernels, smoke"; a failure that kept the checks
  * from running at all (I/O, a reference that does not resolve) before them. */
 static int
 rank (int class)
@@ -46,9 +47,10 @@ rank (int class)
   switch (class)
     {
     case IB_EINTEGRITY: return 1;
-    case IB_ESYMBOLS: return 2;
-    case IB_EKERNELS: return 3;
-    case IB_ESMOKE: return 4;
+    case IB_EPROVENANCE: return 2;
+    case IB_ESYMBOLS: return 3;
+    case IB_EKERNELS: return 4;
+    case IB_ESMOKE: return 5;
     default: return 0;
     }
 }
@@ -481,6 +483,49 @@ check_definition (struct ib_build *b, const struct ib_verify_image_options *o, c
   b->definition_name = NULL;
 }
 
+/* The created_by of the config's last history entry when imgbuild made
+ * the image's top ("imgbuild: COPY 23 files"), else NULL. */
+static const char *
+built_by_imgbuild (const struct ib_image *img)
+{
+  const cJSON *h = cJSON_GetObjectItemCaseSensitive (img->config_json, "history");
+  const cJSON *last = cJSON_GetArrayItem (h, cJSON_GetArraySize (h) - 1);
+  const char *by = cJSON_GetStringValue (cJSON_GetObjectItemCaseSensitive (last, "created_by"));
+  return by && strncmp (by, "imgbuild: ", 10) == 0 ? by : NULL;
+}
+
+/* An image whose config says imgbuild built it carries its attestations
+ * wherever it is copied with them (a registry's referrers tag, an OCI
+ * layout, a docker-archive): with none, its provenance is missing, unless
+ * the user asks for less (--require-gates without provenance, or
+ * --definition) or the image is a Docker Engine's, which cannot hold one. */
+static void
+check_attested (struct ib_build *b, const struct ib_verify_image_options *o, const char *text, size_t n_records,
+                struct verdict *v)
+{
+  bool want[N_GATES];
+  const char *by = built_by_imgbuild (b->image);
+  if (n_records || o->definition || by == NULL
+      || (o->require_gates && (parse_gates (o->require_gates, want, NULL) < 0 || !want[GATE_PROVENANCE])))
+    return;
+  struct ib_ref ref;
+  if (ib_ref_parse (text, &ref, NULL) < 0)
+    return;
+  bool daemon = ref.kind == IB_REF_DOCKER_DAEMON;
+  ib_ref_clear (&ref);
+  if (daemon)
+    return;
+  const char *hex = ib_digest_hex (b->image->manifest.digest.s);
+  ib_error_t e = NULL;
+  ib_error (&e, IB_EPROVENANCE,
+            "provenance missing: the image's config says imgbuild built it (history `%s`), and %s carries no "
+            "attestation about %s: copy its referrers tag sha256-%s with it, or pass --require-gates without "
+            "provenance to verify it without one",
+            by, text, b->image->manifest.digest.s, hex);
+  ib_report_problem (b->report, "provenance", true, "%s", e->msg);
+  keep (v, &e, "provenance");
+}
+
 /* No record and no --definition: nothing but integrity can be checked,
  * and the table says so. */
 static void
@@ -670,6 +715,8 @@ ib_verify_image_ref (const char *ref, const struct ib_verify_image_options *o)
       keep (&v, &err, "provenance");
       gates = false;
     }
+  if (gates)
+    check_attested (&b, o, ref, n_records, &v);
   if (gates && definitions_to_check (o, records, n_records, &cs, &n_cs, &err) < 0)
     r = -1;
   if (gates && r == 0)

@@ -83,6 +83,16 @@ ib_is_attestation_type (const char *t)
              || strcmp (t, IB_MT_COSIGN_SIGNATURE) == 0);
 }
 
+const char *
+ib_manifest_artifact_type (const cJSON *manifest)
+{
+  const cJSON *t = cJSON_GetObjectItemCaseSensitive (manifest, "artifactType");
+  if (cJSON_IsString (t) && *t->valuestring)
+    return t->valuestring;
+  const cJSON *c = cJSON_GetObjectItemCaseSensitive (cJSON_GetObjectItemCaseSensitive (manifest, "config"), "mediaType");
+  return cJSON_IsString (c) && *c->valuestring ? c->valuestring : NULL;
+}
+
 bool
 ib_referrer_replaces (const char *new_type, const char *old_type)
 {

@@ -62,6 +62,11 @@ bool ib_media_type_is_layer (const char *mt);
 /* Whether an artifactType is imgbuild's provenance, old or in-toto, or a
  * signature: the referrers that travel with an image. */
 bool ib_is_attestation_type (const char *artifact_type);
+/* The artifact type of an artifact MANIFEST, as the distribution spec's
+ * referrers API reports it: its artifactType, else its config's mediaType;
+ * NULL when it has neither.  What an index entry that lost its
+ * artifactType (skopeo copies the entries without it) is told by. */
+const char *ib_manifest_artifact_type (const cJSON *manifest);
 /* Whether a new referrer of type NEW (from some definition) replaces a
  * listed one of type OLD from the same definition: new attestations replace
  * the old ones and the signatures of them (which sign what is replaced), a

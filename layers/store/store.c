@@ -657,6 +657,48 @@ lock_store (const struct ib_store *s, ib_error_t *err)
 }
 
 
+static void
+push_referrer (struct ib_descriptor **out, size_t *n, const cJSON *entry, int *r, ib_error_t *err)
+{
+  const cJSON *dg = cJSON_GetObjectItemCaseSensitive (entry, "digest");
+  for (size_t i = 0; cJSON_IsString (dg) && i < *n; i++)
+    if (strcmp ((*out)[i].digest.s, dg->valuestring) == 0)
+      return; /* listed both ways */
+  *out = ib_xrealloc (*out, (*n + 1) * sizeof (**out));
+  if ((*r = ib_descriptor_from_json (entry, &(*out)[*n], err)) == 0)
+    (*n)++;
+}
+
+/* The artifacts of the referrers tag `sha256-HEX` of SUBJECT, as a copy by
+ * tag (skopeo copy --all ...:sha256-HEX oci:DIR:sha256-HEX) puts it in a
+ * layout: an index whose manifests are the artifacts. */
+static int
+tagged_referrers (struct ib_store *s, const cJSON *index, const ib_digest *subject, struct ib_descriptor **out,
+                  size_t *n, ib_error_t *err)
+{
+  cleanup_free char *tag = ib_xasprintf ("sha256-%s", ib_digest_hex (subject->s));
+  const cJSON *m;
+  int r = 0;
+  cJSON_ArrayForEach (m, cJSON_GetObjectItemCaseSensitive (index, "manifests"))
+  {
+    const char *name = annotation (m, IB_ANNOTATION_REF_NAME);
+    struct ib_descriptor d = { 0 };
+    if (r < 0 || name == NULL || strcmp (name, tag) != 0 || ib_descriptor_from_json (m, &d, NULL) < 0)
+      continue;
+    cleanup_free char *text = NULL;
+    size_t len;
+    r = ib_store_read_blob (s, &d.digest, MAX_INDEX_SIZE, &text, &len, err);
+    ib_descriptor_clear (&d);
+    cJSON *list = r == 0 ? cJSON_ParseWithLength (text, len) : NULL;
+    const cJSON *e;
+    cJSON_ArrayForEach (e, cJSON_GetObjectItemCaseSensitive (list, "manifests"))
+    if (r == 0)
+      push_referrer (out, n, e, &r, err);
+    cJSON_Delete (list);
+  }
+  return r < 0 ? ib_error_wrap (err, "the referrers tag %s", tag) : 0;
+}
+
 int
 ib_store_find_referrers (struct ib_store *s, const ib_digest *subject, struct ib_descriptor **out, size_t *n,
                          ib_error_t *err)
@@ -671,12 +713,11 @@ ib_store_find_referrers (struct ib_store *s, const ib_digest *subject, struct ib
   cJSON_ArrayForEach (m, cJSON_GetObjectItemCaseSensitive (index, "manifests"))
   {
     const char *v = annotation (m, IB_ANNOTATION_SUBJECT);
-    if (r < 0 || v == NULL || strcmp (v, subject->s) != 0)
-      continue;
-    *out = ib_xrealloc (*out, (*n + 1) * sizeof (**out));
-    if ((r = ib_descriptor_from_json (m, &(*out)[*n], err)) == 0)
-      (*n)++;
+    if (r == 0 && v && strcmp (v, subject->s) == 0)
+      push_referrer (out, n, m, &r, err);
   }
+  if (r == 0)
+    r = tagged_referrers (s, index, subject, out, n, err);
   cJSON_Delete (index);
   if (r < 0)
     {

@@ -135,7 +135,10 @@ int ib_store_tag (struct ib_store *s, const char *name, const struct ib_descript
 int ib_store_copy_referrer (struct ib_store *src, struct ib_store *dst, const struct ib_descriptor *subject,
                             ib_error_t *err);
 /* Every referrer listed for SUBJECT (a manifest digest), in index order:
- * *N is 0 when there is none.  Free with ib_descriptors_free. */
+ * those annotated about it, then the manifests of the index tagged with its
+ * referrers tag `sha256-HEX` (a layout that a copy by tag made, as the
+ * distribution spec's fallback names it); *N is 0 when there is none.  A
+ * listed artifact need not be in the store.  Free with ib_descriptors_free. */
 int ib_store_find_referrers (struct ib_store *s, const ib_digest *subject, struct ib_descriptor **out, size_t *n,
                              ib_error_t *err);
 /* An artifact's blobs: OUT[0] is a copy of ART (its manifest), then its

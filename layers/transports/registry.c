@@ -177,31 +177,70 @@ fetch_artifact_blobs (struct ib_registry *reg, struct ib_store *s, const struct 
   return rc;
 }
 
-/* One artifact the referrers tag lists (M), with its blobs, listed about
- * MANIFEST in the store. */
-static int
-pull_listed (struct ib_registry *reg, struct ib_store *s, const struct ib_descriptor *manifest, const cJSON *m,
-             ib_error_t *err)
+/* One artifact that the referrers tag lists about MANIFEST: its manifest
+ * (fetched into the store), and its type, the entry's artifactType or, in
+ * an index that lost it, the manifest's own (ib_manifest_artifact_type). */
+struct listed
 {
-  struct ib_descriptor listed = { 0 }, ref = { 0 };
-  cleanup_free char *body = NULL;
-  size_t blen;
-  int rc = ib_descriptor_from_json (m, &listed, err);
-  if (rc == 0)
-    rc = fetch_manifest (reg, s, listed.digest.s, &ref, &body, &blen, err);
-  ib_descriptor_clear (&listed);
-  if (rc == 0)
-    rc = fetch_artifact_blobs (reg, s, &ref, body, blen, err);
-  if (rc == 0)
-    rc = ib_store_tag (s, NULL, manifest, &ref, err);
-  ib_descriptor_clear (&ref);
-  return rc;
+  struct ib_descriptor d;
+  char *text;
+  size_t len;
+  const char *type; /* into ENTRY or PARSED; NULL: unknown */
+  cJSON *parsed;
+  bool missing; /* the registry does not have it */
+};
+
+static void
+listed_clear (struct listed *l)
+{
+  ib_descriptor_clear (&l->d);
+  free (l->text);
+  cJSON_Delete (l->parsed);
+}
+
+/* The artifact ENTRY names: its manifest when its type is not told or is
+ * an attestation's (others are not fetched). */
+static int
+listed_fetch (struct ib_registry *reg, struct ib_store *s, const cJSON *entry, struct listed *out, ib_error_t *err)
+{
+  memset (out, 0, sizeof (*out));
+  const cJSON *at = cJSON_GetObjectItemCaseSensitive (entry, "artifactType");
+  out->type = cJSON_IsString (at) ? at->valuestring : NULL;
+  struct ib_descriptor want = { 0 };
+  if (ib_descriptor_from_json (entry, &want, err) < 0)
+    return -1;
+  ib_error_t e = NULL;
+  int rc = 0;
+  if (out->type == NULL || ib_is_attestation_type (out->type))
+    rc = fetch_manifest (reg, s, want.digest.s, &out->d, &out->text, &out->len, &e);
+  if (rc < 0 && e->class == IB_ENOTFOUND)
+    {
+      out->missing = true;
+      out->d = want;
+      ib_error_release (&e);
+      return 0;
+    }
+  ib_descriptor_clear (&want);
+  if (rc < 0)
+    {
+      *err = e;
+      return -1;
+    }
+  if (out->text && out->type == NULL)
+    {
+      out->parsed = cJSON_ParseWithLength (out->text, out->len);
+      out->type = ib_manifest_artifact_type (out->parsed);
+    }
+  return 0;
 }
 
 /* The provenance records and signatures of MANIFEST, found through the
- * referrers tag. */
+ * referrers tag.  An artifact it lists that the registry does not have is
+ * left out, or with STRICT (imgverify, which checks what the registry
+ * serves) is "provenance missing". */
 static int
-pull_referrer (struct ib_registry *reg, struct ib_store *s, const struct ib_descriptor *manifest, ib_error_t *err)
+pull_referrer (struct ib_registry *reg, struct ib_store *s, const struct ib_ref *ref,
+               const struct ib_descriptor *manifest, bool strict, ib_error_t *err)
 {
   cleanup_free char *tag = ib_xasprintf ("sha256-%s", ib_digest_hex (manifest->digest.s));
   cleanup_free char *text = NULL;
@@ -222,20 +261,39 @@ pull_referrer (struct ib_registry *reg, struct ib_store *s, const struct ib_desc
     }
   ib_descriptor_clear (&index);
   cJSON *j = cJSON_ParseWithLength (text, len);
-  const cJSON *m;
+  const cJSON *manifests = cJSON_GetObjectItemCaseSensitive (j, "manifests"), *m;
+  size_t n = (size_t) cJSON_GetArraySize (manifests), i = 0;
+  struct listed *l = ib_xcalloc (n ? n : 1, sizeof (*l));
   int rc = 0;
+  cJSON_ArrayForEach (m, manifests)
+  if (rc == 0)
+    rc = listed_fetch (reg, s, m, &l[i++], err);
+  for (size_t k = 0; rc == 0 && k < n; k++)
+    if (l[k].missing && (l[k].type == NULL || ib_is_attestation_type (l[k].type)))
+      {
+        if (strict)
+          rc = ib_error (err, IB_EPROVENANCE,
+                         "provenance missing: the referrers tag %s of docker://%s lists %s (%s), which the "
+                         "registry does not have",
+                         tag, ref->location, l[k].d.digest.s, l[k].type ? l[k].type : "of a type it does not say");
+        else
+          ib_transport_note (ref, "the referrers tag %s of docker://%s lists %s, which the registry does not have",
+                             tag, ref->location, l[k].d.digest.s);
+      }
   /* The attestations first, then the signatures: listing an attestation
    * drops the signatures of the one it replaces (ib_referrer_replaces). */
   for (int signatures = 0; signatures < 2; signatures++)
-    {
-      cJSON_ArrayForEach (m, cJSON_GetObjectItemCaseSensitive (j, "manifests"))
-      {
-        const cJSON *at = cJSON_GetObjectItemCaseSensitive (m, "artifactType");
-        if (rc == 0 && cJSON_IsString (at) && ib_is_attestation_type (at->valuestring)
-            && (strcmp (at->valuestring, IB_MT_COSIGN_SIGNATURE) == 0) == signatures)
-          rc = pull_listed (reg, s, manifest, m, err);
-      }
-    }
+    for (size_t k = 0; rc == 0 && k < n; k++)
+      if (!l[k].missing && ib_is_attestation_type (l[k].type)
+          && (strcmp (l[k].type, IB_MT_COSIGN_SIGNATURE) == 0) == signatures)
+        {
+          rc = fetch_artifact_blobs (reg, s, &l[k].d, l[k].text, l[k].len, err);
+          if (rc == 0)
+            rc = ib_store_tag (s, NULL, manifest, &l[k].d, err);
+        }
+  for (size_t k = 0; k < i; k++)
+    listed_clear (&l[k]);
+  free (l);
   cJSON_Delete (j);
   return rc < 0 ? ib_error_wrap (err, "provenance") : 0;
 }
@@ -324,7 +382,7 @@ registry_pull (struct ib_store *s, const struct ib_ref *ref, const struct ib_pla
   if (rc == 0)
     {
       remember_source (s, &img->config.digest, ref->location);
-      rc = pull_referrer (reg, s, &img->manifest, err);
+      rc = pull_referrer (reg, s, ref, &img->manifest, ref->remote && ref->remote->refetch, err);
     }
   if (rc == 0)
     ib_transport_note (ref, "pulled docker://%s:%s: %u blob%s fetched (%llu bytes), %zu already in the store",

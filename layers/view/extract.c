@@ -249,3 +249,17 @@ ib_reader_spool (struct ib_layer_reader *r, const char *dir, int *fd, ib_error_t
   *fd = steal_fd (&f);
   return 0;
 }
+
+size_t
+ib_extract_layer_count (const struct ib_fs_entry *const *wanted, size_t n)
+{
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++)
+    {
+      size_t j = 0;
+      while (j < i && wanted[j]->layer != wanted[i]->layer)
+        j++;
+      k += j == i;
+    }
+  return k;
+}

@@ -28,6 +28,10 @@ typedef int (*ib_extract_fn) (void *data, const struct ib_fs_entry *entry, struc
 int ib_extract_entries (struct ib_store *s, const struct ib_image *img, const struct ib_fs_entry *const *wanted,
                         size_t n, ib_extract_fn fn, void *data, ib_error_t *err);
 
+/* How many layers the N entries of WANTED come from: the passes
+ * ib_extract_entries makes over them (at most). */
+size_t ib_extract_layer_count (const struct ib_fs_entry *const *wanted, size_t n);
+
 /* Copy the current file of R into an unlinked temporary file in DIR, for
  * readers that seek (ELF); *FD is positioned at 0. */
 int ib_reader_spool (struct ib_layer_reader *r, const char *dir, int *fd, ib_error_t *err);

@@ -107,44 +107,6 @@ ib_link_paths_add_conf (struct ib_link_paths *p, const char *dir)
   push (&p->conf, &p->n_conf, ib_xstrdup (dir));
 }
 
-void
-ib_ldconf_parse (const char *text, const char *dir, char ***dirs, size_t *n_dirs, char ***includes,
-                 size_t *n_includes)
-{
-  cleanup_free char *copy = ib_xstrdup (text);
-  for (char *save = NULL, *line = strtok_r (copy, "\n", &save); line; line = strtok_r (NULL, "\n", &save))
-    {
-      char *hash = strchr (line, '#');
-      if (hash)
-        *hash = '\0';
-      line += strspn (line, " \t");
-      size_t len = strlen (line);
-      while (len && strchr (" \t\r", line[len - 1]))
-        line[--len] = '\0';
-      if (!*line)
-        continue;
-      if (strncmp (line, "include", 7) == 0 && (line[7] == ' ' || line[7] == '\t'))
-        {
-          /* Several patterns may follow one include. */
-          for (char *s2 = NULL, *pat = strtok_r (line + 8, " \t", &s2); pat; pat = strtok_r (NULL, " \t", &s2))
-            push (includes, n_includes, pat[0] == '/' ? ib_xstrdup (pat) : ib_path_join (dir, pat));
-          continue;
-        }
-      if (strncmp (line, "hwcap", 5) == 0 && (line[5] == ' ' || line[5] == '\t'))
-        continue;
-      /* Folders may be separated by ':', ',', spaces or tabs; a "=TYPE"
-       * suffix of old ldconfig versions is dropped. */
-      for (char *s2 = NULL, *d = strtok_r (line, ":, \t", &s2); d; d = strtok_r (NULL, ":, \t", &s2))
-        {
-          char *eq = strchr (d, '=');
-          if (eq)
-            *eq = '\0';
-          if (d[0] == '/')
-            push (dirs, n_dirs, ib_xstrdup (d));
-        }
-    }
-}
-
 /* Length of the token at S ("ORIGIN" or "{ORIGIN}") named NAME, else 0. */
 static size_t
 token (const char *s, const char *name)

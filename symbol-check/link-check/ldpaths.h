@@ -1,8 +1,8 @@
 /* Where glibc's loader looks for a library, for the image's architecture:
  * the default folders (Debian's multiarch ones when the image has them,
  * else /lib64 and /usr/lib64), the folders of the image's /etc/ld.so.conf
- * (the ld.so.cache that ldconfig makes of them), the image config's
- * LD_LIBRARY_PATH, and the dynamic string tokens of DT_RPATH/DT_RUNPATH
+ * (the ld.so.cache that ldconfig makes of them, read by layers/view/ldconf.h),
+ * the image config's LD_LIBRARY_PATH, and the dynamic string tokens of DT_RPATH/DT_RUNPATH
  * ($ORIGIN, $LIB, $PLATFORM, with or without braces).
  *
  * Not modelled: the glibc-hwcaps and legacy hwcap subfolders (they depend
@@ -32,11 +32,6 @@ void ib_link_paths_init (struct ib_link_paths *p, const struct ib_fsview *v, uns
                          const char *ld_library_path);
 void ib_link_paths_clear (struct ib_link_paths *p);
 void ib_link_paths_add_conf (struct ib_link_paths *p, const char *dir);
-
-/* One ld.so.conf file: its folders and its include patterns (relative
- * ones made absolute from the file's folder DIR, as ldconfig does). */
-void ib_ldconf_parse (const char *text, const char *dir, char ***dirs, size_t *n_dirs, char ***includes,
-                      size_t *n_includes);
 
 /* A DT_RPATH/DT_RUNPATH entry with its tokens expanded; ORIGIN is the
  * loading object's folder.  NULL for an unknown token (the loader drops

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "layers/view/extract.h"
+#include "layers/view/ldconf.h"
 #include "util/cleanup.h"
 #include "util/fsutil.h"
 #include "symbol-check/link-check/elfdyn.h"
@@ -19,7 +20,6 @@
 #include "symbol-check/link-check/reccache.h"
 
 #define NOT_ELF_TEXT "imgbuild-elflink 1 not-elf\n"
-#define MAX_CONF (1u << 20)
 #define MAX_ROUNDS 64
 /* The whole records (symbols included) held in memory at once, beyond
  * their heads and the one or two records a lookup holds (reccache.h).  On
@@ -242,24 +242,10 @@ rec_extracted (void *data, const struct ib_fs_entry *e, struct ib_layer_reader *
   return 0;
 }
 
-static size_t
-layers_of (const struct gate *g, const struct ib_fs_entry *const *list, size_t n)
-{
-  size_t count = 0;
-  for (size_t layer = 0; layer < g->img->n_layers; layer++)
-    for (size_t i = 0; i < n; i++)
-      if (list[i]->layer == (int) layer)
-        {
-          count++;
-          break;
-        }
-  return count;
-}
-
 static int
 read_wanted (struct gate *g, ib_extract_fn fn, ib_error_t *err)
 {
-  g->st->layers_read += layers_of (g, g->wanted, g->n_wanted);
+  g->st->layers_read += ib_extract_layer_count (g->wanted, g->n_wanted);
   int r = ib_extract_entries (g->s, g->img, g->wanted, g->n_wanted, fn, g, err);
   g->n_wanted = 0;
   ib_strmap_free (g->wanted_set);
@@ -269,83 +255,15 @@ read_wanted (struct gate *g, ib_extract_fn fn, ib_error_t *err)
 
 /* ---- ld.so.conf ---------------------------------------------------------- */
 
-int
-ib_link_conf_save (const char *cache, const char *digest, const char *text, size_t len)
-{
-  if (len > MAX_CONF)
-    return -1;
-  cleanup_free char *path = ib_path_join (cache, digest);
-  return ib_write_cache_file (path, text, len, NULL);
-}
-
-static int
-conf_extracted (void *data, const struct ib_fs_entry *e, struct ib_layer_reader *r, ib_error_t *err)
-{
-  struct gate *g = data;
-  cleanup_free char *text = NULL;
-  size_t len;
-  if (ib_reader_slurp (r, MAX_CONF, &text, &len, err) < 0)
-    return ib_error_wrap (err, "/%s", e->path);
-  ib_link_conf_save (g->conf_cache, e->digest, text, len);
-  return 0;
-}
-
-/* One ld.so.conf file and what it includes; false when a file's text is
- * not cached yet (it is then wanted). */
-static bool
-conf_file (struct gate *g, const char *path, int depth)
-{
-  const struct ib_fs_entry *e = ib_fsview_resolve (g->view, path, NULL);
-  if (e == NULL || e->type != IB_FS_FILE || depth > 8)
-    return true;
-  cleanup_free char *cpath = ib_path_join (g->conf_cache, e->digest);
-  cleanup_free char *text = NULL;
-  if (ib_read_file (cpath, MAX_CONF, &text, NULL, NULL) < 0)
-    {
-      want (g, e);
-      return false;
-    }
-  char **dirs = NULL, **inc = NULL;
-  size_t nd = 0, ni = 0;
-  cleanup_free char *dir = ib_xstrdup (path);
-  *strrchr (dir, '/') = '\0';
-  ib_ldconf_parse (text, *dir ? dir : "/", &dirs, &nd, &inc, &ni);
-  bool complete = true;
-  for (size_t i = 0; i < nd; i++)
-    {
-      ib_link_paths_add_conf (&g->paths, dirs[i]);
-      free (dirs[i]);
-    }
-  for (size_t i = 0; i < ni; i++)
-    {
-      cleanup_free const struct ib_fs_entry **files = NULL;
-      size_t n = ib_fsview_glob (g->view, inc[i], &files);
-      for (size_t f = 0; f < n; f++)
-        {
-          cleanup_free char *abs = ib_xasprintf ("/%s", files[f]->path);
-          complete &= conf_file (g, abs, depth + 1);
-        }
-      free (inc[i]);
-    }
-  free (dirs);
-  free (inc);
-  return complete;
-}
-
 static int
 load_ldconf (struct gate *g, ib_error_t *err)
 {
-  for (int round = 0; round < 10; round++)
-    {
-      for (size_t i = 0; i < g->paths.n_conf; i++)
-        free (g->paths.conf[i]);
-      g->paths.n_conf = 0;
-      if (conf_file (g, "/etc/ld.so.conf", 0))
-        return 0;
-      if (read_wanted (g, conf_extracted, err) < 0)
-        return ib_error_wrap (err, "read the image's ld.so.conf");
-    }
-  return 0;
+  struct ib_ldconf c = { 0 };
+  int r = ib_ldconf_read (g->s, g->img, g->view, &c, &g->st->layers_read, err);
+  for (size_t i = 0; r == 0 && i < c.n_dirs; i++)
+    ib_link_paths_add_conf (&g->paths, c.dirs[i]);
+  ib_ldconf_clear (&c);
+  return r;
 }
 
 /* ---- which objects ------------------------------------------------------- */
@@ -950,8 +868,12 @@ ib_link_program_closure (struct ib_store *s, const struct ib_image *img, const s
   int r = gate_open (&g, NULL, err);
   /* Only what is cached: the caller's other way needs no record, so a
    * pass over the layers here would be a pass for nothing. */
-  if (r == 0 && !conf_file (&g, "/etc/ld.so.conf", 0))
+  struct ib_ldconf conf = { 0 };
+  if (r == 0 && !ib_ldconf_walk (view, g.conf_cache, &conf))
     r = 1;
+  for (size_t i = 0; r == 0 && i < conf.n_dirs; i++)
+    ib_link_paths_add_conf (&g.paths, conf.dirs[i]);
+  ib_ldconf_clear (&conf);
   struct ib_link_report *rep = NULL;
   if (r == 0)
     {

@@ -89,8 +89,6 @@ struct ib_elf_link;
  * (may be NULL) gets the record (NULL for not ELF).  -1 only for I/O. */
 int ib_link_record_save (const char *cache, const char *digest, int fd, const char *what, struct ib_elf_link **out,
                          ib_error_t *err);
-/* An ld.so.conf file's TEXT into the cache folder CACHE; -1 when too large. */
-int ib_link_conf_save (const char *cache, const char *digest, const char *text, size_t len);
 
 /* The gate's indexer (layers/store/indexer.h): in the pass that makes a layer's
  * file list, the record of every ELF object and "*.so*" file and the text

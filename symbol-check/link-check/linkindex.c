@@ -6,6 +6,7 @@
 
 #include "util/cleanup.h"
 #include "util/fsutil.h"
+#include "layers/view/ldconf.h"
 #include "symbol-check/link-check/linkgate.h"
 
 static bool
@@ -36,7 +37,7 @@ index_file (void *data, const char *path, const char *digest, const char *text, 
   struct ib_native_indexer *x = data;
   if (text)
     {
-      ib_link_conf_save (x->conf_cache, digest, text, len);
+      ib_ldconf_save (x->conf_cache, digest, text, len);
       return;
     }
   cleanup_free char *cpath = ib_path_join (x->elf_cache, digest);

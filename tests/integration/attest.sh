@@ -87,18 +87,24 @@ t_attest_travel_with_oci_and_docker_archive_outputs() {
   done
 }
 
-# A registry without the referrers API (Debian's docker-registry 2.8
-# answers 404 to /v2/NAME/referrers/DIGEST): the artifact is found through
-# the referrers tag sha256-HEX, as the distribution spec 1.1 says; skopeo
-# copies that tag and the artifacts it lists; imgverify of the pulled image
-# finds and checks them.
-t_attest_registry_referrers_tag_and_skopeo() {
+# pushed_dcp2: a registry ($REG) with the stand-in base and the DCP2 image
+# pushed as dcp2:1 with its attestation; $digest and $hex name the image.
+pushed_dcp2() {
   build_base
   registry_start open
   push_base
   "$IB" -q dsv41-flash-dcp2 --push "docker://$REG/dcp2:1" >out.txt
   digest=$(cut -d' ' -f2 out.txt)
   hex=${digest#sha256:}
+}
+
+# A registry without the referrers API (Debian's docker-registry 2.8
+# answers 404 to /v2/NAME/referrers/DIGEST): the artifact is found through
+# the referrers tag sha256-HEX, as the distribution spec 1.1 says; skopeo
+# copies that tag and the artifacts it lists; imgverify of the pulled image
+# finds and checks them.
+t_attest_registry_referrers_tag_and_skopeo() {
+  pushed_dcp2
   [ "$(curl -s -o /dev/null -w '%{http_code}' "http://$REG/v2/dcp2/referrers/$digest")" = 404 ]
   skopeo inspect --raw --tls-verify=false "docker://$REG/dcp2:sha256-$hex" >ref.json
   jq -e '.mediaType == "application/vnd.oci.image.index.v1+json"
@@ -112,6 +118,53 @@ t_attest_registry_referrers_tag_and_skopeo() {
   IMGBUILD_STORE=$PWD/v "$IV" --json "docker://$REG/dcp2:1" >v.json
   jq -e '.status == "pass" and (.gates[] | select(.name == "provenance") | .status == "pass")' v.json
   attest_of v "$digest" | jq -e '.artifacts | length == 1'
+}
+
+# A mirror made with skopeo: the image and its referrers tag copied to
+# another repository and to an OCI layout.  skopeo 1.9 writes the index of
+# the tag without the entries' artifactType; imgverify reads the type from
+# the artifact's manifest (its artifactType, else its config's media type,
+# as the distribution spec's referrers API does), finds the provenance and
+# reruns the gates.  With the attestations deleted from the mirror (the
+# artifact the tag lists, then the tag), an image whose config says
+# imgbuild built it fails, naming what is missing (exit 10), unless the
+# user asks for less (--require-gates without provenance).
+t_attest_found_in_a_skopeo_mirror_and_missing_fails() {
+  pushed_dcp2
+  local tls="--src-tls-verify=false --dest-tls-verify=false"
+  skopeo copy -q --all $tls "docker://$REG/dcp2:sha256-$hex" "docker://$REG/mirror:sha256-$hex"
+  skopeo copy -q $tls "docker://$REG/dcp2:1" "docker://$REG/mirror:1"
+  # What skopeo wrote: the artifact listed, its artifactType gone.
+  skopeo inspect --raw --tls-verify=false "docker://$REG/mirror:sha256-$hex" >tag.json
+  jq -e '(.manifests | length == 1) and (.manifests[0] | has("artifactType") | not)' tag.json
+  art=$(jq -r '.manifests[0].digest' tag.json)
+  # The mirror: provenance found, the recorded gates run again and pass.
+  local gates='[.gates[] | select(.status == "pass") | .name] | index("provenance") and index("symbols") and index("native") and index("kernels")'
+  IMGBUILD_STORE=$PWD/v1 "$IV" --json "docker://$REG/mirror:1" >v.json
+  jq -e ".status == \"pass\" and ($gates)" v.json
+  # The same copied into an OCI layout, the tag by its name.
+  skopeo copy -q --all --src-tls-verify=false "docker://$REG/mirror:sha256-$hex" "oci:lay:sha256-$hex"
+  skopeo copy -q --src-tls-verify=false "docker://$REG/mirror:1" oci:lay:img
+  IMGBUILD_STORE=$PWD/v2 "$IV" --json oci:lay:img >l.json
+  jq -e ".status == \"pass\" and ($gates)" l.json
+  # The artifact deleted from the mirror, its tag left: named, exit 10.
+  curl -sf -X DELETE "http://$REG/v2/mirror/manifests/$art"
+  IMGBUILD_STORE=$PWD/v3 expect_fail 10 "provenance missing: the referrers tag sha256-$hex of docker://$REG/mirror lists $art \\(of a type it does not say\\), which the registry does not have" \
+    "$IV" "docker://$REG/mirror:1"
+  rm "lay/blobs/sha256/${art#sha256:}"
+  IMGBUILD_STORE=$PWD/v4 expect_fail 10 "provenance missing: artifact $art is listed about image $digest, and is not there" \
+    "$IV" oci:lay:img
+  # The tag deleted too: the config says imgbuild built the image.
+  tagdigest=$(curl -sI -H 'Accept: application/vnd.oci.image.index.v1+json' "http://$REG/v2/mirror/manifests/sha256-$hex" |
+    tr -d '\r' | sed -n 's/^[Dd]ocker-[Cc]ontent-[Dd]igest: //p')
+  curl -sf -X DELETE "http://$REG/v2/mirror/manifests/$tagdigest"
+  IMGBUILD_STORE=$PWD/v5 expect_fail 10 "provenance missing: the image.s config says imgbuild built it \\(history .imgbuild: [A-Z]+ [^)]*\\), and docker://$REG/mirror:1 carries no attestation about $digest: copy its referrers tag sha256-$hex with it" \
+    "$IV" "docker://$REG/mirror:1"
+  IMGBUILD_STORE=$PWD/v6 "$IV" --json "docker://$REG/mirror:1" --require-gates none >n.json
+  jq -e '.status == "pass" and (.gates[] | select(.name == "provenance") | .status == "skip")' n.json
+  IMGBUILD_STORE=$PWD/v6 expect_fail 10 'provenance missing: the image.s config says imgbuild built it' \
+    "$IV" "docker://$REG/mirror:1" --require-gates provenance
+  grep -q 'gate provenance did not run, and --require-gates names it' stderr.txt
 }
 
 # edit_store TAG <<'PY' ... PY: run the Python on stdin over $IMGBUILD_STORE

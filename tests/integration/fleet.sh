@@ -114,6 +114,41 @@ t_shipped_libcuda() {
   expect_fail 6 '/usr/local/cuda/compat/libcuda.so.1: a libcuda in the image' "$IB" compat
 }
 
+# /etc/ld.so.conf.d puts a folder on the loader's path as LD_LIBRARY_PATH
+# does: glibc's ldconfig over the same tree is the oracle (its cache lists
+# the image's libcuda.so.1, so the loader takes it before the injected one).
+t_libcuda_through_ld_so_conf_d() {
+  mkdir -p root/opt/x root/etc/ld.so.conf.d
+  echo 'int cuInit (int f) { return f; }' >cuda.c
+  gcc -shared -fPIC -Wl,-soname,libcuda.so.1 cuda.c -o root/opt/x/libcuda.so.1
+  echo 'include /etc/ld.so.conf.d/*.conf' >root/etc/ld.so.conf
+  echo '/opt/y  # not this one' >root/etc/ld.so.conf.d/a.conf
+  echo '/opt/x/' >root/etc/ld.so.conf.d/x.conf
+  ldconfig -r root -X
+  ldconfig -p -C root/etc/ld.so.cache | grep -q 'libcuda.so.1 (libc6,x86-64) => /opt/x/libcuda.so.1'
+  local copies="file $PWD/root/opt/x/libcuda.so.1 /opt/x/libcuda.so.1
+file $PWD/root/etc/ld.so.conf /etc/ld.so.conf
+file $PWD/root/etc/ld.so.conf.d/a.conf /etc/ld.so.conf.d/a.conf
+file $PWD/root/etc/ld.so.conf.d/x.conf /etc/ld.so.conf.d/x.conf"
+  fleet_image conf t-conf:1 "$copies" $'[target]\ngpu = 12.1'
+  expect_fail 6 'gate driver: /opt/x/libcuda.so.1: a libcuda in the image where the loader finds it before the driver.s .*through /etc/ld.so.conf' \
+    "$IB" conf
+  refute skopeo inspect "oci:$IMGBUILD_STORE:t-conf:1" >/dev/null 2>&1
+  # Declared, it builds; imgverify against the definition without the
+  # declaration names it as the build did.
+  cp -r conf declared
+  printf 'libcuda = /opt/x/libcuda.so.1\n' >>declared/image.conf
+  "$IB" -q declared >/dev/null
+  expect_fail 6 '/opt/x/libcuda.so.1: a libcuda in the image where the loader finds it' "$IV" t-conf:1 --definition conf
+  # The same files with x.conf naming another folder: ldconfig leaves
+  # libcuda out of its cache, and the gate passes.
+  echo '/opt/z' >root/etc/ld.so.conf.d/x.conf
+  ldconfig -r root -X
+  refute grep -q libcuda <(ldconfig -p -C root/etc/ld.so.cache)
+  fleet_image other t-other:1 "$copies" $'[target]\ngpu = 12.1'
+  "$IB" -q other >/dev/null
+}
+
 t_ptx_version_against_the_driver() {
   printf 'extern "C" __global__ void k_ptx(float *x) { x[threadIdx.x] *= 2.0f; }\n' >k.cu
   # SASS for 12.1 (the kernel gate passes) and PTX .version 9.0 (CUDA 13).

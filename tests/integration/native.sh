@@ -88,6 +88,50 @@ t_native_planted_failures_are_each_named() {
   jq -e '.objects[0].objects[0].needs.GLIBC | startswith("GLIBC_2.")' good.json
 }
 
+# imgverify --native REF with no glob checks what the build's gate checks
+# (the overlay's objects, wherever they are), not only dist-packages: an
+# overlay's /usr/local/lib/libprobe.so that needs a library the image lacks
+# fails it, named with what it needs, as glibc's ldd -r says in a chroot of
+# the image.  An image with no provenance
+# record is checked whole.
+t_native_imgverify_without_glob_checks_what_the_build_checked() {
+  "$ROOT/tests/native/plant.sh" "$PWD/plant"
+  small_base base amd64 small:1
+  mkdir -p probe
+  printf '[image]\nname = probe:1\nfrom = small:1\n[copy]\nfile %s /usr/local/lib/libprobe.so\n[new]\n/\n' \
+    "$PWD/plant/needs_absent.so" >probe/image.conf
+  "$IB" -q probe >/dev/null
+  umoci unpack --image "$IMGBUILD_STORE:probe:1" bundle >/dev/null
+  # ldd -r is the image's loader with these three variables (no shell in
+  # this image to run the ldd script): chroot and exec from Python.
+  python3 -c 'import os, sys; os.chroot(sys.argv[1]); os.chdir("/"); os.execve("/lib64/ld-linux-x86-64.so.2", ["ld.so", sys.argv[2]], {"LD_TRACE_LOADED_OBJECTS": "1", "LD_WARN": "yes", "LD_BIND_NOW": "yes"})' \
+    bundle/rootfs /usr/local/lib/libprobe.so >ldd.out 2>&1
+  grep -q 'libabsent.so.7 => not found' ldd.out
+  grep -q 'undefined symbol: absent_fn.*(/usr/local/lib/libprobe.so)' ldd.out
+  local rc=0
+  "$IV" --native probe:1 2>v.err || rc=$?
+  [ "$rc" = 5 ]
+  grep -q '^error: /usr/local/lib/libprobe.so: needs libabsent.so.7, which is not in the image' v.err
+  grep -q '^error: /usr/local/lib/libprobe.so: undefined symbol absent_fn' v.err
+  grep -q "^native: as $PWD/probe/image.conf's build checked: the objects of the layers from 1 on$" v.err
+  # The glob names the same faults; the old default (extension modules
+  # under dist-packages) passed over them.
+  rc=0
+  "$IV" --native probe:1 '/usr/local/lib/*.so' 2>glob.err || rc=$?
+  [ "$rc" = 5 ]
+  diff <(grep '^error:' v.err) <(grep '^error:' glob.err)
+  "$IV" --native probe:1 '/*/dist-packages/*.so' '/*/site-packages/*.so' 2>old.err
+  # With no record (the image copied without its attestations, into a store
+  # that never saw it): every ELF object of the image, libprobe.so among them.
+  skopeo copy -q "oci:$IMGBUILD_STORE:probe:1" oci:bare:probe >/dev/null
+  rc=0
+  IMGBUILD_STORE=$PWD/other "$IV" --native --json oci:bare:probe >bare.json 2>bare.err || rc=$?
+  [ "$rc" = 5 ]
+  diff <(grep '^error:' v.err) <(grep '^error:' bare.err)
+  grep -q '^native: no provenance record: every ELF object of the image$' bare.err
+  jq -e '.scope == "no provenance record: every ELF object of the image" and ([.objects[].path] | index("/usr/local/lib/libprobe.so") and index("/usr/lib/x86_64-linux-gnu/libm.so.6"))' bare.json
+}
+
 # A base with an extension module in a Python package (pkg/ok.so, which
 # needs libm's cos and liblinkbase.so.1's base_old) and, by default, that
 # library in /usr/local/lib (else the planted FILE at DEST); and a

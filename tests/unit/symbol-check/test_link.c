@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "layers/view/fsview.h"
+#include "layers/view/ldconf.h"
 #include "symbol-check/link-check/elfdyn.h"
 #include "symbol-check/link-check/ldpaths.h"
 #include "symbol-check/link-check/reccache.h"
