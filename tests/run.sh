@@ -12,7 +12,8 @@ trap finish EXIT
 suite_re=${1:-.}
 test_re=${2:-.}
 if [[ unit =~ $suite_re ]]; then
-  out=$("$ROOT/${IB_BUILD:-build}/unit-tests" 2>&1)
+  # TEST-REGEX picks unit tests as it picks the suites' t_* functions.
+  out=$("$ROOT/${IB_BUILD:-build}/unit-tests" "$test_re" 2>&1)
   echo "$out" | grep -v ' passed, .* failed$'
   p=$(echo "$out" | tail -1 | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\1/p')
   f=$(echo "$out" | tail -1 | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\2/p')
