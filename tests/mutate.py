@@ -24,7 +24,8 @@ named tests run, split over --jobs runners of tests/run.sh at once.  Results:
   stale     `find` is not in the file exactly once, or no test has the names
 A table (mutation, file, tests, result, seconds) goes to the report, by
 default tests/results/mutate-<commit>.md for a run of the whole list or of a
-shard (build/mutate.md for a NAME-REGEX run; $MUTATE_REPORT overrides).  A
+shard (build/mutate.md for a NAME-REGEX run; $MUTATE_REPORT overrides; each
+mutation's log in build/mutate-logs/, $MUTATE_LOGS overrides).  A
 shard's run merges into that file when it is of the same commit, so that the
 shards of one commit make one table; the header says which shard ran when.
 The exit status is 1 when any mutation of this run was not killed.
@@ -365,7 +366,7 @@ def main():
     default = os.path.join(ROOT, "build/mutate.md" if a.pick else f"tests/results/mutate-{commit}.md")
     report = os.environ.get("MUTATE_REPORT", default)
     os.makedirs(os.path.dirname(os.path.abspath(report)), exist_ok=True)
-    logdir = os.path.join(ROOT, "build", "mutate-logs")
+    logdir = os.environ.get("MUTATE_LOGS", os.path.join(ROOT, "build", "mutate-logs"))
     shutil.rmtree(logdir, ignore_errors=True)
     os.makedirs(logdir)
     tests = suite_tests(ROOT, os.environ.get("IMGBUILD_TEST_ALL") == "1")

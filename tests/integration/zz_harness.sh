@@ -84,3 +84,47 @@ t_harness_no_mutation_is_stale() {
   [ "$(wc -l <err.txt)" = 1 ]
   grep -q 'stale: moved (src/a.c): `find` occurs 0 times' err.txt
 }
+
+# A mutation is killed only by a test named for it (tests/mutate.py): the
+# same real bug (a kernels record's CRC not compared) is killed when its
+# block names the unit test that catches it, and not when the block names
+# a test that does not, although another test of the list would fail; a
+# mutation that does not compile is broken.  The verdicts the runner's
+# output can give (a failure of an unnamed test, a runner that stopped
+# inside a test or outside any, skips) are each checked on that output.
+t_harness_mutation_is_killed_only_by_its_named_test() {
+  crc='find: get_le (end + 8, 4) == r->crc\nreplace: true\nsuite: ^unit$\n'
+  printf "name: crc named\nfile: kernels/kindex.c\n$crc%s\n\n" 'tests: ^kernels_record_cut_damaged_or_old_reads_as_none$' >list.txt
+  printf "name: crc unnamed\nfile: kernels/kindex.c\n$crc%s\n\n" 'tests: ^kernels_indexer_redoes_an_old_record$' >>list.txt
+  printf 'name: no build\nfile: kernels/kindex.c\nfind: get_le (end + 8, 4) == r->crc\nreplace: no_such_name\nsuite: ^unit$\ntests: ^kernels_record_cut_damaged_or_old_reads_as_none$\n' >>list.txt
+  rc=0
+  MUTATE_REPORT=$PWD/table.md MUTATE_LOGS=$PWD/logs python3 "$ROOT/tests/mutate.py" --list list.txt >out.txt 2>&1 || rc=$?
+  cat out.txt table.md
+  [ "$rc" = 1 ]
+  grep -q '^| 1 | crc named | .* | killed | failed: kernels_record_cut_damaged_or_old_reads_as_none |' table.md
+  grep -q '^| 2 | crc unnamed | .* | SURVIVED | 1 passed |' table.md
+  grep -q '^| 3 | no build | .* | broken | the mutated code does not build |' table.md
+  grep -q '3 of 3 mutations run: 1 killed, 1 survived, 1 broken, 0 stale' table.md
+  python3 - "$ROOT/tests/mutate.py" <<'PY'
+import importlib.util, sys
+s = importlib.util.spec_from_file_location("m", sys.argv[1]); m = importlib.util.module_from_spec(s); s.loader.exec_module(m)
+named = {("core", "t_a"), ("unit", "u_a"), ("unit", "u_b")}
+def verdict(*runs):
+    return m.classify(True, list(runs), named)
+cases = [
+    # Another test of the suite failed, the named one passed: broken.
+    (verdict(("core", ["t_a", "t_b"], 1, "ok t_a\nFAIL t_b\n    why\n1 passed, 1 failed\n")), "broken"),
+    (verdict(("core", ["t_a"], 1, "FAIL t_a\n0 passed, 1 failed\n")), "killed"),
+    (verdict(("core", ["t_a"], 0, "ok t_a\n1 passed, 0 failed\n")), "SURVIVED"),
+    # The unit runner stopped inside u_b (a crash): u_b failed.
+    (verdict(("unit", ["u_a", "u_b"], 1, "ok u_a\n1 passed, 1 failed\n")), "killed"),
+    # run.sh itself died before its summary: the harness, not a test.
+    (verdict(("core", ["t_a"], 2, "tests/lib.sh: line 9: x: unbound variable\n")), "broken"),
+    (verdict(("core", ["t_a"], 0, "skip t_a: no GPU\n0 passed, 0 failed\n")), "broken"),
+    (m.classify(False, [], named), "broken"),
+]
+for (got, detail), want in cases:
+    print(got, "|", detail)
+    assert got == want, (got, want, detail)
+PY
+}
