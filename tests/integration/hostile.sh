@@ -1,15 +1,16 @@
 # Hostile content (issue 13): a corpus of base images whose layers escape
 # or abuse the root (tests/hostile/make_corpus.py: `..`, absolute names,
-# links leaving the root, devices, FIFOs, setuid/setgid, duplicates,
+# links leaving the root or to a file the layer lacks, devices, FIFOs,
+# setuid/setgid, duplicates,
 # whiteouts of `..` and the root, names over PATH_MAX, a lying PAX record,
-# entries under a link of the layer).  imgverify names each (exit 4, layer
-# and entry); imgbuild refuses each as a base unless --allow-unsafe-base;
+# entries under a link of the layer).  imgverify names each (exit 4, layer,
+# entry and class); imgbuild refuses each as a base unless --allow-unsafe-base;
 # extracting them for a container writes nothing outside its folder.
 
 make_corpus() {
   mkdir -p outside
   /usr/bin/python3 "$ROOT/tests/hostile/make_corpus.py" corpus "$PWD/outside" >kinds.tsv
-  [ "$(wc -l <kinds.tsv)" -ge 19 ]
+  [ "$(wc -l <kinds.tsv)" -ge 22 ]
   # A definition that builds over any of them.
   mkdir -p def
   echo hello >def/hello.txt
@@ -20,10 +21,11 @@ t_hostile_corpus_named_by_imgverify_and_refused_by_imgbuild() {
   make_corpus
   "$IV" oci:corpus/clean:base
   "$IB" -q --smoke=off --from oci:corpus/clean:base def -t clean:1 >/dev/null
-  while IFS=$'\t' read -r kind shown; do
+  while IFS=$'\t' read -r kind shown why; do
     log "kind $kind"
     expect_fail 4 "layer sha256:[0-9a-f]{64}: entry \`" "$IV" oci:corpus/$kind:base
-    grep 'error:' stderr.txt | grep -qF "entry \`$shown"
+    # The entry, named with its class (a line per problem of the entry).
+    grep 'error:' stderr.txt | grep -F "entry \`$shown" | grep -qF "\`: $why"
     expect_fail 4 "base \`oci:corpus/$kind:base\` has [0-9]+ unsafe entr.*--allow-unsafe-base" \
       "$IB" --smoke=off --from "oci:corpus/$kind:base" def -t "$kind:1"
     grep -qF "entry \`$shown" stderr.txt
@@ -65,7 +67,7 @@ t_imgverify_allow_unsafe_base_warns_for_the_base_only() {
 # runner), then a look for stray files outside the store's layer folders.
 t_hostile_extraction_writes_nothing_outside_its_folder() {
   make_corpus
-  while IFS=$'\t' read -r kind shown; do
+  while IFS=$'\t' read -r kind _; do
     "$IV" --run "oci:corpus/$kind:base" -- /bin/true >/dev/null 2>&1 || true
   done <kinds.tsv
   [ -d "$IMGBUILD_STORE/imgbuild/rootfs" ]
