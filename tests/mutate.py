@@ -20,7 +20,8 @@ named tests run, split over --jobs runners of tests/run.sh at once.  Results:
   SURVIVED  every named test ran and passed
   broken    the mutated code does not build, or what failed is no named test
             (another test, the harness, a runner that stopped outside a test),
-            or every named test was skipped
+            or every named test was skipped, or what failed is a named
+            test that fails on the unmutated tree too (the baseline)
   stale     `find` is not in the file exactly once, or no test has the names
 A table (mutation, file, tests, result, seconds) goes to the report, by
 default tests/results/mutate-<commit>.md for a run of the whole list or of a
@@ -29,7 +30,9 @@ mutation's log in build/mutate-logs/, $MUTATE_LOGS overrides).  A
 shard's run merges into that file when it is of the same commit, so that the
 shards of one commit make one table; the header says which shard ran when.
 The exit status is 1 when any mutation of this run was not killed.
-Usage: tests/mutate.py [--shard K/N] [--jobs J] [--list FILE] [NAME-REGEX]
+First the tests that the run's mutations name run once on the unmutated tree
+(--no-baseline skips it): a test that fails there kills no mutation.
+Usage: tests/mutate.py [--shard K/N] [--jobs J] [--list FILE] [--no-baseline] [NAME-REGEX]
        tests/mutate.py --check [ROOT]   (only: is any mutation stale?)
        tests/mutate.py --merge OUT IN... (shard tables of one commit into OUT)"""
 import argparse
@@ -132,14 +135,31 @@ def chunks(named, jobs):
 
 # ---- the verdict ---------------------------------------------------------------
 
-def classify(built, runs, named):
+def failures(runs):
+    """The (suite, test) that failed in RUNS (as classify reads them)."""
+    out = set()
+    for suite, asked, rc, text in runs:
+        seen = {m.group(2): m.group(1) for m in re.finditer(r"^(ok|FAIL|skip) (\w+)(?::|$)", text, re.M)}
+        unheard = [t for t in asked if t not in seen]
+        out |= {(suite, t) for t, what in seen.items() if what == "FAIL"}
+        if suite == "unit" and unheard:
+            out.add((suite, unheard[0]))
+    return out
+
+
+def classify(built, runs, named, unsound=frozenset()):
     """RUNS: [(suite, [tests asked], rc, output)] of tests/run.sh; NAMED: the
-    set of the mutation's (suite, test).  Returns (result, detail).
-    A mutation is killed only by a named test's failure: a FAIL line, or,
-    for the unit runner (one process), the test it was in when it stopped
-    without its summary line.  Any other failure makes it broken."""
+    set of the mutation's (suite, test); UNSOUND: tests that fail on the
+    unmutated tree too (the baseline), whose failure proves nothing.
+    Returns (result, detail).  A mutation is killed only by a named test's
+    failure: a FAIL line, or, for the unit runner (one process), the test it
+    was in when it stopped without its summary line.  Any other failure
+    makes it broken."""
     if not built:
         return "broken", "the mutated code does not build"
+    named = set(named) - set(unsound)
+    if unsound and not named:
+        return "broken", "its tests fail unmutated too: " + ", ".join(sorted(t for _, t in unsound))
     failed, other, passed, skipped, harness = [], [], [], [], []
     for suite, asked, rc, out in runs:
         seen = {}
@@ -260,7 +280,7 @@ def seed_store(top, env, log):
                    stderr=subprocess.STDOUT, check=True)
 
 
-def try_one(top, m, tests, jobs, env, log):
+def try_one(top, m, tests, jobs, env, log, unsound=frozenset()):
     path = os.path.join(top, m["file"])
     if not os.path.isfile(path):
         return "stale", "no such file"
@@ -271,12 +291,13 @@ def try_one(top, m, tests, jobs, env, log):
     named = named_tests(m, tests)
     if not named:
         return "stale", "no test matched"
+    unsound = set(named) & set(unsound)
     st = os.stat(path)
     open(path, "w").write(text.replace(m["find"], m["replace"]))
     try:
         if not make(top, log):
             return classify(False, [], set(named))
-        return classify(True, run_tests(top, chunks(named, jobs), env, log), set(named))
+        return classify(True, run_tests(top, chunks(named, jobs), env, log), set(named), unsound)
     finally:
         open(path, "w").write(text)
         os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
@@ -354,6 +375,8 @@ def main():
     ap.add_argument("--shard", default="1/1")
     ap.add_argument("--jobs", type=int, default=int(os.environ.get("MUTATE_JOBS", "2")))
     ap.add_argument("--list", default=os.path.join(ROOT, "tests/mutations.txt"))
+    ap.add_argument("--no-baseline", dest="baseline", action="store_false",
+                    help="skip running the named tests once on the unmutated tree")
     ap.add_argument("pick", nargs="?")
     a = ap.parse_args()
     k, _, n = a.shard.partition("/")
@@ -382,6 +405,21 @@ def main():
         snap = snapshot(build)
         env = dict(os.environ, IB_TEST_SEED=os.path.join(top, ".seed-store"))
         seeded = False
+        unsound = set()
+        if a.baseline:
+            # Every test some mutation of this run names, once, unmutated:
+            # one that fails here kills nothing.
+            every_named = sorted({st for _, m in muts for st in named_tests(m, tests)})
+            t0 = time.time()
+            with open(os.path.join(logdir, "00-baseline.log"), "ab") as log:
+                if any(s != "unit" for s, _ in every_named):
+                    seed_store(top, env, log)
+                    seeded = True
+                unsound = failures(run_tests(top, chunks(every_named, a.jobs), env, log))
+            put_back(build, pristine, snap)
+            print(f"  baseline: {len(every_named)} tests unmutated, {len(unsound)} failed"
+                  + (": " + ", ".join(sorted(t for _, t in unsound)) if unsound else "")
+                  + f" ({time.time() - t0:.0f}s)", flush=True)
         for i, m in muts:
             t0 = time.time()
             with open(os.path.join(logdir, f"{i:03d}.log"), "wb") as log:
@@ -389,7 +427,7 @@ def main():
                     seed_store(top, env, log)
                     seeded = True
                 try:
-                    result, detail = try_one(top, m, tests, a.jobs, env, log)
+                    result, detail = try_one(top, m, tests, a.jobs, env, log, unsound)
                 finally:
                     put_back(build, pristine, snap)
             secs = time.time() - t0
@@ -401,7 +439,8 @@ def main():
         shutil.rmtree(top + ".pristine", ignore_errors=True)
     what = (f"shard {k}/{n}" if n > 1 else "the whole list") + (f", names matching `{a.pick}`" if a.pick else "")
     run = (f"- run: {what} ({len(rows)} mutations) on `{commit}`, started {start}, "
-           f"{(time.time() - t_start) / 60:.0f} min, --jobs {a.jobs}")
+           f"{(time.time() - t_start) / 60:.0f} min, --jobs {a.jobs}, "
+           + (f"baseline: {len(unsound)} named tests failed unmutated" if a.baseline else "no baseline"))
     runs, merged = [run], dict(rows)
     if os.path.exists(report):
         c, old_runs, old_rows = read_table(report)

@@ -91,7 +91,8 @@ t_harness_no_mutation_is_stale() {
 # a test that does not, although another test of the list would fail; a
 # mutation that does not compile is broken.  The verdicts the runner's
 # output can give (a failure of an unnamed test, a runner that stopped
-# inside a test or outside any, skips) are each checked on that output.
+# inside a test or outside any, skips, a named test that fails unmutated
+# too) are each checked on that output.
 t_harness_mutation_is_killed_only_by_its_named_test() {
   crc='find: get_le (end + 8, 4) == r->crc\nreplace: true\nsuite: ^unit$\n'
   printf "name: crc named\nfile: kernels/kindex.c\n$crc%s\n\n" 'tests: ^kernels_record_cut_damaged_or_old_reads_as_none$' >list.txt
@@ -105,6 +106,7 @@ t_harness_mutation_is_killed_only_by_its_named_test() {
   grep -q '^| 2 | crc unnamed | .* | SURVIVED | 1 passed |' table.md
   grep -q '^| 3 | no build | .* | broken | the mutated code does not build |' table.md
   grep -q '3 of 3 mutations run: 1 killed, 1 survived, 1 broken, 0 stale' table.md
+  grep -q 'baseline: 2 tests unmutated, 0 failed' out.txt
   python3 - "$ROOT/tests/mutate.py" <<'PY'
 import importlib.util, sys
 s = importlib.util.spec_from_file_location("m", sys.argv[1]); m = importlib.util.module_from_spec(s); s.loader.exec_module(m)
@@ -122,6 +124,10 @@ cases = [
     (verdict(("core", ["t_a"], 2, "tests/lib.sh: line 9: x: unbound variable\n")), "broken"),
     (verdict(("core", ["t_a"], 0, "skip t_a: no GPU\n0 passed, 0 failed\n")), "broken"),
     (m.classify(False, [], named), "broken"),
+    # The named test failed, but it fails unmutated too (the baseline).
+    (m.classify(True, [("core", ["t_a"], 1, "FAIL t_a\n0 passed, 1 failed\n")], named, {("core", "t_a")}), "broken"),
+    (m.classify(True, [("core", ["t_a"], 1, "FAIL t_a\n0 passed, 1 failed\n")], {("core", "t_a")},
+                {("core", "t_a")}), "broken"),
 ]
 for (got, detail), want in cases:
     print(got, "|", detail)
