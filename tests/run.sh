@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: unit tests, then the integration suites, which start
 # the real services they need.  Last line: "N passed, N failed".
-# Usage: tests/run.sh [SUITE-REGEX [TEST-REGEX]]
+# Usage: tests/run.sh [SUITE-REGEX [TEST-REGEX]]   (TEST-REGEX picks the
+# suites' t_* functions and, the suite `unit` matched, the unit tests)
 # Tests named tall_* are the long tier (real Debian bases, minutes each):
 # they run with IMGBUILD_TEST_ALL=1, which `make test-all` sets.
 set -u
