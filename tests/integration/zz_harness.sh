@@ -134,3 +134,32 @@ for (got, detail), want in cases:
     assert got == want, (got, want, detail)
 PY
 }
+
+# --shard K/N: the N shards of the list are disjoint and together the whole
+# list; shard tables of one commit merge into one (its runs listed), and
+# tables of two commits are refused.
+t_harness_mutation_shards_merge_into_one_table() {
+  python3 - "$ROOT/tests/mutate.py" "$ROOT/tests/mutations.txt" <<'PY'
+import importlib.util, sys
+s = importlib.util.spec_from_file_location("m", sys.argv[1]); m = importlib.util.module_from_spec(s); s.loader.exec_module(m)
+muts = m.parse(sys.argv[2])
+for n in (1, 3, 7):
+    got = sorted(i for k in range(1, n + 1) for i, _ in m.shard_of(muts, k, n))
+    assert got == list(range(1, len(muts) + 1)), n
+row = lambda i, r: [str(i), f"mutation {i} | piped", "`a.c`", "^unit$: `x|y`", r, "detail", "1"]
+m.write_table("one.md", "c0ffee", 3, ["- run: shard 1/2 (2 mutations) on `c0ffee`"], {1: row(1, "killed"), 3: row(3, "SURVIVED")})
+m.write_table("two.md", "c0ffee", 3, ["- run: shard 2/2 (1 mutations) on `c0ffee`"], {2: row(2, "broken")})
+m.write_table("other.md", "beef", 3, ["- run: shard 2/2 (1 mutations) on `beef`"], {2: row(2, "killed")})
+m.merge("all.md", ["one.md", "two.md"])
+commit, runs, rows = m.read_table("all.md")
+assert commit == "c0ffee" and len(runs) == 2 and sorted(rows) == [1, 2, 3], (commit, runs, rows)
+assert rows[1][1] == "mutation 1 | piped" and rows[2][4] == "broken"
+text = open("all.md").read()
+assert "3 of 3 mutations run: 1 killed, 1 survived, 1 broken, 0 stale." in text, text
+try:
+    m.merge("bad.md", ["one.md", "other.md"])
+    raise AssertionError("tables of two commits merged")
+except SystemExit as e:
+    assert "shards of one commit only" in str(e), e
+PY
+}
