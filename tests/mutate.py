@@ -218,6 +218,20 @@ def scratch_copy():
     if os.path.isdir(os.path.join(ROOT, "build")):
         shutil.copytree(os.path.join(ROOT, "build"), os.path.join(top, "build"), symlinks=True,
                         ignore=shutil.ignore_patterns("mutate*"))
+        # The objects that hold the tree's own path (IB_IMAGES_DIR, the
+        # Makefile's $(CURDIR)/images) and the programs linked from them are
+        # made again here: a copied imgbuild would read the definitions of
+        # the tree, not the copy's (a definition by name and the same one by
+        # the copy's path would be two definitions, with a record each).
+        for f in files:
+            if f.endswith(".c") and os.path.isfile(os.path.join(top, f)) \
+                    and "IB_IMAGES_DIR" in open(os.path.join(top, f), errors="replace").read():
+                for p in (f[:-2] + ".o", f[:-2] + ".d"):
+                    if os.path.exists(os.path.join(top, "build/obj", p)):
+                        os.unlink(os.path.join(top, "build/obj", p))
+        for prog in ("imgbuild", "imgverify", "unit-tests"):
+            if os.path.exists(os.path.join(top, "build", prog)):
+                os.unlink(os.path.join(top, "build", prog))
     for so in ("_b12x_C.abi3.so", "libflashinfer_dcp.so"):
         p = os.path.join("images/dsv41-flash-b12x/native", so)
         if os.path.exists(os.path.join(ROOT, p)):
