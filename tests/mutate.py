@@ -373,6 +373,29 @@ def commit_of(root):
     return head + ("-dirty" if dirty else "")
 
 
+def report_run(a, k, n, muts, rows, commit, start, t_start, unsound, over):
+    """The table's line for this run: what ran, on which commit, how long."""
+    what = (f"shard {k}/{n}" if n > 1 else "the whole list") + (f", names matching `{a.pick}`" if a.pick else "")
+    done = f"{len(rows)} mutations" if over else f"{len(rows)} of {len(muts)} mutations so far (not over)"
+    return (f"- run: {what} ({done}) on `{commit}`, started {start}, "
+            f"{(time.time() - t_start) / 60:.0f} min, --jobs {a.jobs}, "
+            + (f"baseline: {len(unsound)} named tests failed unmutated" if a.baseline else "no baseline"))
+
+
+def save_report(report, commit, total, run, rows):
+    """This run's rows into REPORT, merged with those of other runs (shards)
+    of the same commit that it holds; this run's line replaces the one an
+    earlier save of the same run wrote."""
+    runs, merged = [run], dict(rows)
+    if os.path.exists(report):
+        c, old_runs, old_rows = read_table(report)
+        if c == commit:
+            key = run.split(" (")[0]
+            runs = [r for r in old_runs if r.split(" (")[0] != key] + runs
+            merged = {**old_rows, **rows}
+    write_table(report, commit, total, runs, merged)
+
+
 def main():
     if sys.argv[1:2] == ["--check"]:
         # Without building or running anything: does every block still
@@ -448,20 +471,14 @@ def main():
             rows[i] = [str(i), m["name"], f"`{m['file']}`", f"{m['suite']}: `{m['tests']}`", result, detail,
                        f"{secs:.0f}"]
             print(f"{i:3d} {result:8s} {m['name']} ({detail}; {secs:.0f}s)", flush=True)
+            # Saved as it goes: a run stopped half-way leaves what it did.
+            save_report(report, commit, len(every),
+                        report_run(a, k, n, muts, rows, commit, start, t_start, unsound, False), rows)
     finally:
         shutil.rmtree(top, ignore_errors=True)
         shutil.rmtree(top + ".pristine", ignore_errors=True)
-    what = (f"shard {k}/{n}" if n > 1 else "the whole list") + (f", names matching `{a.pick}`" if a.pick else "")
-    run = (f"- run: {what} ({len(rows)} mutations) on `{commit}`, started {start}, "
-           f"{(time.time() - t_start) / 60:.0f} min, --jobs {a.jobs}, "
-           + (f"baseline: {len(unsound)} named tests failed unmutated" if a.baseline else "no baseline"))
-    runs, merged = [run], dict(rows)
-    if os.path.exists(report):
-        c, old_runs, old_rows = read_table(report)
-        if c == commit:
-            runs = old_runs + runs
-            merged = {**old_rows, **rows}
-    write_table(report, commit, len(every), runs, merged)
+    save_report(report, commit, len(every), report_run(a, k, n, muts, rows, commit, start, t_start, unsound, True),
+                rows)
     counts = {r: sum(row[4] == r for row in rows.values()) for r in RESULTS}
     print(f"mutate: {len(rows)} mutations, " + ", ".join(f"{counts[r]} {r.lower()}" for r in RESULTS)
           + f"; table in {report}")
