@@ -119,3 +119,28 @@ t_layer_without_tar_footer_is_read_whole_and_a_cut_one_refused() {
     expect_fail 4 "layer sha256:[0-9a-f]{64}: Truncated" "$IV" "oci:lay$cut:base"
   done
 }
+
+# A base whose manifest lies about a layer's size, the layer's bytes being
+# ones the store holds already (another image brought them): the copy that
+# is skipped still compares the size, so imgbuild refuses the base instead
+# of tagging an image whose descriptor imgverify then fails.
+t_base_that_lies_about_a_held_layers_size_is_refused() {
+  make_corpus
+  cp -r corpus/clean liar
+  python3 - <<'PY'
+import hashlib, json
+idx = json.load(open("liar/index.json"))
+md = idx["manifests"][0]["digest"]
+m = json.load(open("liar/blobs/sha256/" + md[7:]))
+m["layers"][0]["size"] += 1
+b = json.dumps(m).encode()
+d = hashlib.sha256(b).hexdigest()
+open("liar/blobs/sha256/" + d, "wb").write(b)
+idx["manifests"][0]["digest"], idx["manifests"][0]["size"] = "sha256:" + d, len(b)
+json.dump(idx, open("liar/index.json", "w"))
+PY
+  "$IB" -q --smoke=off --from oci:corpus/clean:base def -t clean:1 >/dev/null
+  expect_fail 4 'blob sha256:[0-9a-f]{64}: size is [0-9]+, descriptor says [0-9]+' \
+    "$IB" --smoke=off --from oci:liar:base def -t liar:1
+  refute grep -qF '"liar:1"' "$IMGBUILD_STORE/index.json"
+}
