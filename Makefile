@@ -197,9 +197,12 @@ fuzz:
 
 # Deliberate bugs (tests/mutations.txt), each in a scratch copy of the tree,
 # each of which its tests must catch; long (about an hour on 2 cores), not
-# part of `make test`.  MUTATE=REGEX picks mutations by name.
+# part of `make test`.  The table goes to tests/results/mutate-<commit>.md;
+# SHARD=K/N runs a share of the list (the shards of one commit merge into
+# that table), MUTATE=REGEX picks mutations by name (table: build/mutate.md).
+SHARD ?= 1/1
 mutate: all
-	nice tests/mutate.py $(MUTATE)
+	nice tests/mutate.py --shard $(SHARD) $(MUTATE)
 
 # Everything, with the long campaigns at full size (the 1,000-mutant syntax
 # campaigns against CPython 3.11 and 3.13) and the tall_ tests (the link

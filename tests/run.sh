@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: unit tests, then the integration suites, which start
 # the real services they need.  Last line: "N passed, N failed".
-# Usage: tests/run.sh [SUITE-REGEX [TEST-REGEX]]
+# Usage: tests/run.sh [SUITE-REGEX [TEST-REGEX]]   (TEST-REGEX picks the
+# suites' t_* functions and, the suite `unit` matched, the unit tests)
 # Tests named tall_* are the long tier (real Debian bases, minutes each):
 # they run with IMGBUILD_TEST_ALL=1, which `make test-all` sets.
 set -u
@@ -12,7 +13,8 @@ trap finish EXIT
 suite_re=${1:-.}
 test_re=${2:-.}
 if [[ unit =~ $suite_re ]]; then
-  out=$("$ROOT/${IB_BUILD:-build}/unit-tests" 2>&1)
+  # TEST-REGEX picks unit tests as it picks the suites' t_* functions.
+  out=$("$ROOT/${IB_BUILD:-build}/unit-tests" "$test_re" 2>&1)
   echo "$out" | grep -v ' passed, .* failed$'
   p=$(echo "$out" | tail -1 | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\1/p')
   f=$(echo "$out" | tail -1 | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\2/p')

@@ -461,12 +461,34 @@ ib_store_import_fd (struct ib_store *s, int fd, const struct ib_descriptor *d, i
   return import_limited (s, fd, UINT64_MAX, d, err);
 }
 
+/* A blob that DST holds already is not copied, but D's size is what a copy
+ * would have checked: a manifest that lies about a layer's size names
+ * bytes it does not describe, whoever wrote them first. */
+static int
+held_blob_fits (const struct ib_store *dst, const struct ib_descriptor *d, ib_error_t *err)
+{
+  if (d->size == UINT64_MAX)
+    return 0;
+  struct ib_blob_loc l;
+  if (ib_store_locate_blob (dst, &d->digest, &l, err) < 0)
+    return -1;
+  cleanup_close int fd = ib_blob_loc_open (&l, &d->digest, err);
+  uint64_t length = fd < 0 ? 0 : ib_blob_loc_length (&l, fd);
+  ib_blob_loc_clear (&l);
+  if (fd < 0)
+    return -1;
+  if (length != d->size)
+    return ib_error (err, IB_EINTEGRITY, "blob %s: size is %llu, descriptor says %llu", d->digest.s,
+                     (unsigned long long) length, (unsigned long long) d->size);
+  return 0;
+}
+
 int
 ib_store_copy_blob (const struct ib_store *src, struct ib_store *dst, const struct ib_descriptor *d,
                     ib_error_t *err)
 {
   if (ib_store_has_blob (dst, &d->digest))
-    return 0;
+    return held_blob_fits (dst, d, err) < 0 ? ib_error_wrap (err, "copy from `%s`", ib_store_source (src)) : 0;
   struct ib_blob_loc l;
   if (ib_store_locate_blob (src, &d->digest, &l, err) < 0)
     return -1;

@@ -21,7 +21,9 @@ predicate type:
     validated as a ResourceDescriptor;
   https://spdx.dev/Document: the SPDX 2.3 JSON schema (tests/attest/
     spdx-schema-2.3.json, from github.com/spdx/spdx-spec, branch support/2.3,
-    commit ed8c9b520963b651fce3c86422b387e92e6d9a8f, schemas/spdx-schema.json);
+    commit ed8c9b520963b651fce3c86422b387e92e6d9a8f, schemas/spdx-schema.json),
+    and what the document DESCRIBES is a package whose SHA256 is the image's
+    manifest digest;
   imgbuild's own: docs/imgbuild-build-predicate.schema.json.
 
 Prints one JSON document (what the tests assert on); exits 1 with the
@@ -90,12 +92,21 @@ def check_slsa(pred, where):
     }
 
 
-def check_spdx(pred, where):
+def check_spdx(pred, where, image):
     schema = json.load(open(os.path.join(HERE, "spdx-schema-2.3.json")))
     try:
         jsonschema.validate(pred, schema)
     except jsonschema.ValidationError as e:
         fail(f"{where}: not SPDX 2.3: {e.message} at {list(e.absolute_path)}")
+    # What the document DESCRIBES is the image: a package whose SHA256 is
+    # the manifest digest (the statement's subject says so of the statement;
+    # this says it of the SBOM itself, which travels without its envelope).
+    described = {r["relatedSpdxElement"] for r in pred.get("relationships", [])
+                 if r["spdxElementId"] == "SPDXRef-DOCUMENT" and r["relationshipType"] == "DESCRIBES"}
+    sums = [c["checksumValue"] for p in pred["packages"] if p["SPDXID"] in described
+            for c in p.get("checksums", []) if c["algorithm"] == "SHA256"]
+    if sums != [image.split(":", 1)[1]]:
+        fail(f"{where}: the SBOM describes {sums or 'no package with a SHA256'}, not the image {image}")
     out = {"deb": [], "pypi": [], "gpu": []}
     for p in pred["packages"]:
         purl = next((r["referenceLocator"] for r in p.get("externalRefs", [])
@@ -133,7 +144,8 @@ def check_statement(layout, layer, image, where):
     ann = layer.get("annotations", {}).get("in-toto.io/predicate-type")
     if ann != st["predicateType"]:
         fail(f"{where}: layer annotation says {ann}, statement says {st['predicateType']}")
-    kinds = {SLSA: ("slsa", check_slsa), SPDX: ("spdx", check_spdx), OURS: ("imgbuild", check_ours)}
+    kinds = {SLSA: ("slsa", check_slsa), SPDX: ("spdx", lambda p, w: check_spdx(p, w, image)),
+             OURS: ("imgbuild", check_ours)}
     if st["predicateType"] not in kinds:
         fail(f"{where}: unknown predicateType {st['predicateType']}")
     key, fn = kinds[st["predicateType"]]

@@ -2,7 +2,9 @@
 """A counting relay on loopback in front of a node's sshd: every byte that
 ssh sends and receives is forwarded unchanged and counted (the SSH stream
 as it goes over the network, encrypted), and each connection is logged
-when it closes as a JSON line {"up": BYTES, "down": BYTES, "cut": BOOL}.
+when it closes as a JSON line {"up": BYTES, "down": BYTES, "cut": BOOL,
+"opened": SECONDS, "closed": SECONDS} (the epoch times it was accepted and
+closed: whether two nodes' sessions overlapped).
 While the file CUT exists and holds a number N, a connection is cut (both
 sides closed, as a node that stops would) once N bytes went up it.
 Usage: tcpcount.py PORT-FILE UPSTREAM-PORT LOG CUT"""
@@ -11,6 +13,7 @@ import os
 import socket
 import sys
 import threading
+import time
 
 port_file, upstream, log_path, cut_path = sys.argv[1:5]
 lock = threading.Lock()
@@ -49,6 +52,7 @@ def pump(src, dst, counter, key, limit, peers):
 
 
 def serve(client):
+    opened = time.time()
     up = socket.create_connection(("127.0.0.1", int(upstream)))
     counter = {"up": 0, "down": 0, "cut": False}
     limit = cut_after()
@@ -59,6 +63,7 @@ def serve(client):
     t.join()
     client.close()
     up.close()
+    counter.update(opened=opened, closed=time.time())
     with lock, open(log_path, "a") as f:
         f.write(json.dumps(counter) + "\n")
 

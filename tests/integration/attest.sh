@@ -14,9 +14,14 @@ attest_of() { # LAYOUT DIGEST: check.py's findings about the image
 
 t_attest_statements_pass_the_intoto_and_slsa_parsers() {
   build_base
+  # The seed store's warm-up build of this image left its artifact: only
+  # the one this build writes is judged (an artifact the build failed to
+  # attach to the image would otherwise be stood in for by that one).
+  jq '[.manifests[].digest]' "$IMGBUILD_STORE/index.json" >before.json
   "$IB" -q dsv41-flash-dcp2 >out.txt
   digest=$(cut -d' ' -f2 out.txt)
-  attest_of "$IMGBUILD_STORE" "$digest" >a.json
+  attest_of "$IMGBUILD_STORE" "$digest" |
+    jq --slurpfile old before.json '.artifacts |= map(select(.digest as $d | $old[0] | index($d) | not))' >a.json
   # One artifact, of the type current tools attach, with the three statements.
   jq -e '.artifacts | length == 1' a.json
   jq -e '.artifacts[0] | .artifactType == "application/vnd.in-toto+json"

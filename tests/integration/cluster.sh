@@ -144,6 +144,37 @@ t_cluster_node_stopped_mid_transfer_then_rerun() {
   cmp n1.sums n2.sums
 }
 
+# The nodes are loaded side by side (IMGBUILD_LOAD_JOBS, default 4): the
+# SSH sessions of node1 and node2 (their relays' logs) overlap in time; with
+# IMGBUILD_LOAD_JOBS=1 one node's sessions all end before the other's begin.
+# (A short name: a node's containerd socket lives under the test's folder,
+# and a unix socket's path has at most 108 bytes.)
+t_cluster_loads_side_by_side() {
+  cluster_up
+  local jobs
+  for jobs in "" 1; do
+    rm -f n1/relay.jsonl n2/relay.jsonl
+    node_docker n1 rmi -f dsv41-flash-dcp2:local >/dev/null 2>&1 || true
+    node_docker n2 rmi -f dsv41-flash-dcp2:local >/dev/null 2>&1 || true
+    IMGBUILD_LOAD_JOBS=$jobs "$IB" -q --load ssh://node1 --load ssh://node2 dsv41-flash-dcp2 >/dev/null
+    for n in 1 2; do
+      for _ in $(seq 1 50); do [ -s "n$n/relay.jsonl" ] && break; sleep 0.1; done
+      jq -s '{first: (map(.opened) | min), last: (map(.closed) | max), n: length}' "n$n/relay.jsonl" >"span$n.json"
+    done
+    # Two spans overlap when each begins before the other ends.
+    overlap=$(jq -n --slurpfile a span1.json --slurpfile b span2.json \
+      '$a[0].first < $b[0].last and $b[0].first < $a[0].last')
+    echo "IMGBUILD_LOAD_JOBS=${jobs:-unset}: node1 $(jq -c . span1.json), node2 $(jq -c . span2.json); overlap $overlap"
+    if [ -z "$jobs" ]; then
+      [ "$overlap" = true ]
+    else
+      [ "$overlap" = false ]
+    fi
+    node_docker n1 image inspect dsv41-flash-dcp2:local >/dev/null
+    node_docker n2 image inspect dsv41-flash-dcp2:local >/dev/null
+  done
+}
+
 t_cluster_bad_hosts() {
   expect_fail 2 'Docker host `tcp://10.0.0.2:2375`: tcp:// is not supported' "$IB" --load tcp://10.0.0.2:2375 x
   expect_fail 2 'Docker host `ssh://node:99999`: bad port' "$IB" --load ssh://node:99999 x

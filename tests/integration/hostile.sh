@@ -1,9 +1,9 @@
 # Hostile content (issue 13, issue 45): a corpus of base images whose
 # layers escape or abuse the root (tests/hostile/make_corpus.py: `..`,
-# absolute names, links leaving the root, devices, FIFOs, setuid/setgid,
+# absolute names, links leaving the root or to a file the layer lacks, devices, FIFOs, setuid/setgid,
 # duplicates, whiteouts of `..` and the root, names over PATH_MAX, a lying
 # PAX record, entries under a link of the layer).  The escaping kinds:
-# imgverify names each (exit 4, layer and entry), imgbuild refuses each as a
+# imgverify names each (exit 4, layer, entry and class), imgbuild refuses each as a
 # base unless --allow-unsafe-base.  The privileged kinds (setuid/setgid
 # files, devices, FIFOs: what every distribution base holds) are counted and
 # reported by both, refused only with --strict-base.  Extracting any of them
@@ -12,7 +12,7 @@
 make_corpus() {
   mkdir -p outside
   /usr/bin/python3 "$ROOT/tests/hostile/make_corpus.py" corpus "$PWD/outside" >kinds.tsv
-  [ "$(wc -l <kinds.tsv)" -ge 19 ]
+  [ "$(wc -l <kinds.tsv)" -ge 22 ]
   [ "$(grep -c $'\tprivileged$' kinds.tsv)" = 5 ]
   # A definition that builds over any of them.
   mkdir -p def
@@ -24,11 +24,12 @@ t_hostile_corpus_named_by_imgverify_and_refused_by_imgbuild() {
   make_corpus
   "$IV" oci:corpus/clean:base
   "$IB" -q --smoke=off --from oci:corpus/clean:base def -t clean:1 >/dev/null
-  while IFS=$'\t' read -r kind shown class; do
+  while IFS=$'\t' read -r kind shown why class; do
     [ "$class" = escape ] || continue
     log "kind $kind"
     expect_fail 4 "layer sha256:[0-9a-f]{64}: entry \`" "$IV" oci:corpus/$kind:base
-    grep 'error:' stderr.txt | grep -qF "entry \`$shown"
+    # The entry, named with its class (a line per problem of the entry).
+    grep 'error:' stderr.txt | grep -F "entry \`$shown" | grep -qF "\`: $why"
     expect_fail 4 "base \`oci:corpus/$kind:base\` has [0-9]+ unsafe entr.*escapes the root or lies" \
       "$IB" --smoke=off --from "oci:corpus/$kind:base" def -t "$kind:1"
     grep -qF "entry \`$shown" stderr.txt
@@ -53,7 +54,7 @@ t_privileged_base_entries_counted_not_refused() {
   make_corpus
   declare -A key=([setuid]=setuid_files [setgid]=setuid_files [chardev]=device_nodes [blockdev]=device_nodes
     [fifo]=fifos)
-  while IFS=$'\t' read -r kind shown class; do
+  while IFS=$'\t' read -r kind shown _ class; do
     [ "$class" = privileged ] || continue
     log "kind $kind"
     "$IB" --json --smoke=off --from "oci:corpus/$kind:base" def -t "$kind:1" >r.json
@@ -110,7 +111,7 @@ t_imgverify_allow_unsafe_base_warns_for_the_base_only() {
 # runner), then a look for stray files outside the store's layer folders.
 t_hostile_extraction_writes_nothing_outside_its_folder() {
   make_corpus
-  while IFS=$'\t' read -r kind shown class; do
+  while IFS=$'\t' read -r kind _; do
     "$IV" --run "oci:corpus/$kind:base" -- /bin/true >/dev/null 2>&1 || true
   done <kinds.tsv
   [ -d "$IMGBUILD_STORE/imgbuild/rootfs" ]
@@ -199,4 +200,29 @@ tall_real_base_builds_with_no_flag_and_counts_its_entries() {
     and (.base.privileged_entries.entries | any(test("entry `dev/null`: device node$")))' d.json
   "$IV" --json plain:2 >dv.json
   jq -e --argjson n "$devs" '.integrity.privileged_entries.device_nodes == $n' dv.json
+}
+
+# A base whose manifest lies about a layer's size, the layer's bytes being
+# ones the store holds already (another image brought them): the copy that
+# is skipped still compares the size, so imgbuild refuses the base instead
+# of tagging an image whose descriptor imgverify then fails.
+t_base_that_lies_about_a_held_layers_size_is_refused() {
+  make_corpus
+  cp -r corpus/clean liar
+  python3 - <<'PY'
+import hashlib, json
+idx = json.load(open("liar/index.json"))
+md = idx["manifests"][0]["digest"]
+m = json.load(open("liar/blobs/sha256/" + md[7:]))
+m["layers"][0]["size"] += 1
+b = json.dumps(m).encode()
+d = hashlib.sha256(b).hexdigest()
+open("liar/blobs/sha256/" + d, "wb").write(b)
+idx["manifests"][0]["digest"], idx["manifests"][0]["size"] = "sha256:" + d, len(b)
+json.dump(idx, open("liar/index.json", "w"))
+PY
+  "$IB" -q --smoke=off --from oci:corpus/clean:base def -t clean:1 >/dev/null
+  expect_fail 4 'blob sha256:[0-9a-f]{64}: size is [0-9]+, descriptor says [0-9]+' \
+    "$IB" --smoke=off --from oci:liar:base def -t liar:1
+  refute grep -qF '"liar:1"' "$IMGBUILD_STORE/index.json"
 }

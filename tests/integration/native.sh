@@ -371,6 +371,71 @@ t_native_driver_library_is_injected_not_missing() {
   grep -Eq 'native: .* 1 allowed' allowed.err
 }
 
+# ld.so's order on planted chains, against glibc's own ld.so: an object with
+# DT_RUNPATH ignores the DT_RPATH of the objects that loaded it (dl-load.c:
+# "When the object has the RUNPATH information we don't use any RPATHs"),
+# one without takes that of its loader chain.  Two libx.so.1, one in a/ (the
+# chain's DT_RPATH) and one in b/ (the loader's DT_RUNPATH); every path is
+# $ORIGIN-relative, so the host's ld.so --list of the tree and the gate on
+# the image with the tree at /usr/local/lib/planted load the same copies.
+t_native_rpath_and_runpath_chains_load_what_ld_so_loads() {
+  small_base base amd64 small:1
+  mkdir -p tree/a tree/b
+  so() { gcc -O1 -fPIC -shared -Wl,--no-as-needed "$@"; }
+  echo 'int x_a(void){return 1;}' >a.c
+  echo 'int x_b(void){return 2;}' >b.c
+  so -Wl,-soname,libx.so.1 a.c -o tree/a/libx.so.1
+  so -Wl,-soname,libx.so.1 b.c -o tree/b/libx.so.1
+  echo 'extern int x_b(void); int m1(void){return x_b();}' >m1.c
+  echo 'extern int x_a(void); int m2(void){return x_a();}' >m2.c
+  # mid_runpath.so: DT_RUNPATH $ORIGIN/b; mid_plain.so: no search path.
+  so -Wl,--enable-new-dtags,-rpath,'$ORIGIN/b' m1.c -Ltree/b -l:libx.so.1 -o tree/mid_runpath.so
+  so m2.c -Ltree/a -l:libx.so.1 -o tree/mid_plain.so
+  # The tops: DT_RPATH $ORIGIN/a:$ORIGIN (old tags), one over each mid;
+  # a third with DT_RUNPATH over mid_plain (a RUNPATH is not inherited).
+  echo 'int top(void){return 0;}' >top.c
+  so -Wl,--disable-new-dtags,-rpath,'$ORIGIN/a:$ORIGIN' -Wl,-rpath-link,tree/a:tree/b top.c -Ltree \
+    -l:mid_runpath.so -o tree/top_over_runpath.so
+  so -Wl,--disable-new-dtags,-rpath,'$ORIGIN/a:$ORIGIN' -Wl,-rpath-link,tree/a:tree/b top.c -Ltree \
+    -l:mid_plain.so -o tree/top_over_plain.so
+  so -Wl,--enable-new-dtags,-rpath,'$ORIGIN/a:$ORIGIN' -Wl,-rpath-link,tree/a:tree/b top.c -Ltree \
+    -l:mid_plain.so -o tree/top_runpath_over_plain.so
+  readelf -d tree/top_over_runpath.so | grep -q '(RPATH).*\$ORIGIN/a'
+  readelf -d tree/mid_runpath.so | grep -q '(RUNPATH).*\$ORIGIN/b'
+  mkdir -p def
+  {
+    printf '[image]\nname = chains:1\nfrom = small:1\n[copy]\n'
+    for f in a/libx.so.1 b/libx.so.1 mid_runpath.so mid_plain.so top_over_runpath.so top_over_plain.so \
+      top_runpath_over_plain.so; do
+      echo "file $PWD/tree/$f /usr/local/lib/planted/$f"
+    done
+    printf '[new]\n/\n'
+  } >def/image.conf
+  "$IB" -q --smoke=off def >/dev/null
+  "$IV" --native --json chains:1 '/usr/local/lib/planted/top_*.so' >gate.json || true
+  local ld n=0
+  ld=$(readlink -f /lib64/ld-linux-x86-64.so.2)
+  for top in top_over_runpath top_over_plain top_runpath_over_plain; do
+    # glibc's answer, as ldd asks it: the copies under the tree it loads
+    # for this top, and the sonames it does not find.
+    LD_TRACE_LOADED_OBJECTS=1 "$ld" "$PWD/tree/$top.so" >"$top.trace"
+    { sed -n "s|.* => $PWD/tree/\(.*\) (0x.*|/usr/local/lib/planted/\1|p" "$top.trace"
+      sed -n 's|^[[:space:]]*\([^ ]*\) => not found$|missing \1|p' "$top.trace"; } | sort >"$top.ld"
+    jq -r --arg p "/usr/local/lib/planted/$top.so" '.objects[] | select(.path == $p) |
+      (.loaded[].path | select(. != null and startswith("/usr/local/lib/planted/"))),
+      (.problems[] | select(.kind == "missing") | "missing " + .name)' \
+      gate.json | grep -vx "/usr/local/lib/planted/$top.so" | sort -u >"$top.gate"
+    echo "$top: ld.so $(tr '\n' ' ' <"$top.ld"); gate $(tr '\n' ' ' <"$top.gate")"
+    diff "$top.ld" "$top.gate"
+    n=$((n + 1))
+  done
+  [ "$n" = 3 ]
+  # What ld.so found, so that the comparison is of the cases meant.
+  grep -qx /usr/local/lib/planted/b/libx.so.1 top_over_runpath.ld
+  grep -qx /usr/local/lib/planted/a/libx.so.1 top_over_plain.ld
+  grep -qx 'missing libx.so.1' top_runpath_over_plain.ld
+}
+
 # ---- the real base (make test-all) ------------------------------------------
 
 real_base() { # ARCH: sets RB_ROOTFS, RB_REF

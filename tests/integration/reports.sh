@@ -155,6 +155,11 @@ t_definition_copying_nothing_is_a_skip_never_a_pass() {
   mkdir t
   printf '[image]\nname = tiny:1\nfrom = scratch\nplatform = linux/amd64\n[env]\nA = 1\n' >t/image.conf
   skipped_in_both ./t definition 'copies nothing'
+  # imgverify's provenance gate compares nothing either: its record lists
+  # no file.
+  "$IV" --json tiny:1 >p.json
+  jq -e '[.gates[] | select(.name == "provenance")] | length == 1
+         and all(.status == "skip" and (.reason | test("the record of .*image.conf lists no file")))' p.json
 }
 
 t_no_smoke_section_is_a_skip_never_a_pass() {

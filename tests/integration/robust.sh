@@ -107,12 +107,15 @@ t_robust_gc_in_the_middle_of_builds_keeps_what_is_needed() {
   local variant
   variant=$(cut -d' ' -f2 c.out)
   jq -e --arg d "$variant" '[.manifests[] | select(.annotations["vnd.imgbuild.subject"] == $d)] | length >= 1' "$S/index.json"
+  refs=$(jq -r --arg d "$variant" '.manifests[] | select(.annotations["vnd.imgbuild.subject"] == $d) | .digest' "$S/index.json")
   jq -c '.manifests |= map(select(.annotations["org.opencontainers.image.ref.name"] != "variant:1"))' \
     "$S/index.json" >"$S/index.new" && mv "$S/index.new" "$S/index.json"
   "$IB" --gc --json >gc3.json
   jq -e '.blobs_removed >= 3 and .referrers_dropped >= 1' gc3.json
   [ ! -e "$S/blobs/sha256/${variant#sha256:}" ]
   jq -e --arg d "$variant" '[.manifests[] | select(.annotations["vnd.imgbuild.subject"] == $d)] | length == 0' "$S/index.json"
+  # The referrers' own manifests go too, not only their lines in index.json.
+  for r in $refs; do [ ! -e "$S/blobs/sha256/${r#sha256:}" ]; done
   "$IV" --store
   "$IV" dsv41-flash-dcp2:local
   expect_fail 9 'variant:1' "$IV" variant:1

@@ -93,6 +93,32 @@ t_drift_pins_catch_a_new_file_that_upstream_landed() {
   grep -q 'v1/worker/cp_utils.py has no pin in manifest.lock' stderr.txt
 }
 
+# --diff names every kind of change between two small images (from scratch,
+# no base needed): content, mode alone, a symbolic link's target, a file
+# turned into a link, a file gone, a file new; and nothing for a file that
+# is the same on both sides.
+t_diff_names_every_kind_of_change() {
+  mkdir -p a b
+  echo same >a/same.txt
+  echo one >a/content.txt
+  echo two >b/content.txt
+  printf '#!/bin/sh\n' >a/run.sh
+  echo gone >a/gone.txt
+  echo file >a/type.txt
+  echo new >b/new.txt
+  cp a/same.txt a/run.sh b/
+  printf '[image]\nname = diff:a\nfrom = scratch\n[copy]\nfile same.txt /same.txt\nfile content.txt /content.txt\nfile run.sh /run.sh mode=0644\nsymlink /link same.txt\nfile gone.txt /gone.txt\nfile type.txt /type.txt\n[new]\n/\n' >a/image.conf
+  printf '[image]\nname = diff:b\nfrom = scratch\n[copy]\nfile same.txt /same.txt\nfile content.txt /content.txt\nfile run.sh /run.sh mode=0755\nsymlink /link content.txt\nsymlink /type.txt same.txt\nfile new.txt /new.txt\n[new]\n/\n' >b/image.conf
+  "$IB" -q --smoke=off a >/dev/null
+  "$IB" -q --smoke=off b >/dev/null
+  "$IV" --diff diff:a diff:b --json >diff.json
+  jq -r '.files[] | "\(.change) \(.path)"' diff.json | sort >got.txt
+  printf '%s\n' 'added /new.txt' 'changed /content.txt' 'changed /link' 'changed /run.sh' 'changed /type.txt' \
+    'removed /gone.txt' >want.txt
+  diff want.txt got.txt
+  jq -e '.summary.added == 1 and .summary.removed == 1 and .summary.changed == 4' diff.json
+}
+
 t_diff_lists_the_overlay_and_prebake_files() {
   build_base
   "$IB" -q dsv41-flash-dcp2 >/dev/null

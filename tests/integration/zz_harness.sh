@@ -106,3 +106,82 @@ t_harness_gate_table_names_only_tests_that_exist() {
   grep -q 'test `unit:no_such_unit_test` does not exist' out.txt
   grep -q 'test `tests/gpu/no-such.sh` does not exist' out.txt
 }
+
+# A mutation is killed only by a test named for it (tests/mutate.py): the
+# same real bug (a kernels record's CRC not compared) is killed when its
+# block names the unit test that catches it, and not when the block names
+# a test that does not, although another test of the list would fail; a
+# mutation that does not compile is broken.  The verdicts the runner's
+# output can give (a failure of an unnamed test, a runner that stopped
+# inside a test or outside any, skips, a named test that fails unmutated
+# too) are each checked on that output.
+t_harness_mutation_is_killed_only_by_its_named_test() {
+  crc='find: get_le (end + 8, 4) == r->crc\nreplace: true\nsuite: ^unit$\n'
+  printf "name: crc named\nfile: kernels/kindex.c\n$crc%s\n\n" 'tests: ^kernels_record_cut_damaged_or_old_reads_as_none$' >list.txt
+  printf "name: crc unnamed\nfile: kernels/kindex.c\n$crc%s\n\n" 'tests: ^kernels_indexer_redoes_an_old_record$' >>list.txt
+  printf 'name: no build\nfile: kernels/kindex.c\nfind: get_le (end + 8, 4) == r->crc\nreplace: no_such_name\nsuite: ^unit$\ntests: ^kernels_record_cut_damaged_or_old_reads_as_none$\n' >>list.txt
+  rc=0
+  MUTATE_REPORT=$PWD/table.md MUTATE_LOGS=$PWD/logs python3 "$ROOT/tests/mutate.py" --list list.txt >out.txt 2>&1 || rc=$?
+  cat out.txt table.md
+  [ "$rc" = 1 ]
+  grep -q '^| 1 | crc named | .* | killed | failed: kernels_record_cut_damaged_or_old_reads_as_none |' table.md
+  grep -q '^| 2 | crc unnamed | .* | SURVIVED | 1 passed |' table.md
+  grep -q '^| 3 | no build | .* | broken | the mutated code does not build |' table.md
+  grep -q '3 of 3 mutations run: 1 killed, 1 survived, 1 broken, 0 stale' table.md
+  grep -q 'baseline: 2 tests unmutated, 0 failed' out.txt
+  python3 - "$ROOT/tests/mutate.py" <<'PY'
+import importlib.util, sys
+s = importlib.util.spec_from_file_location("m", sys.argv[1]); m = importlib.util.module_from_spec(s); s.loader.exec_module(m)
+named = {("core", "t_a"), ("unit", "u_a"), ("unit", "u_b")}
+def verdict(*runs):
+    return m.classify(True, list(runs), named)
+cases = [
+    # Another test of the suite failed, the named one passed: broken.
+    (verdict(("core", ["t_a", "t_b"], 1, "ok t_a\nFAIL t_b\n    why\n1 passed, 1 failed\n")), "broken"),
+    (verdict(("core", ["t_a"], 1, "FAIL t_a\n0 passed, 1 failed\n")), "killed"),
+    (verdict(("core", ["t_a"], 0, "ok t_a\n1 passed, 0 failed\n")), "SURVIVED"),
+    # The unit runner stopped inside u_b (a crash): u_b failed.
+    (verdict(("unit", ["u_a", "u_b"], 1, "ok u_a\n1 passed, 1 failed\n")), "killed"),
+    # run.sh itself died before its summary: the harness, not a test.
+    (verdict(("core", ["t_a"], 2, "tests/lib.sh: line 9: x: unbound variable\n")), "broken"),
+    (verdict(("core", ["t_a"], 0, "skip t_a: no GPU\n0 passed, 0 failed\n")), "broken"),
+    (m.classify(False, [], named), "broken"),
+    # The named test failed, but it fails unmutated too (the baseline).
+    (m.classify(True, [("core", ["t_a"], 1, "FAIL t_a\n0 passed, 1 failed\n")], named, {("core", "t_a")}), "broken"),
+    (m.classify(True, [("core", ["t_a"], 1, "FAIL t_a\n0 passed, 1 failed\n")], {("core", "t_a")},
+                {("core", "t_a")}), "broken"),
+]
+for (got, detail), want in cases:
+    print(got, "|", detail)
+    assert got == want, (got, want, detail)
+PY
+}
+
+# --shard K/N: the N shards of the list are disjoint and together the whole
+# list; shard tables of one commit merge into one (its runs listed), and
+# tables of two commits are refused.
+t_harness_mutation_shards_merge_into_one_table() {
+  python3 - "$ROOT/tests/mutate.py" "$ROOT/tests/mutations.txt" <<'PY'
+import importlib.util, sys
+s = importlib.util.spec_from_file_location("m", sys.argv[1]); m = importlib.util.module_from_spec(s); s.loader.exec_module(m)
+muts = m.parse(sys.argv[2])
+for n in (1, 3, 7):
+    got = sorted(i for k in range(1, n + 1) for i, _ in m.shard_of(muts, k, n))
+    assert got == list(range(1, len(muts) + 1)), n
+row = lambda i, r: [str(i), f"mutation {i} | piped", "`a.c`", "^unit$: `x|y`", r, "detail", "1"]
+m.write_table("one.md", "c0ffee", 3, ["- run: shard 1/2 (2 mutations) on `c0ffee`"], {1: row(1, "killed"), 3: row(3, "SURVIVED")})
+m.write_table("two.md", "c0ffee", 3, ["- run: shard 2/2 (1 mutations) on `c0ffee`"], {2: row(2, "broken")})
+m.write_table("other.md", "beef", 3, ["- run: shard 2/2 (1 mutations) on `beef`"], {2: row(2, "killed")})
+m.merge("all.md", ["one.md", "two.md"])
+commit, runs, rows = m.read_table("all.md")
+assert commit == "c0ffee" and len(runs) == 2 and sorted(rows) == [1, 2, 3], (commit, runs, rows)
+assert rows[1][1] == "mutation 1 | piped" and rows[2][4] == "broken"
+text = open("all.md").read()
+assert "3 of 3 mutations run: 1 killed, 1 survived, 1 broken, 0 stale." in text, text
+try:
+    m.merge("bad.md", ["one.md", "other.md"])
+    raise AssertionError("tables of two commits merged")
+except SystemExit as e:
+    assert "shards of one commit only" in str(e), e
+PY
+}

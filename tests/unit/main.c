@@ -1,5 +1,7 @@
 /* Unit tests of the library core.  Prints one line per test ("ok NAME" or
- * "FAIL NAME") and a last line "N passed, N failed". */
+ * "FAIL NAME") and a last line "N passed, N failed".
+ * Usage: unit-tests [REGEX]   (the tests whose name REGEX, extended, matches) */
+#include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,9 +77,17 @@ main (int argc, char **argv)
 {
   int passed = 0, failed = 0;
   const char *base = getenv ("TMPDIR") ? getenv ("TMPDIR") : "/tmp";
+  /* The same selection as tests/run.sh's TEST-REGEX for the integration
+   * suites (bash's =~: extended, unanchored). */
+  regex_t pick;
+  if (argc > 1 && regcomp (&pick, argv[1], REG_EXTENDED | REG_NOSUB) != 0)
+    {
+      fprintf (stderr, "unit-tests: `%s` is no extended regular expression\n", argv[1]);
+      return 2;
+    }
   for (size_t i = 0; i < sizeof (all) / sizeof (all[0]); i++)
     {
-      if (argc > 1 && strstr (all[i].name, argv[1]) == NULL)
+      if (argc > 1 && regexec (&pick, all[i].name, 0, NULL, 0) != 0)
         continue;
       snprintf (tmpdir, sizeof (tmpdir), "%s/ib-unit-XXXXXX", base);
       if (mkdtemp (tmpdir) == NULL)
@@ -92,6 +102,8 @@ main (int argc, char **argv)
       else
         passed++;
     }
+  if (argc > 1)
+    regfree (&pick);
   printf ("%d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;
 }

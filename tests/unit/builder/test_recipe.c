@@ -4,9 +4,12 @@
 #include <string.h>
 
 #include "builder/recipe/pyinventory.h"
+#include "builder/recipe/rcheck.h"
 #include "builder/recipe/recipe.h"
 #include "builder/recipe/toml.h"
 #include "tests/unit/test.h"
+#include "util/cleanup.h"
+#include "util/fsutil.h"
 
 void
 recipe_seed_shape_and_lines (struct test_ctx *ctx)
@@ -167,4 +170,62 @@ recipe_python_inventory (struct test_ctx *ctx)
   CHECK_STR (ctx, s, "a\\b");
   free (s);
   CHECK (ctx, ib_py_string_literal ("f'x'", 4) == NULL && ib_py_string_literal ("'a\\n'", 5) == NULL);
+}
+
+/* Each variable read outside the image's code, as docs/imgverify.md lists
+ * them ("Recipes", the env check): a whole name passes as itself only (not
+ * a longer name it begins, not a shorter one), a `P*` pattern any name that
+ * begins with P and none that begins with P cut by one. */
+void
+recipe_outside_variables_match_whole (struct test_ctx *ctx)
+{
+  cleanup_free char *doc = NULL;
+  size_t len = 0;
+  ib_error_t err = NULL;
+  CHECK (ctx, ib_read_file (IB_IMAGES_DIR "/../docs/imgverify.md", 1 << 20, &doc, &len, &err) == 0);
+  ib_error_release (&err);
+  if (doc == NULL)
+    return;
+  static const char marker[] = "name (`builder/recipe/rcheck.c`): ";
+  const char *at = strstr (doc, marker);
+  const char *end = at ? strstr (at, "`.\n") : NULL;
+  CHECK (ctx, at && end);
+  if (!at || !end)
+    return;
+  int whole = 0, prefixes = 0;
+  for (const char *p = strchr (at + strlen (marker), '`'); p && p < end; p = strchr (p + 1, '`'))
+    {
+      const char *q = strchr (p + 1, '`');
+      char name[64], other[80];
+      snprintf (name, sizeof (name), "%.*s", (int) (q - p - 1), p + 1);
+      p = q;
+      size_t n = strlen (name);
+      if (name[n - 1] == '*')
+        {
+          name[--n] = '\0';
+          snprintf (other, sizeof (other), "%sANY_THING", name);
+          CHECK (ctx, ib_recipe_outside_variable (other) != NULL);
+          snprintf (other, sizeof (other), "%.*sX", (int) n - 1, name);
+          if (ib_recipe_outside_variable (other) != NULL)
+            fprintf (stderr, "  %s* takes %s\n", name, other);
+          CHECK (ctx, ib_recipe_outside_variable (other) == NULL);
+          prefixes++;
+          continue;
+        }
+      CHECK (ctx, ib_recipe_outside_variable (name) != NULL);
+      const char *longer[] = { "_X", "X", "_DIR", "1" };
+      for (size_t i = 0; i < sizeof (longer) / sizeof (longer[0]); i++)
+        {
+          snprintf (other, sizeof (other), "%s%s", name, longer[i]);
+          if (ib_recipe_outside_variable (other) != NULL)
+            fprintf (stderr, "  %s takes %s\n", name, other);
+          CHECK (ctx, ib_recipe_outside_variable (other) == NULL);
+        }
+      snprintf (other, sizeof (other), "%.*s", (int) n - 1, name);
+      CHECK (ctx, ib_recipe_outside_variable (other) == NULL);
+      snprintf (other, sizeof (other), "MY_%s", name);
+      CHECK (ctx, ib_recipe_outside_variable (other) == NULL);
+      whole++;
+    }
+  CHECK (ctx, whole >= 12 && prefixes >= 12);
 }

@@ -310,3 +310,79 @@ kernels_indexer_redoes_an_old_record (struct test_ctx *t)
   ib_kernels_indexer_clear (&x);
   ib_store_free (s);
 }
+
+/* NVIDIA's tables as NVIDIA prints them (CUDA Toolkit release notes, "CUDA
+ * Toolkit and Corresponding Driver Versions", the Linux GA driver of each
+ * release; PTX ISA reference, the ISA each release introduced; the minor-
+ * version floors; the first release for each GPU), written out again here
+ * so that a row of kernels/target.c that drifts from them fails: each
+ * driver at its boundary gives its release and ISA, one step below it the
+ * release and ISA before. */
+static const struct
+{
+  const char *cuda, *driver, *ptx;
+} nvidia_releases[] = {
+  { "11.0", "450.36.06", "7.0" }, { "11.1", "455.23", "7.1" },    { "11.2", "460.27.03", "7.2" },
+  { "11.3", "465.19.01", "7.3" }, { "11.4", "470.42.01", "7.4" }, { "11.5", "495.29.05", "7.5" },
+  { "11.6", "510.39.01", "7.6" }, { "11.7", "515.43.04", "7.7" }, { "11.8", "520.61.05", "7.8" },
+  { "12.0", "525.60.13", "8.0" }, { "12.1", "530.30.02", "8.1" }, { "12.2", "535.54.03", "8.2" },
+  { "12.3", "545.23.06", "8.3" }, { "12.4", "550.54.14", "8.4" }, { "12.5", "555.42.02", "8.5" },
+  { "12.6", "560.28.03", "8.5" }, { "12.7", "565.57.01", "8.6" }, { "12.8", "570.26", "8.7" },
+  { "12.9", "575.51.03", "8.8" }, { "13.0", "580.65.06", "9.0" }, { "13.1", "590.44.01", "9.1" },
+};
+
+static unsigned
+ptx_number (const char *s)
+{
+  unsigned a = 0, b = 0;
+  return sscanf (s, "%u.%u", &a, &b) == 2 ? a * 10 + b : 0;
+}
+
+/* The newest driver version before D. */
+static struct ib_driver_version
+just_below (struct ib_driver_version d)
+{
+  if (d.patch)
+    return (struct ib_driver_version) { d.major, d.minor, d.patch - 1 };
+  if (d.minor)
+    return (struct ib_driver_version) { d.major, d.minor - 1, 99 };
+  return (struct ib_driver_version) { d.major - 1, 999, 99 };
+}
+
+void
+target_every_table_row_at_its_boundary (struct test_ctx *t)
+{
+  static const char *const floors[][2] = { { "11", "450.80.02" }, { "12", "525.60.13" }, { "13", "580" } };
+  size_t n = sizeof (nvidia_releases) / sizeof (nvidia_releases[0]);
+  for (size_t i = 0; i < n; i++)
+    {
+      struct ib_driver_version d, full, floor, want_floor = { 0, 0, 0 };
+      unsigned cuda = ib_cuda_version_parse (nvidia_releases[i].cuda);
+      unsigned ptx = ptx_number (nvidia_releases[i].ptx);
+      unsigned before = i ? ib_cuda_version_parse (nvidia_releases[i - 1].cuda) : 0;
+      unsigned ptx_before = i ? ptx_number (nvidia_releases[i - 1].ptx) : 0;
+      CHECK (t, ib_driver_version_parse (nvidia_releases[i].driver, &d) == 0);
+      unsigned got = ib_driver_max_cuda (d), got_ptx = ib_driver_max_ptx (d);
+      unsigned below = ib_driver_max_cuda (just_below (d)), below_ptx = ib_driver_max_ptx (just_below (d));
+      if (got != cuda || got_ptx != ptx || below != before || below_ptx != ptx_before)
+        fprintf (stderr, "  driver %s: CUDA %u PTX %u (want %u %u); just below: CUDA %u PTX %u (want %u %u)\n",
+                 nvidia_releases[i].driver, got, got_ptx, cuda, ptx, below, below_ptx, before, ptx_before);
+      CHECK (t, got == cuda && got_ptx == ptx);
+      CHECK (t, below == before && below_ptx == ptx_before);
+      CHECK (t, ib_cuda_min_driver (cuda, &full, &floor) && ib_driver_version_cmp (full, d) == 0);
+      for (size_t f = 0; f < 3; f++)
+        if ((unsigned) atoi (floors[f][0]) == cuda / 1000)
+          ib_driver_version_parse (floors[f][1], &want_floor);
+      CHECK (t, ib_driver_version_cmp (floor, want_floor) == 0);
+    }
+  static const struct
+  {
+    unsigned major, minor;
+    const char *cuda;
+  } gpus[] = { { 7, 0, "9.0" },   { 7, 5, "10.0" },  { 8, 0, "11.0" },  { 8, 6, "11.1" },
+               { 8, 7, "11.4" },  { 8, 9, "11.8" },  { 9, 0, "12.0" },  { 10, 0, "12.8" },
+               { 10, 3, "12.9" }, { 11, 0, "13.0" }, { 12, 0, "12.8" }, { 12, 1, "12.9" } };
+  for (size_t i = 0; i < sizeof (gpus) / sizeof (gpus[0]); i++)
+    CHECK (t, ib_cuda_for_gpu ((struct ib_compute_capability) { gpus[i].major, gpus[i].minor })
+                  == ib_cuda_version_parse (gpus[i].cuda));
+}
