@@ -91,7 +91,7 @@ step amd64-jit-budget-gb10 "$IV" --jit-budget --json --gpu 12.1 --driver 580.95.
 step amd64-jit-budget-h200 "$IV" --jit-budget --json --gpu 9.0 --driver 580.95.05 "$A_REF" '/usr/lib/x86_64-linux-gnu/libnccl.so.2*' '/usr/lib/x86_64-linux-gnu/libtorch_cuda.so*'
 cuobjdump=${CUOBJDUMP:-/var/cache/imgbuild/cuda124/amd64/usr/bin/cuobjdump}
 if [ -x "$cuobjdump" ]; then
-  for lib in libnccl.so.2 libtorch_cuda.so; do
+  for lib in libnccl.so.2 libtorch_cuda.so.2.6; do
     f=$(readlink -f "$A_ROOTFS/usr/lib/x86_64-linux-gnu/$lib")
     { "$cuobjdump" -all --list-elf "$f"; "$cuobjdump" -all --list-ptx "$f"; } >"$out/oracle-cuobjdump-all-$lib.txt" 2>&1
   done
@@ -144,6 +144,29 @@ if [ -n "$qemu" ]; then
       /usr/lib/aarch64-linux-gnu/libtorch_cuda.so.2.6.0; echo "rc=$?"; } >"$out/oracle-ldso-list-arm64.txt" 2>&1
 fi
 
+# PATH as the kernel resolves it inside ROOTFS (an absolute link stays inside).
+in_root_path() { # ROOTFS PATH
+  python3 - "$1" "$2" <<'PY'
+import os, sys
+root, parts, out, hops = sys.argv[1], [p for p in sys.argv[2].split("/") if p], [], 0
+while parts:
+    p = parts.pop(0)
+    if p in (".", ".."):
+        if p == ".." and out:
+            out.pop()
+        continue
+    c = root + "/" + "/".join(out + [p])
+    if os.path.islink(c) and hops < 40:
+        hops += 1
+        t = os.readlink(c)
+        out = [] if t.startswith("/") else out
+        parts = [x for x in t.split("/") if x] + parts
+        continue
+    out.append(p)
+print("/" + "/".join(out))
+PY
+}
+
 # ---- the bases' facts ----------------------------------------------------
 {
   for a in amd64 arm64; do
@@ -157,7 +180,10 @@ fi
     [ $a = amd64 ] && chroot "$rootfs" dpkg-query -W python3-torch-cuda libtorch-cuda-2.6 libnccl2 libcublas12 libcudart12 nvidia-cudnn python3.13 libcuda1 2>&1
     for l in libtorch_cuda.so.2.6 libnccl.so.2 libcudnn.so.9 libcuda.so.1; do
       f=$(ls "$rootfs"/usr/lib/*-linux-gnu/$l 2>/dev/null | head -1)
-      if [ -n "$f" ]; then echo "$l: $(stat -L -c %s "$f") bytes"; else echo "$l: absent"; fi
+      # (a link is followed inside the image: /etc/alternatives/... is the image's)
+      r=$(in_root_path "$rootfs" "${f#$rootfs}")
+      if [ -n "$f" ] && [ -e "$rootfs$r" ] && [ ! -L "$rootfs$r" ]; then echo "$l: $(stat -c %s "$rootfs$r") bytes ($r)"
+      elif [ -n "$f" ]; then echo "$l: a link that leads nowhere in the image ($(readlink "$f"))"; else echo "$l: absent"; fi
     done
   done
 } >"$out/facts.txt" 2>&1
