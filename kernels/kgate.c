@@ -226,7 +226,10 @@ entry_has (const struct ib_cuda_entry *e, const char *kernel)
   return false;
 }
 
-/* "sm_120a SASS in /a.so, compute_120 PTX in /b.so", or "nothing". */
+/* "sm_120a SASS in /a.so, compute_120 PTX in /b.so", or "the kernel is in
+ * none of them": the entries that hold KERNEL, those a process can load
+ * first (the relocatable ones, -rdc, only after them), at most 8, and how
+ * many were left out. */
 static char *
 what_is_there (const char *kernel, const struct ib_fs_entry *const *files, struct ib_cuda_file *const *code,
                size_t n)
@@ -234,19 +237,29 @@ what_is_there (const char *kernel, const struct ib_fs_entry *const *files, struc
   char *text = NULL;
   size_t len = 0;
   FILE *f = open_memstream (&text, &len);
-  int shown = 0;
-  for (size_t i = 0; i < n; i++)
-    for (size_t k = 0; code[i] && k < code[i]->n; k++)
-      if (entry_has (&code[i]->e[k], kernel) && shown++ < 8)
+  size_t shown = 0, left = 0;
+  for (int relocatable = 0; relocatable < 2; relocatable++)
+    for (size_t i = 0; i < n; i++)
+      for (size_t k = 0; code[i] && k < code[i]->n; k++)
         {
+          const struct ib_cuda_entry *e = &code[i]->e[k];
+          if (e->relocatable != (relocatable == 1) || !entry_has (e, kernel))
+            continue;
+          if (shown == 8)
+            {
+              left++;
+              continue;
+            }
           char arch[32];
-          ib_cuda_entry_arch (&code[i]->e[k], arch, sizeof (arch));
-          fprintf (f, "%s%s %s%s in /%s", shown > 1 ? ", " : "", arch,
-                   code[i]->e[k].kind == IB_CUDA_SASS ? "SASS" : code[i]->e[k].kind == IB_CUDA_PTX ? "PTX" : "LTO-IR",
-                   code[i]->e[k].relocatable ? " (relocatable, -rdc)" : "", files[i]->path);
+          ib_cuda_entry_arch (e, arch, sizeof (arch));
+          fprintf (f, "%s%s %s%s in /%s", shown++ ? ", " : "", arch,
+                   e->kind == IB_CUDA_SASS ? "SASS" : e->kind == IB_CUDA_PTX ? "PTX" : "LTO-IR",
+                   e->relocatable ? " (relocatable, -rdc)" : "", files[i]->path);
         }
   if (shown == 0)
     fputs ("the kernel is in none of them", f);
+  else if (left)
+    fprintf (f, ", and %zu more entries not listed", left);
   fclose (f);
   return text;
 }

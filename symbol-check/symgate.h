@@ -19,7 +19,7 @@
  * star import, a module-level __getattr__ or a run-time binding construct
  * is "unresolved", a warning unless UNRESOLVED_IS_ERROR; a guarded import
  * (try/except ImportError, if TYPE_CHECKING) that does not resolve is a
- * warning.
+ * warning, and so is one of a module the definition allows to be missing.
  *
  * Reverse edges: when a checked file replaces module M, every import of M
  * by the other files of PACKAGES in the image must still resolve.  The
@@ -85,6 +85,12 @@ struct ib_symbol_rules
   const struct ib_requirement *native;
   size_t n_native;
   bool unresolved_is_error;
+  /* Modules the definition states are absent (allow-missing): an import of
+   * one of them, or of a module below one, that does not resolve is a
+   * warning that names the line, never an error (torch._inductor.fb, which
+   * torch imports only under `if config.is_fbcode():`). */
+  char *const *allow_missing;
+  size_t n_allow_missing;
   int first_checked_layer;
   ib_py_compile_fn compile; /* NULL: no syntax check */
   void *compile_data;

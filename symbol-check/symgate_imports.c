@@ -228,6 +228,32 @@ star_provides (struct sg_ctx *c, const struct ib_py_module *m, const char *name,
   return verdict;
 }
 
+/* The allow-missing module that covers MODULE (or, with NAME, the module
+ * MODULE.NAME a from-import may name): the same, or one of its packages. */
+static const char *
+allowed_missing (const struct sg_ctx *c, const char *module, const char *name)
+{
+  cleanup_free char *sub = name ? ib_xasprintf ("%s.%s", module, name) : NULL;
+  for (size_t i = 0; i < c->r->n_allow_missing; i++)
+    {
+      const char *a = c->r->allow_missing[i];
+      size_t n = strlen (a);
+      for (const char *m = module; m; m = m == module ? sub : NULL)
+        if (strncmp (m, a, n) == 0 && (m[n] == '\0' || m[n] == '.'))
+          return a;
+    }
+  return NULL;
+}
+
+/* " (a guarded import: a warning)", " (allow-missing M: a warning)" or "". */
+static char *
+why_a_warning (bool guarded, const char *allowed)
+{
+  return guarded   ? ib_xstrdup (" (a guarded import: a warning)")
+         : allowed ? ib_xasprintf (" (allow-missing %s in the definition: a warning)", allowed)
+                   : ib_xstrdup ("");
+}
+
 /* NAME imported from the resolved module RES (named MODULE) by FILE:LINE.
  * VIA says whose import it is, for the reverse edges ("" for the overlay's). */
 static void
@@ -254,6 +280,8 @@ check_name (struct sg_ctx *c, const char *file, int line, bool guarded, const ch
   const struct sg_known *t = res->kind == IB_PY_NAMESPACE ? NULL : sg_known_find (c, res->e);
   if (t && ib_py_defines (t->m, name))
     return;
+  const char *allowed = allowed_missing (c, module, name);
+  cleanup_free char *why = why_a_warning (guarded, allowed);
   /* A star import of a Python module whose definitions are known. */
   cleanup_free char *blocker = NULL;
   if (t && t->m->has_star_import)
@@ -263,9 +291,9 @@ check_name (struct sg_ctx *c, const char *file, int line, bool guarded, const ch
         return;
       if (v == 0 && !ib_py_promises (t->m, name) && !t->m->has_getattr && !t->m->runtime_binding)
         {
-          sg_problem (c, !guarded, "%s:%d: from %s import %s: %s is not defined in %s nor brought by its star imports%s%s",
-                      file, line, module, name, name, sg_display (c, res->e->path), via,
-                      guarded ? " (a guarded import: a warning)" : "");
+          sg_problem (c, !guarded && !allowed,
+                      "%s:%d: from %s import %s: %s is not defined in %s nor brought by its star imports%s%s", file, line,
+                      module, name, name, sg_display (c, res->e->path), via, why);
           return;
         }
     }
@@ -289,8 +317,8 @@ check_name (struct sg_ctx *c, const char *file, int line, bool guarded, const ch
                   file, line, module, name, name, where, how, via);
       return;
     }
-  sg_problem (c, !guarded, "%s:%d: from %s import %s: %s is not defined in %s (layer %s)%s%s", file, line, module, name,
-              name, where, sg_layer_of (c, res->e), via, guarded ? " (a guarded import: a warning)" : "");
+  sg_problem (c, !guarded && !allowed, "%s:%d: from %s import %s: %s is not defined in %s (layer %s)%s%s", file, line,
+              module, name, name, where, sg_layer_of (c, res->e), via, why);
 }
 
 static char *
@@ -316,9 +344,11 @@ sg_check_import (struct sg_ctx *c, const char *file, const struct ib_py_import *
   if (res.kind == IB_PY_NONE)
     {
       cleanup_free char *names = names_of (im);
-      sg_problem (c, !im->guarded, "%s:%d: %s %s: module %s is not in the image (tried %s under /%s%s%s)%s%s", file,
-                  im->line, im->is_from ? "from" : "import", im->module, im->module, tried, c->root,
-                  *names ? "; names imported: " : "", names, via, im->guarded ? " (a guarded import: a warning)" : "");
+      const char *allowed = allowed_missing (c, im->module, NULL);
+      cleanup_free char *why = why_a_warning (im->guarded, allowed);
+      sg_problem (c, !im->guarded && !allowed, "%s:%d: %s %s: module %s is not in the image (tried %s under /%s%s%s)%s%s",
+                  file, im->line, im->is_from ? "from" : "import", im->module, im->module, tried, c->root,
+                  *names ? "; names imported: " : "", names, via, why);
       return;
     }
   if (res.kind == IB_PY_BELOW_EXTENSION && im->n_names == 0)

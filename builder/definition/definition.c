@@ -47,6 +47,9 @@ ib_definition_free (struct ib_definition *d)
   for (size_t i = 0; i < d->n_check_packages; i++)
     free (d->check_packages[i]);
   free (d->check_packages);
+  for (size_t i = 0; i < d->n_allow_missing; i++)
+    free (d->allow_missing[i]);
+  free (d->allow_missing);
   for (size_t i = 0; i < d->n_py_required; i++)
     ib_requirement_clear (&d->py_required[i]);
   free (d->py_required);
@@ -368,7 +371,7 @@ add_requirement (struct ib_requirement **list, size_t *n, char **w, int nw, cons
 }
 
 /* [symbols]: python-path DIR | check-package NAME | unresolved warn|error |
- * python FILE NAME... | native PATH-OR-GLOB SYMBOL... */
+ * allow-missing MODULE... | python FILE NAME... | native PATH-OR-GLOB SYMBOL... */
 static int
 parse_symbols_line (struct ib_definition *d, char *l, const char *origin, ib_error_t *err)
 {
@@ -392,6 +395,12 @@ parse_symbols_line (struct ib_definition *d, char *l, const char *origin, ib_err
       d->unresolved_is_error = strcmp (w[1], "error") == 0;
       return 0;
     }
+  if (n >= 2 && strcmp (w[0], "allow-missing") == 0)
+    {
+      for (int i = 1; i < n; i++)
+        ib_def_add_string (&d->allow_missing, &d->n_allow_missing, w[i]);
+      return 0;
+    }
   if (n >= 3 && strcmp (w[0], "python") == 0)
     {
       if (w[1][0] != '/' && d->python_path == NULL)
@@ -410,7 +419,7 @@ parse_symbols_line (struct ib_definition *d, char *l, const char *origin, ib_err
     }
   return ib_error (err, IB_EDEFINITION,
                    "%s: expected `python-path DIR`, `check-package NAME`, `unresolved warn|error`, "
-                   "`python FILE NAME...` or `native PATH SYMBOL...`",
+                   "`allow-missing MODULE...`, `python FILE NAME...` or `native PATH SYMBOL...`",
                    origin);
 }
 

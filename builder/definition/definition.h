@@ -75,6 +75,8 @@ struct ib_definition
   size_t n_native_required;
   struct ib_requirement *native_required;
   bool unresolved_is_error;
+  size_t n_allow_missing;
+  char **allow_missing; /* modules stated absent: their imports are warnings */
   /* [native] */
   struct ib_native_conf native;
   /* [kernels] */

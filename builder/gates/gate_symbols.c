@@ -69,6 +69,8 @@ ib_gate_symbols (struct ib_build *b, ib_error_t *err)
     .native = d->native_required,
     .n_native = d->n_native_required,
     .unresolved_is_error = d->unresolved_is_error,
+    .allow_missing = d->allow_missing,
+    .n_allow_missing = d->n_allow_missing,
     .first_checked_layer = (int) b->first_overlay_layer,
     .compile = ib_py_compile,
     .compile_data = &pc,

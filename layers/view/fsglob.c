@@ -63,6 +63,7 @@ struct glob_prog
   size_t trailing_qmarks; /* the `?` after the last run */
   size_t *hits; /* entries it matched, in path order */
   size_t n_hits;
+  char *own; /* PATTERN, when it is the resolved one (pattern_resolved) */
 };
 
 static void
@@ -426,6 +427,28 @@ take_hits (const struct ib_fsview *v, const struct glob_prog *g, unsigned *seen,
     }
 }
 
+/* PATTERN with the folders of its literal head as the kernel resolves them
+ * (malloc'd), or NULL when they are the view's own: a pattern under
+ * /lib/x86_64-linux-gnu is one under /usr/lib/x86_64-linux-gnu where /lib
+ * links to usr/lib, and the view's paths are those a layer wrote, never
+ * through a link. */
+static char *
+pattern_resolved (const struct ib_fsview *v, const char *pattern)
+{
+  if (pattern[0] != '/')
+    return NULL;
+  size_t cut = strcspn (pattern, "*?[\\");
+  while (cut > 0 && pattern[cut - 1] != '/')
+    cut--;
+  if (cut <= 1)
+    return NULL;
+  cleanup_free char *folder = strndup (pattern, cut - 1), *canon = NULL;
+  const struct ib_fs_entry *e = ib_fsview_resolve (v, folder, &canon);
+  if (e == NULL || e->type != IB_FS_DIR || canon == NULL || strcmp (canon, folder + 1) == 0)
+    return NULL;
+  return *canon ? ib_xasprintf ("/%s/%s", canon, pattern + cut) : ib_xasprintf ("/%s", pattern + cut);
+}
+
 /* The patterns compiled and matched: *G (malloc'd, N of them). */
 static struct glob_prog *
 glob_match (const struct ib_fsview *v, const char *const *patterns, size_t n)
@@ -435,7 +458,11 @@ glob_match (const struct ib_fsview *v, const char *const *patterns, size_t n)
     {
       if (v->obs)
         v->obs->pattern (v->obs->data, patterns[p]);
-      prog_init (&g[p], v, patterns[p]);
+      char *resolved = pattern_resolved (v, patterns[p]);
+      if (resolved && v->obs)
+        v->obs->pattern (v->obs->data, resolved);
+      prog_init (&g[p], v, resolved ? resolved : patterns[p]);
+      g[p].own = resolved;
     }
   match_all (v, g, n);
   return g;
@@ -448,6 +475,7 @@ glob_free (struct glob_prog *g, size_t n)
     {
       free (g[p].lit);
       free (g[p].hits);
+      free (g[p].own);
     }
   free (g);
 }

@@ -742,19 +742,11 @@ ib_fsview_from_layer (const struct ib_fsview *v, int first, const struct ib_fs_e
 const struct ib_fs_entry *
 ib_fsview_follow (const struct ib_fsview *v, const struct ib_fs_entry *e)
 {
-  for (int hops = 0; e && e->type == IB_FS_SYMLINK && hops < 16; hops++)
-    {
-      cleanup_free char *dir = ib_xstrdup (e->path);
-      char *slash = strrchr (dir, '/');
-      if (slash)
-        *slash = '\0';
-      else
-        dir[0] = '\0';
-      cleanup_free char *joined
-          = e->link[0] == '/' || !*dir ? ib_xstrdup (e->link) : ib_xasprintf ("%s/%s", dir, e->link);
-      cleanup_free char *clean = ib_clean_tar_path (joined);
-      e = clean ? ib_fsview_lookup (v, clean) : NULL;
-    }
+  /* As the kernel follows it: a target with "..", or through a linked
+   * folder (torch/lib/libc10.so -> ../../../../x86_64-linux-gnu/libc10.so
+   * with /lib -> usr/lib), leads where it leads in the image. */
+  if (e && e->type == IB_FS_SYMLINK)
+    e = ib_fsview_resolve (v, e->path, NULL);
   return e && e->type == IB_FS_FILE ? e : NULL;
 }
 

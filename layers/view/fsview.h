@@ -106,8 +106,9 @@ const struct ib_fs_entry *ib_fsview_lookup (const struct ib_fsview *v, const cha
  * DIGEST: entry `NAME`: WHY"; *N is their count. */
 const char *const *ib_fsview_hazards (const struct ib_fsview *v, size_t *n);
 size_t ib_fsview_count (const struct ib_fsview *v);
-/* E with its symlinks followed (relative to their folder, at most 16 hops)
- * to a regular file of the view; NULL when they lead nowhere. */
+/* E with its symlinks followed as the kernel follows them
+ * (ib_fsview_resolve of its path: ".." in a target and linked folders
+ * taken) to a regular file of the view; NULL when they lead nowhere. */
 const struct ib_fs_entry *ib_fsview_follow (const struct ib_fsview *v, const struct ib_fs_entry *e);
 /* PATH ("/usr/lib/../lib64/x.so", absolute or relative to the root) as the
  * kernel resolves it inside the image: symlinks followed in every
@@ -119,7 +120,11 @@ const struct ib_fs_entry *ib_fsview_follow (const struct ib_fsview *v, const str
 const struct ib_fs_entry *ib_fsview_resolve (const struct ib_fsview *v, const char *path, char **canon);
 /* The regular files whose absolute path ("/usr/lib/x.so") matches the shell
  * glob PATTERN ('*' also crosses '/'), symlinks followed, each once, in path
- * order.  *OUT is malloc'd; returns the count. */
+ * order.  The folders of the pattern's literal head are resolved first as
+ * the kernel resolves them (ib_fsview_resolve): a pattern under
+ * /lib/x86_64-linux-gnu finds the files of usr/lib/x86_64-linux-gnu when
+ * /lib links to usr/lib.
+ * *OUT is malloc'd; returns the count. */
 size_t ib_fsview_glob (const struct ib_fsview *v, const char *pattern, const struct ib_fs_entry ***out);
 /* The same for several patterns: the files of the first, then those of the
  * second not found already, and so on. */

@@ -12,7 +12,7 @@
 #include "symbol-check/link-check/strmap.h"
 
 #define MAX_SECTION (1024u << 20)
-#define TEXT_MAGIC "imgbuild-elflink 1"
+#define TEXT_MAGIC "imgbuild-elflink 2"
 #define TEXT_END "\x01end"
 
 /* ---- reading ------------------------------------------------------------- */
@@ -77,6 +77,10 @@ struct parse
   char **verdef_by_ndx; /* non-base verdef names by index */
   struct ib_elf_verneed **verneed_by_ndx;
   size_t n_ndx;
+  /* The .dynsym indexes a dynamic relocation names (REL or RELA sections
+   * linked to .dynsym, the PLT's included); NULL when the object has no
+   * such section, and then every undefined symbol counts. */
+  unsigned char *relocated;
 };
 
 static void
@@ -90,6 +94,7 @@ parse_clear (struct parse *p)
   free (p->dyn.data);
   free (p->verdef_by_ndx);
   free (p->verneed_by_ndx);
+  free (p->relocated);
 }
 
 static void
@@ -222,6 +227,8 @@ parse_symbols (struct parse *p)
         {
           if (ELF64_ST_BIND (s->st_info) != STB_GLOBAL)
             continue; /* weak: absence is allowed */
+          if (p->relocated && !p->relocated[i])
+            continue; /* no relocation binds it: ld.so never looks it up, nor does ldd -r report it */
           const struct ib_elf_verneed *vn = ndx > 1 && ndx < p->n_ndx ? p->verneed_by_ndx[ndx] : NULL;
           l->refs = ib_xrealloc (l->refs, (l->n_refs + 1) * sizeof (*l->refs));
           l->refs[l->n_refs++] = (struct ib_elf_ref){ name, vn ? vn->version : NULL, vn ? vn->file : NULL };
@@ -241,6 +248,43 @@ cmp_def (const void *a, const void *b)
   const struct ib_elf_def *x = a, *y = b;
   int c = strcmp (x->name, y->name);
   return c ? c : (int) x->ndx - (int) y->ndx;
+}
+
+/* The .dynsym indexes that the relocation sections linked to DYNSYM name,
+ * read 64 KiB at a time (libtorch_cpu's .rela.dyn is megabytes). */
+static int
+read_relocated (int fd, const char *what, const Elf64_Ehdr *eh, const Elf64_Shdr *sh, int dynsym, struct parse *p,
+                ib_error_t *err)
+{
+  size_t n_syms = dynsym >= 0 ? sh[dynsym].sh_size / sizeof (Elf64_Sym) : 0;
+  cleanup_free char *buf = NULL;
+  for (int i = 0; dynsym >= 0 && i < eh->e_shnum; i++)
+    {
+      size_t ent = sh[i].sh_type == SHT_RELA ? sizeof (Elf64_Rela) : sh[i].sh_type == SHT_REL ? sizeof (Elf64_Rel) : 0;
+      if (ent == 0 || sh[i].sh_link != (unsigned) dynsym || sh[i].sh_entsize != ent)
+        continue;
+      if (p->relocated == NULL)
+        p->relocated = ib_xcalloc (n_syms + 1, 1);
+      if (buf == NULL)
+        buf = ib_xmalloc (4096 * sizeof (Elf64_Rela));
+      size_t per = 4096 * sizeof (Elf64_Rela) / ent, total = sh[i].sh_size / ent;
+      for (size_t at = 0; at < total; at += per)
+        {
+          size_t k = total - at < per ? total - at : per;
+          if (ib_elf_read_at (fd, buf, k * ent, sh[i].sh_offset + at * ent, what, err) < 0)
+            return -1;
+          for (size_t r = 0; r < k; r++)
+            {
+              /* r_info is the second word of both forms. */
+              uint64_t info;
+              memcpy (&info, buf + r * ent + sizeof (uint64_t), sizeof (info));
+              size_t sym = ELF64_R_SYM (info);
+              if (sym > 0 && sym < n_syms)
+                p->relocated[sym] = 1;
+            }
+        }
+    }
+  return 0;
 }
 
 static int
@@ -266,7 +310,8 @@ read_tables (int fd, const char *what, const Elf64_Ehdr *eh, const Elf64_Shdr *s
       || read_section (fd, eh, sh, dynsym, what, &p->syms, err) < 0
       || read_section (fd, eh, sh, versym, what, &p->versym, err) < 0
       || read_section (fd, eh, sh, verdef, what, &p->verdef, err) < 0
-      || read_section (fd, eh, sh, verneed, what, &p->verneed, err) < 0)
+      || read_section (fd, eh, sh, verneed, what, &p->verneed, err) < 0
+      || read_relocated (fd, what, eh, sh, dynsym, p, err) < 0)
     return -1;
   return 0;
 }

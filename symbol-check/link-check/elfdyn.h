@@ -1,8 +1,9 @@
 /* What the dynamic loader needs to know of one ELF object, and nothing
  * more: its machine, SONAME, DT_NEEDED, DT_RPATH/DT_RUNPATH, DF_1_NODEFLIB,
  * the symbols it defines (with the version index and hidden bit that
- * glibc's do_lookup_x matches on), the undefined non-weak symbols it
- * references (with the version and file from .gnu.version_r), the
+ * glibc's do_lookup_x matches on), the undefined non-weak symbols that a
+ * dynamic relocation binds (with the version and file from
+ * .gnu.version_r; one that no relocation names is never looked up), the
  * versions it needs (verneed) and the versions it defines (verdef).
  *
  * 64-bit little-endian objects of any machine (32-bit ones give their

@@ -32,7 +32,9 @@ native_settings (const struct ib_image *img, const struct ib_native_rules *r)
   size_t len = 0;
   FILE *f = open_memstream (&text, &len);
   const char *llp = ib_link_config_env (img, "LD_LIBRARY_PATH");
-  fprintf (f, "machine %u\nld-library-path %d ", ib_link_image_machine (img), llp != NULL);
+  /* The ELF records' format: a verdict made from records of another one
+   * (elfdyn.c: which undefined symbols count) is not this one's. */
+  fprintf (f, "records 2\nmachine %u\nld-library-path %d ", ib_link_image_machine (img), llp != NULL);
   ib_fs_put_escaped (f, llp ? llp : "");
   fprintf (f, "\ndefaults %d\nfirst %d\nas-ldd %d\ninterpreter %d ", r->defaults, r->first_checked_layer,
            r->as_ldd, r->interpreter != NULL);

@@ -142,6 +142,24 @@ t_kernel_gate_never_takes_relocatable_sass() {
   "$IB" -q so/top >/dev/null
 }
 
+# Issue 46 (NCCL 2.22.3 on a GB10): what is there instead lists the code a
+# process can load before the relocatable objects' (-rdc), and says how
+# many entries it left out: 8 relocatable cubins first in path order no
+# longer hide the loadable sm_90 SASS after them.
+t_kernel_gate_lists_loadable_code_first_and_counts_the_rest() {
+  mkdir -p many/base many/top
+  echo "$K_SRC" >many/base/k.cu
+  "$NVCC_REAL" -c -rdc=true -Xcompiler -fPIC $(for a in 75 80 86 87 89 90 100 120; do echo "-gencode arch=compute_$a,code=sm_$a"; done) \
+    many/base/k.cu -o many/base/a.o
+  "$NVCC_REAL" -fatbin -gencode arch=compute_90,code=sm_90 many/base/k.cu -o many/base/k.fatbin
+  printf '[image]\nname = kbase-many:1\nfrom = scratch\n[copy]\nfile a.o /opt/k/a.o\nfile k.fatbin /opt/k/k.fatbin\n[new]\n/\n' >many/base/image.conf
+  "$IB" -q many/base >/dev/null
+  echo x >many/top/x
+  printf '[image]\nname = ktop-many:1\nfrom = kbase-many:1\n[copy]\nfile x /opt/x\n[new]\n/opt/x\n[kernels]\ntarget 12.1\nrequire /opt/k/* trtllm_dcp_alltoall\n' >many/top/image.conf
+  expect_fail 6 'has no SASS that runs on compute capability 12.1 without a JIT in /opt/k/\*: sm_90 SASS in /opt/k/k.fatbin, sm_75 SASS \(relocatable, -rdc\) in /opt/k/a.o, .*, and 1 more entries not listed$' \
+    "$IB" many/top
+}
+
 retarget() { # NAME TARGET...: the [kernels] target line of NAME's thin image
   local name=$1
   shift

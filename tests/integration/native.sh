@@ -132,6 +132,34 @@ t_native_imgverify_without_glob_checks_what_the_build_checked() {
   jq -e '.scope == "no provenance record: every ELF object of the image" and ([.objects[].path] | index("/usr/local/lib/libprobe.so") and index("/usr/lib/x86_64-linux-gnu/libm.so.6"))' bare.json
 }
 
+# Issue 46: an undefined symbol that no relocation binds (a linker leaves
+# one in .dynsym: libtorch_python.so's PyExc_FutureWarning) is never
+# looked up by ld.so, and ldd -r does not report it: neither does the gate.
+# The same object with its relocation is reported by both.
+t_native_reports_only_symbols_a_relocation_binds() {
+  small_base base amd64 small:1
+  mkdir -p u
+  echo 'extern int no_such_symbol_y; int g(void) { return no_such_symbol_y; }' >u/b.c
+  gcc -shared -fPIC u/b.c -o u/bound.so
+  cp u/bound.so u/unbound.so
+  python3 "$ROOT/tests/native/unbind.py" u/unbound.so no_such_symbol_y
+  readelf --dyn-syms -W u/unbound.so | grep -q ' UND no_such_symbol_y$'
+  # The oracle: glibc's own ldd -r on each.
+  ldd -r u/bound.so 2>&1 | grep -q 'undefined symbol: no_such_symbol_y'
+  refute grep -q 'undefined symbol' <(ldd -r u/unbound.so 2>&1)
+  mkdir -p d
+  printf '[image]\nname = unbound:1\nfrom = small:1\n[copy]\nfile %s /opt/u/bound.so\nfile %s /opt/u/unbound.so\n[new]\n/opt/u/\n[native]\n' \
+    "$PWD/u/bound.so" "$PWD/u/unbound.so" >d/image.conf
+  rc=0
+  "$IB" d 2>build.err >/dev/null || rc=$?
+  [ "$rc" = 5 ]
+  grep -q '/opt/u/bound.so: undefined symbol no_such_symbol_y' build.err
+  refute grep -q '/opt/u/unbound.so: undefined symbol' build.err
+  "$IV" --native --ldd --json unbound:1 '/opt/u/*.so' >u.json 2>/dev/null || true
+  jq -e '[.objects[] | select(.path == "/opt/u/unbound.so") | .problems[]] == []' u.json
+  jq -e '[.objects[] | select(.path == "/opt/u/bound.so") | .problems[] | select(.kind == "undefined")] | length == 1' u.json
+}
+
 # A base with an extension module in a Python package (pkg/ok.so, which
 # needs libm's cos and liblinkbase.so.1's base_old) and, by default, that
 # library in /usr/local/lib (else the planted FILE at DEST); and a

@@ -163,6 +163,30 @@ t_import_of_a_missing_module_fails() {
     "$IB" d/dsv41-flash-dcp2 -t m:1
 }
 
+# Issue 46: torch 2.6 imports its internal torch._inductor.fb only under
+# `if config.is_fbcode():`, which a static reading cannot decide.  The
+# definition states it (allow-missing MODULE): the import of that module,
+# or of one below it, is a warning that says why, the build tags, and the
+# line is in the provenance (imgverify reruns the gate with it).  Without
+# the line, the same import fails the build.
+t_allow_missing_turns_a_stated_absent_module_into_a_warning() {
+  build_base
+  copy_images d
+  printf 'import os\nif os.environ.get("VLLM_FB"):\n    from vllm.fb.utils import log_cache\n    from vllm.v1 import fb_only\n' \
+    >>d/dsv41-flash-dcp2/files/candidate_blocks.py
+  expect_fail 5 'candidate_blocks.py:[0-9]+: from vllm.fb.utils: module vllm.fb.utils is not in the image' \
+    "$IB" d/dsv41-flash-dcp2 -t m:1
+  grep -q 'from vllm.v1 import fb_only: fb_only is not defined in vllm/v1/__init__.py' stderr.txt
+  sed -i 's/^unresolved warn$/unresolved warn\nallow-missing vllm.fb vllm.v1.fb_only/' d/dsv41-flash-dcp2/image.conf
+  "$IB" d/dsv41-flash-dcp2 -t m:2 >/dev/null 2>ok.err
+  grep -q 'gate symbols *pass' ok.err
+  grep -q 'warning: .*module vllm.fb.utils is not in the image .*(allow-missing vllm.fb in the definition: a warning)' ok.err
+  grep -q 'warning: .*fb_only is not defined in .*(allow-missing vllm.v1.fb_only in the definition: a warning)' ok.err
+  grep -rlq 'allow-missing vllm.fb vllm.v1.fb_only' "$IMGBUILD_STORE/blobs/sha256"
+  "$IV" m:2 2>v.err >/dev/null
+  grep -q 'allow-missing vllm.fb in the definition: a warning' v.err
+}
+
 # Issue 18: one pass over each base layer.  A cold build (a store that has
 # never seen the base) fills the symbol and native gates' caches from the
 # file-list pass (layers/store/indexer.h); the same build with the indexers off

@@ -136,3 +136,62 @@ fsview_glob_equals_fnmatch_over_every_entry (struct test_ctx *t)
   free (all);
   ib_fsview_free (v);
 }
+
+/* Issue 46: paths through a linked folder (/lib -> usr/lib, merged /usr)
+ * and links whose target holds ".." (the .so links of Debian's torch/lib) lead where
+ * the kernel takes them: a glob whose literal head goes through /lib finds
+ * the files of usr/lib, and a link with ".." is followed to its file. */
+void
+fsview_glob_and_follow_resolve_as_the_kernel (struct test_ctx *t)
+{
+  struct ib_fs_entry l0[] = {
+    fe ("usr", 'd'),
+    fe ("usr/lib", 'd'),
+    fe ("usr/lib/x86_64-linux-gnu", 'd'),
+    fe ("usr/lib/x86_64-linux-gnu/libc10.so", 'f'),
+    fe ("usr/lib/x86_64-linux-gnu/libtorch.so.2.6", 'f'),
+    fe ("usr/lib/python3", 'd'),
+    fe ("usr/lib/python3/dist-packages", 'd'),
+    fe ("usr/lib/python3/dist-packages/torch", 'd'),
+    fe ("usr/lib/python3/dist-packages/torch/lib", 'd'),
+    { .path = "lib", .type = IB_FS_SYMLINK, .link = "usr/lib", .mode = 0777 },
+    { .path = "usr/lib/python3/dist-packages/torch/lib/libc10.so", .type = IB_FS_SYMLINK,
+      .link = "../../../../x86_64-linux-gnu/libc10.so", .mode = 0777 },
+    { .path = "usr/lib/python3/dist-packages/torch/lib/libtorch.so", .type = IB_FS_SYMLINK,
+      .link = "/lib/x86_64-linux-gnu/libtorch.so.2.6", .mode = 0777 },
+  };
+  struct ib_fs_list list0 = { .n = sizeof (l0) / sizeof (l0[0]), .e = l0 };
+  qsort (l0, list0.n, sizeof (l0[0]), by_path);
+  struct ib_fsview *v = ib_fsview_new ();
+  ib_fsview_push (v, &list0, 0);
+  static const struct
+  {
+    const char *pattern;
+    size_t n;
+    const char *first;
+  } cases[] = {
+    { "/lib/x86_64-linux-gnu/*.so*", 2, "usr/lib/x86_64-linux-gnu/libc10.so" },
+    { "/lib/x86_64-linux-gnu/libtorch.so.2.6", 1, "usr/lib/x86_64-linux-gnu/libtorch.so.2.6" },
+    { "/lib/*/libc10.so", 1, "usr/lib/x86_64-linux-gnu/libc10.so" },
+    { "/usr/lib/python3/dist-packages/torch/lib/*.so", 2, "usr/lib/x86_64-linux-gnu/libc10.so" },
+    { "/lib/python3/dist-packages/torch/lib/libc10.so", 1, "usr/lib/x86_64-linux-gnu/libc10.so" },
+    { "/usr/lib/python3/../x86_64-linux-gnu/libc10.so", 1, "usr/lib/x86_64-linux-gnu/libc10.so" },
+    { "/lib/no-such-folder/*.so", 0, NULL },
+  };
+  for (size_t c = 0; c < sizeof (cases) / sizeof (cases[0]); c++)
+    {
+      const struct ib_fs_entry **got = NULL;
+      size_t n = ib_fsview_glob (v, cases[c].pattern, &got);
+      CHECK (t, n == cases[c].n);
+      if (n != cases[c].n)
+        fprintf (stderr, "  pattern `%s`: %zu files, want %zu\n", cases[c].pattern, n, cases[c].n);
+      if (n > 0 && cases[c].first)
+        CHECK_STR (t, got[0]->path, cases[c].first);
+      free (got);
+    }
+  const struct ib_fs_entry *f
+      = ib_fsview_follow (v, ib_fsview_lookup (v, "usr/lib/python3/dist-packages/torch/lib/libc10.so"));
+  CHECK (t, f != NULL);
+  CHECK_STR (t, f ? f->path : NULL, "usr/lib/x86_64-linux-gnu/libc10.so");
+  ib_fsview_free (v);
+}

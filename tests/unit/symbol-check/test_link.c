@@ -209,9 +209,9 @@ void
 link_record_cache_holds_within_its_budget (struct test_ctx *t)
 {
   const char *dir = test_tmpdir ();
-  test_write (dir, "a", "imgbuild-elflink 1 machine=62 type=3 nodeflib=0 versym=0 elf32=0\nS\tliba.so.1\n"
+  test_write (dir, "a", "imgbuild-elflink 2 machine=62 type=3 nodeflib=0 versym=0 elf32=0\nS\tliba.so.1\n"
                         "N\tlibc.so.6\nD\tfoo\t1\t0\t\nD\tbar\t1\t0\t\nF\tmalloc\t\t\n\x01end\n");
-  test_write (dir, "b", "imgbuild-elflink 1 machine=62 type=3 nodeflib=0 versym=0 elf32=0\nS\tlibb.so.1\n"
+  test_write (dir, "b", "imgbuild-elflink 2 machine=62 type=3 nodeflib=0 versym=0 elf32=0\nS\tlibb.so.1\n"
                         "D\tbaz\t1\t0\t\n\x01end\n");
   struct ib_reccache *c = ib_reccache_new (dir, 1);
   const struct ib_elf_link *a = ib_reccache_get (c, 0, "a");
