@@ -16,10 +16,11 @@ import subprocess
 import sys
 
 
-def listing(path):
-    out = subprocess.run(["cuobjdump", "--list-elf", "--list-ptx", path], capture_output=True, text=True)
+def listing(path, every=False):
+    cmd = ["cuobjdump"] + (["-all"] if every else []) + ["--list-elf", "--list-ptx", path]
+    out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode != 0:
-        sys.exit(f"cuobjdump --list-elf --list-ptx {path}: exit {out.returncode}: {out.stderr.strip()[:300]}")
+        sys.exit(f"{' '.join(cmd)}: exit {out.returncode}: {out.stderr.strip()[:300]}")
     got = []
     for line in out.stdout.splitlines():
         m = re.match(r"(ELF|PTX) file\s+\d+: .*\.(sm_\w+|compute_\w+)\.(cubin|ptx)$", line)
@@ -34,21 +35,24 @@ def main(argv):
         return 2
     skel, ours_path = argv[1], argv[2]
     ours = json.load(open(ours_path))
-    # cuobjdump lists the loadable entries (not nvlink's __nv_relfatbin input).
-    want = [(e["kind"], f"sm_{e['sm']}{e['variant']}") for e in ours if not e["relocatable"]]
-    got = listing(skel)
     bad = 0
-    if sorted(got) != sorted(want):
-        bad = 1
-        print(f"{skel}: entries differ: cuobjdump {len(got)}, imgverify {len(want)}")
-        for k in sorted(set(got) | set(want)):
-            if got.count(k) != want.count(k):
-                print(f"  {k[0]} {k[1]}: cuobjdump {got.count(k)}, imgverify {want.count(k)}")
-    else:
-        kinds = {}
-        for k in want:
-            kinds[k] = kinds.get(k, 0) + 1
-        print(f"{skel}: the same {len(want)} entries: " + ", ".join(f"{n} {k[0]} {k[1]}" for k, n in sorted(kinds.items())))
+    # cuobjdump lists the loadable entries (.nv_fatbin) by default, and with
+    # -all nvlink's relocatable input (__nv_relfatbin) too.
+    for every in (False, True):
+        want = [(e["kind"], f"sm_{e['sm']}{e['variant']}") for e in ours if every or not e["relocatable"]]
+        got = listing(skel, every)
+        what = f"{skel} ({'-all: every fatbin' if every else 'the loadable fatbin'})"
+        if sorted(got) != sorted(want):
+            bad = 1
+            print(f"{what}: entries differ: cuobjdump {len(got)}, imgverify {len(want)}")
+            for k in sorted(set(got) | set(want)):
+                if got.count(k) != want.count(k):
+                    print(f"  {k[0]} {k[1]}: cuobjdump {got.count(k)}, imgverify {want.count(k)}")
+        else:
+            kinds = {}
+            for k in want:
+                kinds[k] = kinds.get(k, 0) + 1
+            print(f"{what}: the same {len(want)} entries: " + ", ".join(f"{n} {k[0]} {k[1]}" for k, n in sorted(kinds.items())))
     if len(argv) > 3:
         sample = argv[3]
         offsets = [int(x) for x in open(sample + ".offsets")]

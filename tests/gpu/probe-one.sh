@@ -13,7 +13,12 @@
 #      naming the kernel, nothing tagged;
 #   3. the attributes (.nv.info) of dcp2_a2a_combine_f32 corrupted: 7, the
 #      cubin named with its kernels (CUDA refuses the whole cubin and does
-#      not say which kernel broke it).
+#      not say which kernel broke it);
+#   4-7. a fault planted in each of the eight required kernels of the
+#      fatbin in turn (launch bounds below its launch's block; missing from
+#      the sm_90a cubin; the second kernel with static shared memory; missing
+#      from every cubin, for the static gate): each build fails naming that
+#      kernel alone.
 # Step 1 also times the first smoke on this fresh machine and a warm one.
 # Exit 0 when every step did as it must, 1 otherwise, 2 when it cannot run.
 set -euo pipefail
@@ -93,6 +98,49 @@ expect_in "$OUT/planted-corrupt.txt" 'gate kernels +pass' planted-corrupt
 # among its kernels; no single other kernel is blamed for it.
 expect_in "$OUT/planted-corrupt.txt" 'error: .*the sm_90a cubin of /usr/local/lib/python3.12/dist-packages/vllm/prebaked/dcp2/dcp2_kernels.fatbin does not load on GPU 0 .*its kernels: .*dcp2_a2a_combine_f32' planted-corrupt
 show 'error' "$OUT/planted-corrupt.txt" 3
+not_tagged dcp2-planted-smem:1
+
+# only_kernel LOG K: the build's error names kernel K alone (no other
+# kernel failed with it: "(and N more kernels)" would say so).
+only_kernel() {
+  expect_in "$1" "error: .*kernel probe failed in the container: kernel $2 \\(/usr/local/lib/python3.12/dist-packages/vllm/prebaked/dcp2/dcp2_kernels.fatbin, sm_90a\\)" "$3"
+  if grep -Eq 'kernel probe failed in the container: .*\(and [0-9]+ more kernels?\)' "$1"; then
+    fail "$3: more kernels than $2 failed"
+  fi
+}
+KERNELS="dcp2_attn_partial_f32 dcp2_attn_partial_bf16 dcp2_a2a_pack_f32 dcp2_a2a_pack_bf16 dcp2_a2a_combine_f32 dcp2_a2a_combine_bf16 dcp2_agrs_rescale_f32 dcp2_agrs_rescale_bf16"
+
+step "4. planted in each required kernel: its launch bounds say 64 threads, its recipe launches 128: 7, naming that kernel alone"
+for k in $KERNELS; do
+  python3 tests/gpu/plant-cubin.py "$fb" "$D/planted.fatbin" --sm 90 --kernel "$k" threads 64 >>"$OUT/summary.txt"
+  expect 7 "threads-$k" "$OUT/planted-threads-$k.txt" "$IB" --smoke=required "$D"
+  only_kernel "$OUT/planted-threads-$k.txt" "$k" "threads-$k"
+  show 'error' "$OUT/planted-threads-$k.txt" 1
+done
+not_tagged dcp2-planted-smem:1
+
+step "5. planted in each required kernel: missing from the sm_90a cubin (the static gate judges sm_121a and passes): 7, naming that kernel alone"
+for k in $KERNELS; do
+  python3 tests/gpu/plant-cubin.py "$fb" "$D/planted.fatbin" --sm 90 --kernel "$k" rename >>"$OUT/summary.txt"
+  expect 7 "missing-sm90-$k" "$OUT/planted-missing-sm90-$k.txt" "$IB" --smoke=required "$D"
+  expect_in "$OUT/planted-missing-sm90-$k.txt" 'gate kernels +pass' "missing-sm90-$k"
+  only_kernel "$OUT/planted-missing-sm90-$k.txt" "$k" "missing-sm90-$k"
+  show 'error' "$OUT/planted-missing-sm90-$k.txt" 1
+done
+not_tagged dcp2-planted-smem:1
+
+step "6. planted: the other kernel with static shared memory, dcp2_attn_partial_bf16, asks for 256 KiB: 7, naming it alone"
+python3 tests/gpu/plant-cubin.py "$fb" "$D/planted.fatbin" --sm 90 --kernel dcp2_attn_partial_bf16 smem 262144 >>"$OUT/summary.txt"
+expect 7 planted-smem-bf16 "$OUT/planted-smem-bf16.txt" "$IB" --smoke=required "$D"
+only_kernel "$OUT/planted-smem-bf16.txt" dcp2_attn_partial_bf16 planted-smem-bf16
+show 'error' "$OUT/planted-smem-bf16.txt" 1
+
+step "7. planted in each required kernel: missing from every cubin: the static kernel gate fails (6) naming it, before any container"
+for k in $KERNELS; do
+  python3 tests/gpu/plant-cubin.py "$fb" "$D/planted.fatbin" --sm 0 --kernel "$k" rename >>"$OUT/summary.txt"
+  expect 6 "missing-$k" "$OUT/planted-missing-$k.txt" "$IB" --smoke=required "$D"
+  expect_in "$OUT/planted-missing-$k.txt" "gate kernels +fail .*kernel $k has no SASS" "missing-$k"
+done
 not_tagged dcp2-planted-smem:1
 
 gpu_finish
