@@ -278,7 +278,16 @@ kernel (struct rank_ctx *c, const char *base, bool bf16)
   char name[128];
   snprintf (name, sizeof (name), "%s_%s", base, bf16 ? "bf16" : "f32");
   CUfunction f;
-  CU (c, cuModuleGetFunction (&f, c->mod, name));
+  CUresult r = c->a->cuModuleGetFunction (&f, c->mod, name);
+  if (r != 0)
+    {
+      /* Named: the cubin that this GPU loaded lacks it (the probe saw no
+       * code for this GPU and said so; another architecture may have it). */
+      const char *s = "?";
+      c->a->cuGetErrorString (r, &s);
+      die ("rank %d: kernel %s is not in the prebaked kernels that this GPU loaded: cuModuleGetFunction: %s (%d)",
+           c->rank, name, s, r);
+    }
   return f;
 }
 

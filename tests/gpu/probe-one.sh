@@ -60,19 +60,29 @@ t0=$(now)
 json_to() { local f=$1; shift; "$@" >"$f"; }
 expect any control "$OUT/control.txt" json_to "$OUT/control.json" "$IB" --smoke=required --json "$D" -t dcp2-control:1
 echo "control build (the first smoke on this machine): $(since "$t0") s" | tee -a "$OUT/summary.txt"
-expect_in "$OUT/control.txt" 'dcp2_smoke: kernel probe: 0 of [0-9]+ kernels failed' control
-show 'kernel probe|kprobe\t|smoke: kernels' "$OUT/control.txt" 16
-python3 - "$OUT/control.json" <<'PY' | tee -a "$OUT/summary.txt" || fail "control: a required sm_90a kernel was not launched"
+# One rank has no peer: NCCL names no transport, and the default
+# expect-transport P2P fails the gate (7) with that reason, after the probe
+# and the DCP cases; nothing else may fail it.
+# Every kernel that the definition gives a launch recipe (the eight DCP2
+# kernels and FlashInfer's dcp_lse_combine) was launched on this GPU's
+# sm_90a code, none failed; NCCL's kernels are loaded and measured (NCCL
+# launches them itself in the cases that follow).
+python3 - "$OUT/control.json" "$D/image.conf" <<'PY' | tee -a "$OUT/summary.txt" || fail "control: the gate failed for another reason than the one rank's transport, a kernel failed, or one with a launch recipe was not launched on sm_90a"
 import json, sys
-r = json.load(open(sys.argv[1]))["smoke"]
+report = json.load(open(sys.argv[1]))
+r = report["smoke"]
 ks = r["kernels"]
-sm90 = [k for k in ks if k.get("arch", "").startswith("sm_90")]
+gate = next(g for g in report["gates"] if g["name"] == "smoke")
+print("gate smoke", gate["status"], gate.get("detail", gate.get("reason", "")))
+why_ok = gate["status"] == "fail" and "expect-transport P2P: NCCL's log (NCCL_DEBUG=INFO) names no transport" in gate.get("detail", "")
+recipes = {l.split()[1] for l in open(sys.argv[2]) if l.startswith("launch ")}
 for k in ks:
     print("  ", k["status"], k["kernel"], k.get("arch", "-"), k.get("launch", "-"))
-unlaunched = [k["kernel"] for k in sm90 if not k.get("launch", "").startswith("launched")]
-names = {k["kernel"] for k in sm90}
-print("smoke seconds", r.get("seconds"), "sm_90 kernels", len(sm90), "not launched", unlaunched or "none")
-sys.exit(0 if sm90 and not unlaunched and "dcp_lse_combine" in names else 1)
+failed = [k["kernel"] for k in ks if k["status"] == "fail"]
+launched = {k["kernel"] for k in ks if k.get("arch", "").startswith("sm_90") and k.get("launch", "").startswith("launched")}
+print("smoke seconds", r.get("seconds"), "kernels", len(ks), "failed", failed or "none",
+      "with a recipe, not launched:", sorted(recipes - launched) or "none")
+sys.exit(0 if why_ok and not failed and len(recipes) == 9 and recipes <= launched and "dcp_lse_combine" in launched else 1)
 PY
 # The same build again on a warm machine: the smoke's time once the driver,
 # the image's rootfs and the page cache are warm.
@@ -119,12 +129,15 @@ for k in $KERNELS; do
 done
 not_tagged dcp2-planted-smem:1
 
-step "5. planted in each required kernel: missing from the sm_90a cubin (the static gate judges sm_121a and passes): 7, naming that kernel alone"
+step "5. planted in each required kernel: missing from the sm_90a cubin (the static gate judges sm_121a and passes): 7, naming that kernel"
 for k in $KERNELS; do
   python3 tests/gpu/plant-cubin.py "$fb" "$D/planted.fatbin" --sm 90 --kernel "$k" rename >>"$OUT/summary.txt"
   expect 7 "missing-sm90-$k" "$OUT/planted-missing-sm90-$k.txt" "$IB" --smoke=required "$D"
   expect_in "$OUT/planted-missing-sm90-$k.txt" 'gate kernels +pass' "missing-sm90-$k"
-  only_kernel "$OUT/planted-missing-sm90-$k.txt" "$k" "missing-sm90-$k"
+  # The probe finds no sm_90a code for it (not on this machine: the image
+  # targets sm_121a, which has it); the DCP case that needs it then fails
+  # naming it.
+  expect_in "$OUT/planted-missing-sm90-$k.txt" "error: .*dcp2_smoke: rank 0: kernel $k is not in the prebaked kernels that this GPU loaded" "missing-sm90-$k"
   show 'error' "$OUT/planted-missing-sm90-$k.txt" 1
 done
 not_tagged dcp2-planted-smem:1
