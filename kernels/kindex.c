@@ -469,7 +469,7 @@ answer (const struct asked *q, size_t n, const unsigned char *d, bool *out)
 {
   struct asked key;
   memcpy (key.d, d, 32);
-  const struct asked *hit = bsearch (&key, q, n, sizeof (*q), cmp_asked);
+  const struct asked *hit = ib_bsearch (&key, q, n, sizeof (*q), cmp_asked);
   if (hit == NULL)
     return;
   const struct asked *lo = hit, *hi = hit;

@@ -814,7 +814,7 @@ ib_py_promises (const struct ib_py_module *m, const char *name)
 bool
 ib_py_defines (const struct ib_py_module *m, const char *name)
 {
-  return bsearch (&name, m->defs, m->n_defs, sizeof (*m->defs), cmp_str) != NULL;
+  return ib_bsearch (&name, m->defs, m->n_defs, sizeof (*m->defs), cmp_str) != NULL;
 }
 
 /* ---- module-level statements --------------------------------------------- */

@@ -39,6 +39,12 @@ ib_qsort (void *base, size_t n, size_t size, int (*cmp) (const void *, const voi
 }
 
 void *
+ib_bsearch (const void *key, const void *base, size_t n, size_t size, int (*cmp) (const void *, const void *))
+{
+  return n ? bsearch (key, base, n, size, cmp) : NULL;
+}
+
+void *
 ib_xrealloc (void *p, size_t n)
 {
   p = realloc (p, n ? n : 1);

@@ -63,6 +63,9 @@ void *ib_xrealloc (void *p, size_t n);
 /* qsort that takes an empty list as it comes: qsort's base must not be
  * NULL even for no elements (UBSan), and an empty list is often NULL. */
 void ib_qsort (void *base, size_t n, size_t size, int (*cmp) (const void *, const void *));
+/* bsearch over N items, NULL when there are none: BASE may then be NULL,
+ * which bsearch itself may not be given (UBSan reports it). */
+void *ib_bsearch (const void *key, const void *base, size_t n, size_t size, int (*cmp) (const void *, const void *));
 char *ib_xstrdup (const char *s);
 /* Append LEN bytes to the growing text *BUF of *USED bytes, kept
  * NUL-terminated (HTTP response bodies). */

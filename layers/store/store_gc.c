@@ -65,7 +65,7 @@ cmp_str (const void *a, const void *b)
 static bool
 marked (const struct marks *m, const char *hex)
 {
-  return m->n > 0 && bsearch (&hex, m->hex, m->n, sizeof (*m->hex), cmp_str) != NULL;
+  return ib_bsearch (&hex, m->hex, m->n, sizeof (*m->hex), cmp_str) != NULL;
 }
 
 /* What the mark phase keeps: blobs, and the diff_ids of the layers their

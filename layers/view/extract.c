@@ -27,7 +27,7 @@ find_wanted (const struct ib_fs_entry *const *wanted, size_t n, int layer, const
 {
   struct ib_fs_entry key = { .path = (char *) path };
   const struct ib_fs_entry *kp = &key;
-  const struct ib_fs_entry *const *hit = bsearch (&kp, wanted, n, sizeof (*wanted), cmp_entry_path);
+  const struct ib_fs_entry *const *hit = ib_bsearch (&kp, wanted, n, sizeof (*wanted), cmp_entry_path);
   return hit && (*hit)->layer == layer ? *hit : NULL;
 }
 
