@@ -145,8 +145,14 @@ static int
 check_base_entries (struct ib_build *b, ib_error_t *err)
 {
   const struct ib_fsview *view = NULL;
+  const char *from = b->opt->from ? b->opt->from : b->def->from;
+  /* A base of no layer (scratch) has no entry to check: said so, a skip,
+   * never a silent pass. */
   if (b->base->n_layers == 0)
-    return 0;
+    {
+      ib_report_note (b->report, "base entries: skip: `%s` has no layer, nothing to check", from);
+      return 0;
+    }
   if (ib_build_base_view (b, &view, err) < 0)
     return -1;
   size_t n, refused = 0;
@@ -165,7 +171,6 @@ check_base_entries (struct ib_build *b, ib_error_t *err)
     }
   if (refused == 0)
     return 0;
-  const char *from = b->opt->from ? b->opt->from : b->def->from;
   return ib_error (err, IB_EINTEGRITY, "base `%s` has %zu unsafe entr%s (the first: %s)%s", from, refused,
                    refused == 1 ? "y" : "ies", first,
                    ib_tar_finding_kind (first) == IB_TAR_ESCAPE ? ": it escapes the root or lies about itself"

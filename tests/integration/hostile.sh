@@ -82,6 +82,29 @@ t_privileged_base_entries_counted_not_refused() {
   done <kinds.tsv
 }
 
+# A base of no layer (`from = scratch`, or an image that has none) has no
+# entry to check: the base-entries check says it skipped, with the reason,
+# never a silent pass; the report has no digest and no entry count, and
+# --strict-base has nothing to refuse.  A base with a layer is checked.
+t_base_of_no_layer_skips_the_entry_check_saying_so() {
+  make_corpus
+  "$IB" --smoke=off --strict-base def -t s:1 >/dev/null 2>err.txt
+  grep -qx 'imgbuild: base entries: skip: `scratch` has no layer, nothing to check' err.txt
+  "$IB" --json --smoke=off --strict-base def -t s:1 >r.json
+  validate r.json
+  jq -e '.status == "pass" and .base == {"name": "scratch", "layers": 0}
+         and ([.problems[] | select(.gate == "base")] | length == 0)' r.json
+  # An image of no layer named by --from: the same skip, named by it.
+  umoci init --layout empty
+  umoci new --image empty:base
+  "$IB" --smoke=off --strict-base --from oci:empty:base def -t e:1 >/dev/null 2>err.txt
+  grep -qx 'imgbuild: base entries: skip: `oci:empty:base` has no layer, nothing to check' err.txt
+  # A base with a layer: checked, no skip.
+  "$IB" --smoke=off --strict-base --from oci:corpus/clean:base def -t c:1 >/dev/null 2>err.txt
+  grep -q 'tagged c:1' err.txt
+  refute grep -q 'base entries: skip' err.txt
+}
+
 # imgverify --allow-unsafe-base: the escaping entries of the base's layers
 # are warnings (a base from a tool that writes duplicate entries), those of
 # the image's own layers stay errors.
