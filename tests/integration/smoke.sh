@@ -108,6 +108,32 @@ t_smoke_auto_skips_without_gpus_and_says_so() {
   jq -e '.gates[] | select(.name == "smoke") | .reason | startswith("this machine has no GPU")' report.json
 }
 
+# --smoke=off: the smoke gate is a skip whose reason is the flag, in the
+# table and the JSON, the image is tagged, and the record says "off" (what
+# imgverify shows).  Not vacuous: the same definition's smoke test, run,
+# fails (the image has no NCCL), so only the flag kept it from running;
+# on a machine with GPUs as without.
+t_smoke_off_is_a_skip_naming_the_flag() {
+  mkdir t
+  echo hello >t/hello.txt
+  printf '[image]\nname = sm:1\nfrom = scratch\nplatform = linux/amd64\n[copy]\nfile hello.txt /etc/hello.txt\n[new]\n/\n[smoke]\nkernels /opt/k.fatbin\nnccl /usr/lib/libnccl.so.2\n' \
+    >t/image.conf
+  expect_fail 7 'gate smoke: the image has no NCCL: /usr/lib/libnccl.so.2 is not in it' "$IB" t -t run:1
+  "$IB" --smoke=off --json t >r.json
+  validate r.json
+  jq -e '.status == "pass" and .exit_code == 0 and .smoke.status == "off"
+         and ([.gates[] | select(.name == "smoke")] | length == 1 and .[0].status == "skip" and .[0].reason == "--smoke=off")
+         and ([.problems[] | select(.gate == "smoke")] | length == 0)' r.json
+  "$IB" --smoke=off t -t sm:2 >/dev/null 2>err.txt
+  grep -Eq 'gate smoke +skip .*--smoke=off$' err.txt
+  refute grep -Eq 'gate smoke +pass' err.txt
+  skopeo inspect "oci:$IMGBUILD_STORE:sm:1" >/dev/null
+  skopeo inspect "oci:$IMGBUILD_STORE:sm:2" >/dev/null
+  refute skopeo inspect "oci:$IMGBUILD_STORE:run:1" >/dev/null 2>&1
+  "$IV" sm:1 >/dev/null 2>v.err
+  grep -q 'recorded smoke test: off' v.err
+}
+
 t_smoke_required_without_gpus_refuses_to_tag() {
   [ ! -e /dev/nvidia0 ] || skip_test "this host has a GPU: tests/gpu/smoke.sh tests it"
   build_base
