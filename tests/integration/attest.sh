@@ -726,6 +726,118 @@ PY
   grep -E 'warning: signature sha256:[0-9a-f]{64} does not verify with' stderr.txt
 }
 
+# Two small images over scratch, A and B (the same file, another
+# variable in the config: two digests, one content), signed by
+# key.pem when SIGN is given; pub.pem, other.pem, other.pub made too.
+two_signed_images() { # SIGN-A SIGN-B (yes/no)
+  openssl ecparam -name prime256v1 -genkey -noout -out key.pem 2>/dev/null
+  openssl ec -in key.pem -pubout -out pub.pem 2>/dev/null
+  openssl ecparam -name prime256v1 -genkey -noout -out other.pem 2>/dev/null
+  openssl ec -in other.pem -pubout -out other.pub 2>/dev/null
+  local n
+  for n in a b; do
+    mkdir -p $n
+    echo same >$n/x.txt
+    printf '[image]\nname = %s:1\nfrom = scratch\nplatform = linux/amd64\n[copy]\nfile x.txt /x.txt\n[new]\n/\n[env]\nWHICH = %s\n' $n $n \
+      >$n/image.conf
+  done
+  local sign=(--sign-with 'openssl dgst -sha256 -sign key.pem')
+  if [ "$1" = yes ]; then "$IB" -q a "${sign[@]}" >a.out; else "$IB" -q a >a.out; fi
+  if [ "$2" = yes ]; then "$IB" -q b "${sign[@]}" >b.out; else "$IB" -q b >b.out; fi
+}
+
+# A signature about another image, replayed: A and B hold the same files
+# (two digests: another variable in the config), and A's signature (by the
+# verifying key, its payload and signature untouched) is listed about B,
+# its manifest's subject rewritten to B, as a registry's referrers list
+# could carry it.  openssl verifies it; what it is about makes it wrong for
+# B: imgverify of B fails (exit 4) naming the image it signs, beside B's
+# own good signature too (not "attestations changed after signing": the
+# attestation it covers is A's).
+t_signature_about_another_image_fails() {
+  two_signed_images yes yes
+  A=$(cut -d' ' -f2 a.out)
+  B=$(cut -d' ' -f2 b.out)
+  [ "$A" != "$B" ]
+  "$IV" a:1 --verify-signature-with "$OPENSSL_VERIFY" >/dev/null 2>&1
+  "$IV" b:1 --verify-signature-with "$OPENSSL_VERIFY" >/dev/null 2>&1
+  A=$A edit_store b:1 <<'PY'
+a = os.environ["A"]
+for ent in [m for m in idx["manifests"] if ann(m, "vnd.imgbuild.subject") == a
+            and m["artifactType"] == "application/vnd.dev.cosign.artifact.sig.v1+json"]:
+    m = json.load(open(path(ent["digest"])))
+    m["subject"]["digest"], m["subject"]["size"] = img, os.path.getsize(path(img))
+    new = dict(ent, annotations=dict(ent["annotations"], **{"vnd.imgbuild.subject": img}))
+    new["digest"], new["size"] = put(json.dumps(m).encode())
+    idx["manifests"].append(new)
+save()
+PY
+  # openssl itself verifies both signatures listed about B.
+  sig_of "$IMGBUILD_STORE" "$B" >sigs.json
+  [ "$(wc -l <sigs.json)" = 2 ]
+  while read -r l; do
+    openssl dgst -sha256 -verify pub.pem -signature "$(jq -r .signature <<<"$l")" "$(jq -r .payload <<<"$l")"
+  done <sigs.json
+  expect_fail 4 "signature sha256:[0-9a-f]{64} signs image $A, not $B" \
+    "$IV" b:1 --verify-signature-with "$OPENSSL_VERIFY"
+  "$IV" --json b:1 --verify-signature-with "$OPENSSL_VERIFY" >v.json 2>/dev/null || true
+  validate v.json
+  jq -e --arg a "$A" '.status == "fail" and .exit_code == 4
+    and (.gates[] | select(.name == "signature") | .status == "fail")
+    and ([.problems[] | select(.gate == "signature" and .severity == "error")] | length == 1)
+    and (.problems[0].message | contains("signs image " + $a))' v.json
+  # Without a verifier too: listed about B, it is not B's.
+  expect_fail 4 "signs image $A, not $B" "$IV" b:1
+}
+
+# A signature that does not verify beside one that does: B's own signature
+# by key.pem, and a second over the same payload by other.pem.  Verified
+# with pub.pem, the image passes and the other one is a warning naming it
+# (with other.pub the other way round); with no key of either, it fails.
+t_signature_not_verifying_beside_one_that_does_warns() {
+  two_signed_images no yes
+  B=$(cut -d' ' -f2 b.out)
+  sig_of "$IMGBUILD_STORE" "$B" >sigs.json
+  [ "$(wc -l <sigs.json)" = 1 ]
+  good=$(jq -r .artifact sigs.json)
+  openssl dgst -sha256 -sign other.pem -out other.sig "$(jq -r .payload sigs.json)"
+  edit_store b:1 <<'PY'
+import base64
+ent = next(m for m in idx["manifests"] if ann(m, "vnd.imgbuild.subject") == img and m["artifactType"].startswith("application/vnd.dev.cosign"))
+m = json.load(open(path(ent["digest"])))
+m["layers"][0]["annotations"]["dev.cosignproject.cosign/signature"] = base64.b64encode(open("other.sig", "rb").read()).decode()
+new = dict(ent)
+new["digest"], new["size"] = put(json.dumps(m).encode())
+idx["manifests"].append(new)
+save()
+PY
+  sig_of "$IMGBUILD_STORE" "$B" >sigs2.json
+  [ "$(wc -l <sigs2.json)" = 2 ]
+  bad=$(jq -r --arg g "$good" 'select(.artifact != $g) | .artifact' sigs2.json)
+  # openssl's own answer for each: the good one by pub.pem, the other by other.pub.
+  openssl dgst -sha256 -verify pub.pem -signature "$(jq -r --arg g "$good" 'select(.artifact == $g) | .signature' sigs2.json)" \
+    "$(jq -r --arg g "$good" 'select(.artifact == $g) | .payload' sigs2.json)"
+  refute openssl dgst -sha256 -verify pub.pem -signature "$(jq -r --arg b "$bad" 'select(.artifact == $b) | .signature' sigs2.json)" \
+    "$(jq -r --arg b "$bad" 'select(.artifact == $b) | .payload' sigs2.json)"
+  "$IV" --json b:1 --verify-signature-with "$OPENSSL_VERIFY" >v.json 2>err.txt
+  validate v.json
+  jq -e --arg g "$good" --arg b "$bad" '.status == "pass" and .exit_code == 0
+    and (.gates[] | select(.name == "signature") | .status == "pass" and .detail == "1 of 2 signatures verified with `openssl dgst -sha256 -verify pub.pem -signature \"$IMGBUILD_SIGNATURE\"`")
+    and ([.signatures[] | {artifact, verified}] | sort_by(.artifact)) == ([{artifact: $g, verified: true}, {artifact: $b, verified: false}] | sort_by(.artifact))
+    and ([.problems[] | select(.gate == "signature")] | length == 1 and .[0].severity == "warning" and (.[0].message | startswith("signature " + $b + " does not verify with")))' v.json
+  grep -q "warning: signature $bad does not verify with" err.txt
+  refute grep -q 'error:' err.txt
+  # The other key: the same verdict, the other signature named.
+  "$IV" b:1 --verify-signature-with 'openssl dgst -sha256 -verify other.pub -signature "$IMGBUILD_SIGNATURE"' >/dev/null 2>err2.txt
+  grep -q "warning: signature $good does not verify with" err2.txt
+  refute grep -q "warning: signature $bad" err2.txt
+  # Neither: no signature verifies, a failure.
+  openssl ecparam -name prime256v1 -genkey -noout -out third.pem 2>/dev/null
+  openssl ec -in third.pem -pubout -out third.pub 2>/dev/null
+  expect_fail 4 'no signature of sha256:[0-9a-f]{64} verifies with .* \(2 signatures\)' \
+    "$IV" b:1 --verify-signature-with 'openssl dgst -sha256 -verify third.pub -signature "$IMGBUILD_SIGNATURE"'
+}
+
 # A signer that fails, or writes no signature, fails the build before the
 # tag (exit 8): the store has no tag, and no signature of the image.
 t_sign_with_failing_signer_tags_nothing() {
