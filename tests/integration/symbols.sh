@@ -141,6 +141,62 @@ t_unresolvable_import_warns_or_fails_by_policy() {
   expect_fail 5 'VLLM_CACHE_ROOT is not resolvable statically' "$IB" d/dsv41-flash-dcp2 -t warn:2
 }
 
+# An `__all__` name that nothing the module's file binds: `from pkg.mod
+# import ghost`.  CPython's answer depends on what runs: alone, the import
+# fails (ImportError, and `from pkg.mod import *` an AttributeError); with a
+# module that binds the name at run time (as an extension does), it
+# succeeds.  A static reading cannot tell the two apart, so the gate warns
+# in both, naming the name and __all__, and with `unresolved error` fails
+# (5); a name neither bound nor in __all__ fails in both.
+t_all_name_nothing_binds_warns_or_fails_by_policy() {
+  local P=/usr/local/lib/python3.11/dist-packages d f files
+  mkdir -p alone/pkg bound/pkg
+  for d in alone bound; do
+    printf '__all__ = ["present", "ghost"]\npresent = 1\n' >$d/pkg/mod.py
+    printf 'from pkg.mod import present, ghost\n' >$d/pkg/user.py
+  done
+  : >alone/pkg/__init__.py
+  # bound/: the package binds pkg.mod.ghost at run time, from another module.
+  printf 'from pkg import _binder\n' >bound/pkg/__init__.py
+  printf 'import pkg.mod\nsetattr(pkg.mod, "gh" + "ost", 2)\n' >bound/pkg/_binder.py
+  for d in alone bound; do
+    files=
+    for f in $(cd $d && ls pkg/*.py); do files+="file $f $P/$f"$'\n'; done
+    printf '[image]\nname = %s:1\nfrom = scratch\nplatform = linux/amd64\n[copy]\n%s[new]\n/\n[symbols]\npython-path %s\nunresolved warn\n' \
+      "$d" "$files" "$P" >$d/image.conf
+  done
+  # CPython, on the same files.
+  export PYTHONDONTWRITEBYTECODE=1
+  refute env PYTHONPATH=alone python3 -c 'from pkg.mod import ghost' 2>err.txt
+  grep -q "ImportError: cannot import name 'ghost' from 'pkg.mod'" err.txt
+  refute env PYTHONPATH=alone python3 -c 'from pkg.mod import *' 2>err.txt
+  grep -q "AttributeError: module 'pkg.mod' has no attribute 'ghost'" err.txt
+  refute env PYTHONPATH=alone python3 -c 'import pkg.user' 2>/dev/null
+  PYTHONPATH=bound python3 -c 'import pkg.user; from pkg.mod import *; assert ghost == 2'
+  for d in alone bound; do
+    "$IB" --json "$d" >$d.json
+    validate $d.json
+    jq -e '.status == "pass" and (.gates[] | select(.name == "symbols") | .status == "pass")
+      and ([.problems[] | select(.gate == "symbols")] | length == 1 and .[0].severity == "warning"
+           and .[0].message == "pkg/user.py:1: from pkg.mod import ghost: ghost is in __all__ of pkg/mod.py but bound at run time, not by the file")' $d.json
+    "$IB" "$d" >/dev/null 2>$d.err
+    grep -q 'warning: pkg/user.py:1: from pkg.mod import ghost: ghost is in __all__ of pkg/mod.py' $d.err
+    refute grep -q 'warning: .*present' $d.err
+  done
+  # imgverify reruns the gate with the definition: the same warning.
+  "$IV" --definition alone alone:1 >/dev/null 2>v.err
+  grep -q 'warning: pkg/user.py:1: from pkg.mod import ghost: ghost is in __all__' v.err
+  # Policy error: a failure, nothing tagged.
+  sed -i 's/^unresolved warn$/unresolved error/' alone/image.conf
+  expect_fail 5 'from pkg.mod import ghost: ghost is in __all__ of pkg/mod.py but bound at run time' \
+    "$IB" alone -t alone:2
+  refute skopeo inspect "oci:$IMGBUILD_STORE:alone:2" >/dev/null 2>&1
+  # Out of __all__, the same unbound name fails whatever the policy.
+  sed -i 's/^unresolved error$/unresolved warn/' alone/image.conf
+  sed -i 's/, "ghost"\]/]/' alone/pkg/mod.py
+  expect_fail 5 'from pkg.mod import ghost: ghost is not defined in pkg/mod.py' "$IB" alone -t alone:3
+}
+
 # A plain `import a.b` of a module that is not there fails as a from-import
 # does (every plain import of the overlay resolves, so nothing else tests it).
 t_plain_import_of_a_missing_module_fails() {
