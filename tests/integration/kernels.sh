@@ -210,6 +210,31 @@ t_kernel_gate_applies_binary_compatibility() {
   expect_fail 6 'no file in the image matches /opt/nothing/\*' "$IB" sm121a/top
 }
 
+# Issue 45: a `[kernels]` requirement never checks nothing.  Each
+# `require` line names at least one kernel (without one it is a definition
+# error, 3), and each named kernel is checked in the files the glob
+# matches: over files that hold no GPU code, or a glob that matches no
+# file, the gate fails (6).  It is never a pass, and never the gate's skip
+# "checked no kernel", a guard that no definition reaches.
+t_kernel_requirement_over_nothing_fails_never_passes() {
+  mkdir k
+  echo 'not an ELF object' >k/plain.so
+  printf '[image]\nname = knone:1\nfrom = scratch\nplatform = linux/amd64\n[copy]\nfile plain.so /opt/k/plain.so\n[new]\n/\n[kernels]\ntarget 12.1\nrequire /opt/k/* some_kernel\n' \
+    >k/image.conf
+  expect_fail 6 'kernel some_kernel has no SASS that runs on compute capability 12.1 without a JIT in /opt/k/\*: the kernel is in none of them' \
+    "$IB" k
+  "$IB" --json k >r.json || true
+  validate r.json
+  jq -e '.exit_code == 6 and (.gates[] | select(.name == "kernels") | .status == "fail")' r.json
+  sed -i 's|^require .*|require /opt/nothing/* some_kernel|' k/image.conf
+  expect_fail 6 'image.conf:[0-9]+: no file in the image matches /opt/nothing/\*' "$IB" k
+  "$IB" --json k >r2.json || true
+  jq -e '.exit_code == 6 and (.gates[] | select(.name == "kernels") | .status == "fail")' r2.json
+  refute skopeo inspect "oci:$IMGBUILD_STORE:knone:1" >/dev/null 2>&1
+  sed -i 's|^require .*|require /opt/k/*|' k/image.conf
+  expect_fail 3 'image.conf:[0-9]+: expected `target 12.1 ...` or `require /PATH-OR-GLOB KERNEL...`' "$IB" k
+}
+
 # A counting nvcc: logs each run, and the most that ran at once.
 counting_nvcc() {
   cat >nvcc-count <<SH
