@@ -162,6 +162,35 @@ t_definition_copying_nothing_is_a_skip_never_a_pass() {
          and all(.status == "skip" and (.reason | test("the record of .*image.conf lists no file")))' p.json
 }
 
+# imgverify's provenance gate over a record that lists no file (a
+# definition of only [new] and [label]): a skip saying so, never a pass,
+# in the store and through an OCI layout; --require-gates provenance makes
+# it a failure (10).  The same definition with one [copy] file passes:
+# the record then lists it.
+t_provenance_of_a_record_listing_no_file_is_a_skip() {
+  mkdir t
+  printf '[image]\nname = tiny:1\nfrom = scratch\nplatform = linux/amd64\n[new]\n/opt/\n[label]\nx = 1\n' >t/image.conf
+  "$IB" -q ./t --output oci:layout:tiny:1 >/dev/null
+  for store in "$IMGBUILD_STORE tiny:1" "$PWD/s-oci oci:layout:tiny:1"; do
+    IMGBUILD_STORE=${store% *} "$IV" --json "${store#* }" >v.json
+    validate v.json
+    jq -e --arg f "$(realpath t/image.conf)" '.status == "pass"
+      and ([.gates[] | select(.name == "provenance")] | length == 1
+           and .[0].status == "skip" and .[0].reason == "the record of \($f) lists no file")' v.json
+  done
+  "$IV" tiny:1 >/dev/null 2>v.err
+  grep -Eq 'gate provenance +skip .*lists no file' v.err
+  refute grep -Eq 'gate provenance +pass' v.err
+  expect_fail 10 'gate provenance did not run, and --require-gates names it: the record of .*t/image.conf lists no file' \
+    "$IV" --require-gates provenance tiny:1
+  # One file copied: the record lists it, and the gate passes over it.
+  echo hello >t/hello.txt
+  printf '[copy]\nfile hello.txt /opt/hello.txt\n' >>t/image.conf
+  "$IB" -q ./t -t one:1 >/dev/null
+  "$IV" --json one:1 >one.json
+  jq -e '.gates[] | select(.name == "provenance") | .status == "pass"' one.json
+}
+
 t_no_smoke_section_is_a_skip_never_a_pass() {
   build_base
   tiny_def t
