@@ -303,6 +303,23 @@ ib_provenance_definition (const cJSON *doc)
   return cJSON_IsString (f) ? f->valuestring : "";
 }
 
+char **
+ib_provenance_targets (const cJSON *doc, size_t *n)
+{
+  char **out = NULL;
+  *n = 0;
+  const cJSON *f;
+  cJSON_ArrayForEach (f, cJSON_GetObjectItemCaseSensitive (doc, "files"))
+  {
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive (f, "target");
+    if (!cJSON_IsString (t))
+      continue;
+    out = ib_xrealloc (out, (*n + 1) * sizeof (*out));
+    out[(*n)++] = ib_xstrdup (t->valuestring);
+  }
+  return out;
+}
+
 /* The record of an in-toto artifact M: every statement is checked to be
  * about IMG; the predicate of imgbuild's own is the record (*DOC stays
  * NULL when there is none: someone else's attestation). */

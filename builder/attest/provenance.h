@@ -55,5 +55,8 @@ int ib_provenance_read_all (struct ib_store *s, const struct ib_image *img, cJSO
 void ib_provenance_free (cJSON **docs, size_t n);
 /* The definition file a record names ("" when it names none). */
 const char *ib_provenance_definition (const cJSON *doc);
+/* The image paths a record lists (its overlay's files), *N of them; free
+ * each and the array. */
+char **ib_provenance_targets (const cJSON *doc, size_t *n);
 
 #endif

@@ -73,6 +73,11 @@ struct ib_build
   struct ib_layer_result prebake_layer; /* when the definition prebakes */
   struct ib_image *image;        /* the candidate, untagged until every gate passed */
   size_t first_overlay_layer;    /* the layers from here on are this build's */
+  /* imgverify, a recorded definition: the files its record lists (the
+   * definition kept only its gate lines, not its [copy] items), from which
+   * the gates' default packages come as the build's came from its items. */
+  char *const *recorded_targets;
+  size_t n_recorded_targets;
   long long started;             /* Unix time the build started (provenance) */
   bool keep_going;               /* run every gate even after one failed (imgverify) */
   struct ib_fsview *image_view;  /* the candidate's merged file system */

@@ -58,7 +58,10 @@ ib_gate_symbols (struct ib_build *b, ib_error_t *err)
   if (ib_build_image_view (b, &view, err) < 0)
     return -1;
   size_t n_default = 0;
-  char **defaults = d->n_check_packages || !d->python_path ? NULL : ib_default_packages (d, &n_default);
+  char **defaults = d->n_check_packages || !d->python_path ? NULL
+                    : b->recorded_targets
+                        ? ib_packages_of_targets (d->python_path, b->recorded_targets, b->n_recorded_targets, &n_default)
+                        : ib_default_packages (d, &n_default);
   struct ib_pycompile pc = { b->store, b->image, view };
   struct ib_symbol_rules rules = {
     .python_path = d->python_path,

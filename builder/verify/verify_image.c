@@ -470,6 +470,10 @@ check_definition (struct ib_build *b, const struct ib_verify_image_options *o, c
   ib_report_add_requirements (b->report, c->def, o->definition ? NULL : c->file);
   b->def = c->def;
   b->definition_name = c->name;
+  size_t n_targets = 0;
+  char **targets = c->record && !o->definition ? ib_provenance_targets (c->record, &n_targets) : NULL;
+  b->recorded_targets = targets;
+  b->n_recorded_targets = n_targets;
   const cJSON *ol = cJSON_GetObjectItemCaseSensitive (c->record, "overlay_layer");
   size_t own = 1 + (c->def->n_prebake ? 1 : 0);
   b->first_overlay_layer = cJSON_IsNumber (ol)             ? (size_t) ol->valuedouble
@@ -481,6 +485,11 @@ check_definition (struct ib_build *b, const struct ib_verify_image_options *o, c
     keep (v, &e, b->failed_gate ? b->failed_gate : "verify");
   b->def = NULL;
   b->definition_name = NULL;
+  b->recorded_targets = NULL;
+  b->n_recorded_targets = 0;
+  for (size_t t = 0; t < n_targets; t++)
+    free (targets[t]);
+  free (targets);
 }
 
 /* The created_by of the config's last history entry when imgbuild made

@@ -54,24 +54,6 @@ check_once (struct ib_store *s, const struct ib_image *img, struct ib_fsview *vi
   return r;
 }
 
-/* The image paths a record lists (its overlay's files). */
-static char **
-record_targets (const cJSON *record, size_t *n)
-{
-  char **out = NULL;
-  *n = 0;
-  const cJSON *f;
-  cJSON_ArrayForEach (f, cJSON_GetObjectItemCaseSensitive (record, "files"))
-  {
-    const cJSON *t = cJSON_GetObjectItemCaseSensitive (f, "target");
-    if (!cJSON_IsString (t))
-      continue;
-    out = ib_xrealloc (out, (*n + 1) * sizeof (*out));
-    out[(*n)++] = ib_xstrdup (t->valuestring);
-  }
-  return out;
-}
-
 /* What RULES check, for people: "the objects of the layers from 3 on and
  * the extension modules of vllm". */
 static char *
@@ -115,7 +97,7 @@ check_record (struct ib_store *s, const struct ib_image *img, struct ib_fsview *
   const cJSON *ol = cJSON_GetObjectItemCaseSensitive (record, "overlay_layer");
   size_t first = cJSON_IsNumber (ol) && ol->valuedouble >= 0 ? (size_t) ol->valuedouble : 0;
   size_t n_targets;
-  char **targets = record_targets (record, &n_targets);
+  char **targets = ib_provenance_targets (record, &n_targets);
   struct ib_native_plan plan;
   ib_native_plan_init (&plan, d, first, targets, n_targets);
   plan.rules.as_ldd = as_ldd;

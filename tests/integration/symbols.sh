@@ -186,6 +186,11 @@ t_all_name_nothing_binds_warns_or_fails_by_policy() {
   # imgverify reruns the gate with the definition: the same warning.
   "$IV" --definition alone alone:1 >/dev/null 2>v.err
   grep -q 'warning: pkg/user.py:1: from pkg.mod import ghost: ghost is in __all__' v.err
+  # And with the definition it recorded, which keeps only its gate lines:
+  # the packages checked by default come from the files the record lists,
+  # as the build's came from its [copy] items (it checked 0 imports before).
+  "$IV" alone:1 >/dev/null 2>v2.err
+  grep -q 'warning: pkg/user.py:1: from pkg.mod import ghost: ghost is in __all__' v2.err
   # Policy error: a failure, nothing tagged.
   sed -i 's/^unresolved warn$/unresolved error/' alone/image.conf
   expect_fail 5 'from pkg.mod import ghost: ghost is in __all__ of pkg/mod.py but bound at run time' \
