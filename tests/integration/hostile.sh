@@ -105,6 +105,33 @@ t_base_of_no_layer_skips_the_entry_check_saying_so() {
   refute grep -q 'base entries: skip' err.txt
 }
 
+# A new layer gains no setuid/setgid bit from its sources: the writer gives
+# a file 0644 or 0755 (tarlayer.c), whatever the source's mode, and only a
+# `mode=` of the definition says otherwise; `tree` items alike.
+t_new_layer_gains_no_privileged_entry_unless_the_definition_says_so() {
+  mkdir -p nl/t/sub
+  echo a >nl/su
+  echo b >nl/t/sub/sg
+  chmod 4755 nl/su
+  chmod 2755 nl/t/sub/sg
+  [ -u nl/su ] && [ -g nl/t/sub/sg ]
+  printf '[image]\nname = nl:1\nfrom = scratch\n[copy]\nfile su /su\ntree t /t\n[new]\n/su\n/t/\n' >nl/image.conf
+  "$IB" -q --smoke=off nl -t nl:1 >/dev/null
+  layer=$(skopeo inspect --raw "oci:$IMGBUILD_STORE:nl:1" | jq -r '.layers[-1].digest' | cut -d: -f2)
+  tar -tvf "$IMGBUILD_STORE/blobs/sha256/$layer" >entries.txt
+  grep -q ' su$' entries.txt
+  grep -q ' t/sub/sg$' entries.txt
+  refute grep -E '^-..[sS]|^-.....[sS]' entries.txt
+  grep -qE '^-rwxr-xr-x .* su$' entries.txt
+  # Stated by the definition: the entry has it, and the build says so.
+  sed -i 's|^file su /su$|&\nfile su /su2 mode=4755|; s|^/su$|/su\n/su2|' nl/image.conf
+  "$IB" -q --smoke=off nl -t nl:2 >/dev/null
+  layer=$(skopeo inspect --raw "oci:$IMGBUILD_STORE:nl:2" | jq -r '.layers[-1].digest' | cut -d: -f2)
+  tar -tvf "$IMGBUILD_STORE/blobs/sha256/$layer" >entries2.txt
+  grep -qE '^-rwsr-xr-x .* su2$' entries2.txt
+  refute grep -E '^-..[sS].* (su|t/sub/sg)$' entries2.txt
+}
+
 # imgverify --allow-unsafe-base: the escaping entries of the base's layers
 # are warnings (a base from a tool that writes duplicate entries), those of
 # the image's own layers stay errors.
