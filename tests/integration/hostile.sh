@@ -114,7 +114,8 @@ t_new_layer_gains_no_privileged_entry_unless_the_definition_says_so() {
   echo b >nl/t/sub/sg
   chmod 4755 nl/su
   chmod 2755 nl/t/sub/sg
-  [ -u nl/su ] && [ -g nl/t/sub/sg ]
+  [ -u nl/su ]
+  [ -g nl/t/sub/sg ]
   printf '[image]\nname = nl:1\nfrom = scratch\n[copy]\nfile su /su\ntree t /t\n[new]\n/su\n/t/\n' >nl/image.conf
   "$IB" -q --smoke=off nl -t nl:1 >/dev/null
   layer=$(skopeo inspect --raw "oci:$IMGBUILD_STORE:nl:1" | jq -r '.layers[-1].digest' | cut -d: -f2)
