@@ -59,7 +59,7 @@ STAND_IN_SO := images/dsv41-flash-b12x/native/_b12x_C.abi3.so images/dsv41-flash
 NVCC ?= $(shell command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)
 SI := images/dsv41-flash-b12x
 
-.PHONY: all deps test-deps image images verify stand-in stand-in-arm64 test test-all test-arm64 arm64 mutate fuzzers fuzz clean install bench man
+.PHONY: all deps test-deps image images verify stand-in stand-in-arm64 test test-all test-long test-arm64 arm64 mutate fuzzers fuzz clean install bench man
 all: $(PROGS) $(BUILD)/unit-tests $(STAND_IN_SO)
 
 $(BUILD)/obj/%.o: %.c
@@ -213,12 +213,23 @@ mutate: all
 # hold (tests/README.md gives the measured times).  Then the aarch64 tier: every
 # suite with the aarch64 tools under qemu, but the tests that start a
 # daemon, a registry or a container (skips).
+# The run is on record in tests/results/test-all-<commit>/ (RESULTS):
+# summary.md (each long-tier comparison with its figures, every phase's
+# counts, failures and skips), what each tall_ test kept of its comparison,
+# and a failure's log; tests/results-summary.py writes it.
+RESULTS ?= $(CURDIR)/tests/results/test-all-$(shell git rev-parse --short=12 HEAD 2>/dev/null)
 test-all: test-deps
 	$(MAKE) all
 	$(MAKE) SANITIZE=fuzz fuzzers
-	IMGBUILD_TEST_ALL=1 IMGBUILD_TEST_BIG_MB=2048 tests/run.sh
-	$(MAKE) test SANITIZE=1
-	$(MAKE) test-arm64 ARM64_SUITES='^(unit|arm64|core|symbols|kernels|native|triage|fleet|verify|robust|hostile|reports|inplace)$$$$'
+	IB_RESULTS=$(RESULTS) IMGBUILD_TEST_ALL=1 IMGBUILD_TEST_BIG_MB=2048 tests/run.sh
+	IB_RESULTS=$(RESULTS) IB_RESULTS_PHASE=sanitized $(MAKE) test SANITIZE=1
+	IB_RESULTS=$(RESULTS) IB_RESULTS_PHASE=arm64 $(MAKE) test-arm64 ARM64_SUITES='^(unit|arm64|core|symbols|kernels|native|triage|fleet|verify|robust|hostile|reports|inplace)$$$$'
+
+# The long tier alone (the tall_ tests: every comparison with a real tool
+# on real content), on record as make test-all's first phase is.
+test-long: test-deps
+	$(MAKE) all
+	IB_RESULTS=$(RESULTS) IMGBUILD_TEST_ALL=1 tests/run.sh . '^tall_'
 
 # The benchmark against the peers on bases of real size (bench/run.sh says
 # what it runs and what it skips for want of disk); writes bench/RESULTS.md

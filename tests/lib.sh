@@ -41,9 +41,10 @@ run_test() {
     return 0
   fi
   mkdir -p "$dir"
+  local t0=$SECONDS
   (
     cd "$dir" || exit 1
-    export IMGBUILD_STORE=$dir/store
+    export IMGBUILD_STORE=$dir/store IB_TEST=$name
     # Sanitized tools (make test SANITIZE=1) write their reports here, so
     # that one from a command whose failure a test expects still counts.
     if [ -n "${IB_SANITIZE:-}" ]; then
@@ -60,6 +61,7 @@ run_test() {
     cat "$dir"/sanitizer.* >>"$dir/log"
     rc=1
   fi
+  [ -z "${IB_RESULTS:-}" ] || result_row "$name" "$rc" $((SECONDS - t0)) "$dir"
   if [ "$rc" = 77 ] && [ -s "$dir/skip.reason" ]; then
     # Skipped (skip_test): not a pass, and said so with its reason.
     T_SKIP=$((T_SKIP + 1))
@@ -76,6 +78,35 @@ run_test() {
     echo "FAIL $name"
     grep -v '^[[:space:]]*$' "$dir/log" | tail -25 | sed 's/^/    /'
   fi
+}
+
+# The record of a run (IB_RESULTS, which `make test-all` sets to
+# tests/results/test-all-<commit>/): a row per test in results.tsv (name,
+# result, seconds, skip reason) and, in a folder per test, what the test
+# kept of its comparison with the real tool (keep) and its figures (figure),
+# one results-PHASE.tsv per phase of the run (IB_RESULTS_PHASE: main,
+# sanitized, arm64),
+# so that a reader sees on which commit each claim about real content was
+# last true.  tests/results-summary.py writes summary.md from them.
+result_row() { # NAME RC SECONDS DIR
+  local r=fail why=
+  case $2 in 0) r=pass ;; 77) [ -s "$4/skip.reason" ] && r=skip && why=$(head -c 300 "$4/skip.reason" | tr '\t\n' '  ') ;; esac
+  printf '%s\t%s\t%s\t%s\n' "$1" "$r" "$3" "$why" >>"$IB_RESULTS/results-${IB_RESULTS_PHASE:-main}.tsv"
+  # A failure keeps its log (the test's folder is kept too, but in /tmp).
+  [ "$r" != fail ] || { mkdir -p "$IB_RESULTS/$1" && cp "$4/log" "$IB_RESULTS/$1/failed-${IB_RESULTS_PHASE:-main}.log"; }
+}
+# keep FILE...: copies each FILE into the test's folder of the record.
+keep() {
+  [ -n "${IB_RESULTS:-}" ] || return 0
+  mkdir -p "$IB_RESULTS/$IB_TEST"
+  cp -- "$@" "$IB_RESULTS/$IB_TEST/"
+}
+# figure TEXT: one line of what the test measured, in its log and the record.
+figure() {
+  echo "figure: $*"
+  [ -n "${IB_RESULTS:-}" ] || return 0
+  mkdir -p "$IB_RESULTS/$IB_TEST"
+  echo "$*" >>"$IB_RESULTS/$IB_TEST/figures.txt"
 }
 
 # skip_test REASON: end the test as skipped (counted apart, never a pass).

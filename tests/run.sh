@@ -12,6 +12,15 @@ trap finish EXIT
 
 suite_re=${1:-.}
 test_re=${2:-.}
+if [ -n "${IB_RESULTS:-}" ]; then
+  # The record of this run (tests/lib.sh, result_row): what ran, where.
+  mkdir -p "$IB_RESULTS"
+  : >"$IB_RESULTS/results-${IB_RESULTS_PHASE:-main}.tsv"
+  printf 'phase %s: commit %s%s, tests/run.sh %q %q, IMGBUILD_TEST_ALL=%s IB_BUILD=%s, started %s, %s cores, %s\n' \
+    "${IB_RESULTS_PHASE:-main}" "$(git rev-parse --short=12 HEAD)" "$(git diff --quiet HEAD -- . ':!tests/results' || echo ' (with uncommitted changes)')" \
+    "$suite_re" "$test_re" "${IMGBUILD_TEST_ALL:-0}" "${IB_BUILD:-build}" "$(date -u '+%F %H:%M UTC')" "$(nproc)" "$(uname -srm)" \
+    >>"$IB_RESULTS/runs.txt"
+fi
 if [[ unit =~ $suite_re ]]; then
   # TEST-REGEX picks unit tests as it picks the suites' t_* functions.
   out=$("$ROOT/${IB_BUILD:-build}/unit-tests" "$test_re" 2>&1)
@@ -34,4 +43,8 @@ for suite in tests/integration/*.sh; do
 done
 [ "$T_SKIP" = 0 ] || echo "$T_SKIP skipped (not counted as passed)"
 echo "$T_PASS passed, $T_FAIL failed"
+if [ -n "${IB_RESULTS:-}" ]; then
+  echo "phase ${IB_RESULTS_PHASE:-main}: $T_PASS passed, $T_FAIL failed, $T_SKIP skipped, ended $(date -u '+%F %H:%M UTC')" >>"$IB_RESULTS/runs.txt"
+  python3 tests/results-summary.py "$IB_RESULTS"
+fi
 [ "$T_FAIL" = 0 ]

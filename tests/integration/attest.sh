@@ -706,4 +706,6 @@ for d in m.distributions():
   diff py.txt sbom-py.txt
   grep -q '^imgbuild-probe 0.1$' sbom-py.txt
   grep -qi '^torch ' sbom-py.txt
+  keep dpkg.txt py.txt
+  figure "SBOM = dpkg-query -W on $(wc -l <dpkg.txt) packages; = importlib.metadata on $(wc -l <py.txt) distributions (bookworm + python3-torch)"
 }

@@ -64,6 +64,8 @@ tall_cuda_base_amd64_thin_definition_verdicts() {
   # And the base itself imports torch (cuDNN 9 copied in, NCCL 2.22.3).
   chroot "$rootfs" python3 -c 'import torch; assert torch.backends.cudnn.version() >= 90000; print(torch.cuda.nccl.version())' >v.out 2>/dev/null
   grep -q '^(2, 22, 3)$' v.out
+  keep r.json r.err d.oracle.out v.out
+  figure "amd64 thin definition, gpu 9.0: --strict-base exit 4 (layer 1's setuid files); no flag exit 6: symbols/native/kernels/toolchains pass, driver fails (Debian's libcuda1); CPython imports the six files ($(head -1 d.oracle.out)); torch's NCCL $(cat v.out)"
 }
 
 # The same definition targeting GB10 (compute 12.1): NCCL has SASS for
@@ -77,6 +79,8 @@ tall_cuda_base_gb10_fails_on_nccl() {
   # What is there instead: NCCL's loadable SASS first (sm_50-sm_90), then
   # the relocatable entries, and how many it left out.
   grep -q 'kernel ncclDevKernel_SendRecv has no SASS .*: sm_50 SASS in /usr/lib/x86_64-linux-gnu/libnccl.so.2.22.3, sm_60 SASS in .*, sm_90 SASS in /usr/lib/x86_64-linux-gnu/libnccl.so.2.22.3, sm_50 SASS (relocatable, -rdc) in .*, and [0-9]* more entries not listed' stderr.txt
+  keep stderr.txt
+  figure "the same definition for GB10 (12.1): exit 6, $(grep -c 'has no SASS that runs on compute capability 12.1' stderr.txt) required NCCL kernels named without code for it"
 }
 
 # arm64: no cuDNN (nvidia-cudnn's installer has nothing offline), so
@@ -98,6 +102,8 @@ tall_cuda_base_arm64_fails_naming_libcudnn() {
   command -v qemu-aarch64-static >/dev/null || skip_test "no qemu-aarch64-static (apt-get install qemu-user-static)"
   refute cuda_oracle "$rootfs" d "$(command -v qemu-aarch64-static)"
   grep -q 'libcudnn.so.9: cannot open shared object file' d.oracle.out
+  keep r.err d.oracle.out
+  figure "arm64 thin definition: exit 5, native gate names libcudnn.so.9 for libtorch_cuda.so; CPython under qemu-aarch64: $(grep -o 'libcudnn.so.9: cannot open shared object file' d.oracle.out | head -1)"
 }
 
 # The native gate on objects named as a user names them: through /lib (a
@@ -111,6 +117,8 @@ tall_cuda_base_native_through_links_equals_ldd_r() {
   jq -e '[.objects[].path] | map(select(test("libtorch_cuda.so"))) | length == 1' n.json
   python3 "$ROOT/tests/native/compare_ldd.py" "$rootfs" n.json | tee cmp.out
   grep -Eq '^native-ldd: ([0-9]+) objects, \1 equal, 0 differ' cmp.out
+  keep cmp.out
+  figure "$(grep '^native-ldd:' cmp.out) (CUDA base objects named through /lib and torch/lib links)"
 }
 
 # The SBOM of an image over the base equals dpkg-query -W in a chroot of it.
@@ -126,6 +134,8 @@ tall_cuda_base_sbom_equals_dpkg_query() {
   diff dpkg.txt sbom.txt
   [ "$(wc -l <dpkg.txt)" -gt 250 ]
   grep -q '^python3-torch-cuda 2.6.0' sbom.txt
+  keep dpkg.txt
+  figure "SBOM = dpkg-query -W on $(wc -l <dpkg.txt) packages of the CUDA base"
 }
 
 # The whole unchanged torch 2.6 tree through the symbol gate: its only
@@ -159,4 +169,6 @@ tall_cuda_base_torch_tree_errors_only_where_stated_absent() {
   chroot "$rootfs" python3 -c 'import torch._inductor.codecache, torch._inductor.compile_fx, torch._inductor.cpp_builder, torch._inductor.graph, torch._inductor.fx_passes.pre_grad
 from torch._inductor import config; assert not config.is_fbcode()' 2>/dev/null
   refute chroot "$rootfs" python3 -c 'import torch._inductor.fb' 2>/dev/null
+  keep errors.txt
+  figure "unchanged torch 2.6: $n overlay files; $(wc -l <errors.txt) errors, all torch._inductor.fb (fbcode only), 0 with allow-missing; CPython imports their importers and not torch._inductor.fb"
 }

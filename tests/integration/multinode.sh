@@ -315,6 +315,7 @@ tall_multinode_srun_under_slurm_starts_a_rank_per_node_and_a_killed_rank_ends_th
   slurm_down "$P" "$PWD/slurm"
   refute pgrep -f "$PWD/slurm/"
   [ -z "$(slurm_ps "$P" | grep -E "^$P-[ab] |slurm" || true)" ]
+  figure "Slurm: srun and mpirun each start a rank per node (2 nodes), pass; a killed rank ends each run naming its node; nothing left"
 }
 
 # Most Slurm sites track a step's processes by its cgroup (proctrack/
@@ -338,4 +339,5 @@ tall_multinode_srun_under_slurm_with_cgroup_tracking_a_killed_rank_leaves_nothin
   slurm_down "$P" "$PWD/slurm"
   refute pgrep -f "$PWD/slurm/"
   [ -z "$(ls -d /sys/fs/cgroup/*/slurm_10.213.7.[12] 2>/dev/null)" ]
+  figure "Slurm with proctrack/cgroup: a killed rank's run leaves no container, bundle or cgroup"
 }

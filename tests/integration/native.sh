@@ -488,6 +488,8 @@ tall_native_equals_ldd_r_on_the_torch_image() {
   # Not vacuous: torch's extension modules are among them, loaded with libtorch.
   jq -e '[.objects[] | select(.path | test("torch/_C\\."))] | length == 1' ldd.json
   jq -e '[.objects[].loaded[].path] | map(select(. != null and test("libtorch_cpu"))) | length > 0' ldd.json
+  keep cmp.out
+  figure "$(grep '^native-ldd:' cmp.out) (torch image, --ldd, against glibc's ldd -r)"
 }
 
 tall_native_extension_modules_equal_ldd_minus_the_interpreter() {
@@ -496,6 +498,8 @@ tall_native_extension_modules_equal_ldd_minus_the_interpreter() {
   jq -e '[.objects[] | select(.loaded_as == "python")] | length > 100' py.json
   python3 "$ROOT/tests/native/compare_ldd.py" "$RB_ROOTFS" py.json --python | tee cmp.out
   grep -Eq '^native-ldd: ([0-9]+) objects, \1 equal, 0 differ' cmp.out
+  keep cmp.out
+  figure "$(grep '^native-ldd:' cmp.out) (extension modules, against ldd -r less the interpreter's symbols)"
 }
 
 tall_native_gate_passes_on_the_torch_image_and_is_warm() {
@@ -510,6 +514,7 @@ tall_native_gate_passes_on_the_torch_image_and_is_warm() {
   echo hello again >d/note.txt
   "$IB" -t torch-native:2 d 2>warm.err >/dev/null
   grep -Eq 'native: [1-9][0-9]{2,} objects, .*; the verdict over the base, reused' warm.err
+  figure "$(grep -Eo 'native: [0-9]+ objects[^;]*' cold.err | head -1) cold; warm: the verdict over the base reused"
 }
 
 tall_native_arm64_debian_packages() {
@@ -520,4 +525,5 @@ tall_native_arm64_debian_packages() {
   jq -e '[.objects[].problems[] | select(.kind == "machine" or .kind == "missing")] == []' arm.json
   jq -e '[.objects[] | select(.path | test("torch/_C\\."))][0].loaded | map(.path) | map(select(. != null and test("aarch64-linux-gnu/libtorch_cpu"))) | length == 1' arm.json
   jq -e '.provides.GLIBC | startswith("GLIBC_2.")' arm.json
+  figure "arm64 Debian packages: $(jq '.objects | length' arm.json) objects, none missing a library or of another machine"
 }

@@ -114,6 +114,8 @@ tall_real_gate_equals_cpython_import() {
   grep -q "torch.no_such_module_at_all.*a guarded import: a warning" case-guarded-missing.err
   # Nothing failed was tagged.
   refute skopeo inspect "oci:$IMGBUILD_STORE:case:missing-colon" >/dev/null 2>&1
+  keep verdicts.txt
+  figure "$(grep -c ' gate=' verdicts.txt) cases over torch: the gate's verdict = CPython's import on every one ($(grep -c 'gate=pass cpython=pass' verdicts.txt) pass, $(grep -c 'gate=fail cpython=fail' verdicts.txt) fail)"
 }
 
 tall_real_all_of_torch_and_scipy_unchanged_has_no_errors() {
@@ -134,6 +136,9 @@ tall_real_all_of_torch_and_scipy_unchanged_has_no_errors() {
   n=$(sed -n 's/.*symbols: \([0-9]*\) overlay files.*/\1/p' all.err)
   [ "$n" -gt 1900 ]
   grep -Eq 'symbols: .* [1-9][0-9]* warnings, [1-9][0-9]* unchecked' all.err
+  grep -E 'gate symbols|symbols: [0-9]+ overlay files' all.err >summary.txt || true
+  keep summary.txt
+  figure "unchanged torch + scipy: $n overlay files, 0 errors ($(grep -Eo '[0-9]+ warnings, [0-9]+ unchecked' all.err | head -1))"
 }
 
 campaign_size() { [ -n "${IMGBUILD_TEST_ALL:-}" ] && echo 1000 || echo "$1"; }
@@ -144,6 +149,8 @@ tall_real_syntax_campaign_agrees_with_cpython_3_11() {
   "$ROOT/tests/pyref/syntax-campaign.sh" "$IB" "$ref" "$rootfs" "/$REAL_SITE" "$(campaign_size 150)" 311 \
     /usr/bin/python3.11 $(find "$rootfs/$REAL_SITE/torch" -name '*.py' -type f -size +1k | sort) | tee campaign.out
   grep -Eq '^syntax-campaign: [0-9]+ mutants, [1-9][0-9]* refused by the reference, [0-9]+ agree, 0 disagree' campaign.out
+  keep campaign.out
+  figure "$(grep '^syntax-campaign:' campaign.out) (CPython 3.11)"
 }
 
 tall_real_syntax_campaign_agrees_with_cpython_3_13() {
@@ -151,4 +158,6 @@ tall_real_syntax_campaign_agrees_with_cpython_3_13() {
   "$ROOT/tests/pyref/syntax-campaign.sh" "$IB" "$ref" "$rootfs" /usr/lib/python3/dist-packages "$(campaign_size 100)" 313 \
     chroot:/usr/bin/python3.13 $(find "$rootfs/usr/lib/python3.13" -name '*.py' -type f -size +1k | sort) | tee campaign.out
   grep -Eq '^syntax-campaign: [0-9]+ mutants, [1-9][0-9]* refused by the reference, [0-9]+ agree, 0 disagree' campaign.out
+  keep campaign.out
+  figure "$(grep '^syntax-campaign:' campaign.out) (CPython 3.13 in a trixie chroot)"
 }
