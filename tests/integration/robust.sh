@@ -123,17 +123,20 @@ t_robust_gc_in_the_middle_of_builds_keeps_what_is_needed() {
 
 # SIGKILL at random moments (a delay drawn uniformly over 0.9 times the
 # length of an uninterrupted run, the whole process group killed, as a node
-# that loses power) across the four kinds of work: a build, --output to an
-# OCI layout, --push to a registry and --load into the Docker Engine, until
-# each kind has been killed 9 times (30 rounds at most), each round with new
-# content.  A run that ends before its draw is not a kill: the window shrinks
+# that loses power) across the five kinds of work: a build, --output to an
+# OCI layout, --push to a registry, --load into the Docker Engine, and
+# imgverify of a layout into a store that holds none of its caches (it
+# writes file lists, views and link records as it reads), until each kind
+# has been killed 10 times (30 rounds at most; 50 kills at least), each
+# round with new content.  A run that ends before its draw is not a kill: the window shrinks
 # (a machine faster than at calibration would otherwise kill too few runs).
 # The window has no floor of its own: a warm build over the stand-in takes
 # ~0.1 s, and on a fast machine less; a floor of 0.1 s with draws from
 # 0.05 s killed one run of 0.06 s in five, too few for 9 in 30 rounds.
 # After every round: the store verifies; a tag, wherever it appears (store,
-# layout, registry, Docker), names a whole image that verifies; after the
-# campaign, each kind runs through.
+# layout, registry, Docker), names a whole image that verifies; imgverify
+# run again over what the killed one left gives the gates' verdicts of an
+# uninterrupted run; after the campaign, each kind runs through.
 kill_round() { # SECONDS-MAX CMD...: runs CMD, kills its group at a random moment; 0 when it was killed
   local max=$1 pid delay
   shift
@@ -161,14 +164,14 @@ timed() { # CMD...: prints the wall seconds of CMD (which must succeed)
 tag_in_store() { jq -e --arg t "$1" '.manifests[] | select(.annotations["org.opencontainers.image.ref.name"] == $t)' \
   "$IMGBUILD_STORE/index.json" >/dev/null; }
 
-t_robust_kill_campaign_build_output_push_load() {
+t_robust_kill_campaign_build_output_push_load_and_imgverify() {
   build_base
   registry_start open
   docker_start
   copy_images d
-  local def=d/dsv41-flash-dcp2 kind i max killed=0 rounds=0
+  local def=d/dsv41-flash-dcp2 kind i max killed=0 rounds=0 ref_gates=
   local -A per=()
-  for kind in build output push load; do
+  for kind in build output push load verify; do
     # A first run fills the caches; the second, with new content as in
     # every round, gives the length of a run that the kills spread over.
     for w in warm calibrate; do
@@ -178,11 +181,21 @@ t_robust_kill_campaign_build_output_push_load() {
         output) max=$(timed "$IB" -q --smoke=off $def -t $w:$kind --output "oci:$PWD/layout:$w") ;;
         push) max=$(timed "$IB" -q --smoke=off $def -t $w:$kind --push "docker://$REG/k:$w") ;;
         load) max=$(DOCKER_HOST=unix://$DOCKER_SOCK timed "$IB" -q --smoke=off $def -t $w:$kind --load) ;;
+        verify)
+          "$IB" -q --smoke=off $def -t $w:$kind --output "oci:$PWD/vlayout:$w" >/dev/null
+          max=$(IMGBUILD_STORE=$PWD/vstore-$w timed "$IV" "oci:$PWD/vlayout:$w")
+          rm -rf "vstore-$w" ;;
       esac
     done
+    if [ $kind = verify ]; then
+      # The verdicts of an uninterrupted imgverify into a store without caches.
+      IMGBUILD_STORE=$PWD/vstore-ref "$IV" --json "oci:$PWD/vlayout:calibrate" >ref.json
+      ref_gates=$(jq -c '[.gates[] | {name, status}]' ref.json)
+      rm -rf vstore-ref
+    fi
     per[$kind]=0
     i=0
-    while [ "${per[$kind]}" -lt 9 ] && [ "$i" -lt 30 ]; do
+    while [ "${per[$kind]}" -lt 10 ] && [ "$i" -lt 30 ]; do
       i=$((i + 1))
       echo "x = $i  # $kind round $i" >$def/files/extra.py
       local cmd=("$IB" -q --smoke=off $def -t "$kind:$i")
@@ -190,6 +203,9 @@ t_robust_kill_campaign_build_output_push_load() {
         output) cmd+=(--output "oci:$PWD/layout:$kind-$i") ;;
         push) cmd+=(--push "docker://$REG/k:$i") ;;
         load) cmd=(env DOCKER_HOST=unix://$DOCKER_SOCK "${cmd[@]}" --load) ;;
+        verify)
+          "${cmd[@]}" --output "oci:$PWD/vlayout:$i" >/dev/null
+          cmd=(env IMGBUILD_STORE=$PWD/vstore-$i "$IV" "oci:$PWD/vlayout:$i") ;;
       esac
       rounds=$((rounds + 1))
       if kill_round "$max" "${cmd[@]}"; then
@@ -217,16 +233,22 @@ t_robust_kill_campaign_build_output_push_load() {
             tag_in_store "$kind:$i"
             [ "$($D image inspect -f '{{.ID}}' "$kind:$i")" = "$(skopeo inspect --raw "oci:$IMGBUILD_STORE:$kind:$i" | jq -r .config.digest)" ]
           fi ;;
+        verify)
+          # Over the caches the killed run left: the uninterrupted verdicts.
+          IMGBUILD_STORE=$PWD/vstore-$i "$IV" --json "oci:$PWD/vlayout:$i" >v.json
+          [ "$(jq -c '[.gates[] | {name, status}]' v.json)" = "$ref_gates" ]
+          rm -rf "vstore-$i" ;;
       esac
     done
     # After the kills, the same work runs through.
     "${cmd[@]}" >/dev/null
     "$IV" "$kind:$i" >/dev/null
   done
-  echo "killed $killed of $rounds runs (build ${per[build]}, output ${per[output]}, push ${per[push]}, load ${per[load]})"
-  for kind in build output push load; do
-    [ "${per[$kind]}" -ge 9 ] || { log "$kind: killed ${per[$kind]} times in 30 rounds, fewer than 9"; return 1; }
+  figure "killed $killed of $rounds runs (build ${per[build]}, output ${per[output]}, push ${per[push]}, load ${per[load]}, imgverify ${per[verify]})"
+  for kind in build output push load verify; do
+    [ "${per[$kind]}" -ge 10 ] || { log "$kind: killed ${per[$kind]} times in 30 rounds, fewer than 10"; return 1; }
   done
+  [ "$killed" -ge 50 ]
   "$IV" --store
 }
 
