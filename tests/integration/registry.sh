@@ -378,7 +378,9 @@ t_registry_corrupt_blob_is_refused() {
   proxy_start
   layer=$(skopeo inspect --raw "oci:$IMGBUILD_STORE:dsv41-flash-b12x:local" | jq -r '.layers[0].digest')
   echo "GET /blobs/$layer corrupt 1" >faults
-  IMGBUILD_STORE=$PWD/fresh expect_fail 4 "blob $layer" \
+  # Refused as it is written, naming the damage (not later, as a blob
+  # missing from where its digest says).
+  IMGBUILD_STORE=$PWD/fresh expect_fail 4 "blob $layer: content has digest sha256:" \
     "$IB" --from "docker://$PROXY/dsv41-flash-b12x:local" dsv41-flash-dcp2 -t x:1
   [ ! -e "fresh/blobs/sha256/${layer#sha256:}" ]
   refute grep -q '"x:1"' fresh/index.json

@@ -85,6 +85,9 @@ t_damage_is_caught_with_its_exit_code() {
   refute cmp -s "$IMGBUILD_STORE/blobs/sha256/$layer" "s-recompressed/blobs/sha256/$layer"
   IMGBUILD_STORE=$PWD/s-recompressed expect_fail 4 "layer blob sha256:$layer: content has digest" \
     "$IV" dsv41-flash-dcp2:local
+  # The same, read through (the layer reader's check, not the record's).
+  IMGBUILD_STORE=$PWD/s-recompressed expect_fail 4 "layer blob sha256:$layer: content has digest" \
+    "$IV" --full dsv41-flash-dcp2:local
   # A byte of the config.
   cp -r good bad-config
   config=$(skopeo inspect --raw oci:good:dcp2:1 | jq -r '.config.digest' | cut -d: -f2)
@@ -178,10 +181,15 @@ t_size_diff_id_and_manifest_damage_each_exit_4() {
   build_base
   for t in a b c d; do "$IB" -q dsv41-flash-dcp2 -t $t:1 >/dev/null; done
   "$IV" a:1 >/dev/null
+  # Each damage twice: over a layer this store read before (its bytes hashed,
+  # the rest from the record: verify.c) and read through again (--full: the
+  # layer reader's own checks), since either path alone would hide the other.
   store_edit a:1 size >/dev/null
   expect_fail 4 'layer blob sha256:[0-9a-f]{64}: size is [0-9]+, manifest says [0-9]+' "$IV" a:1
+  expect_fail 4 'layer blob sha256:[0-9a-f]{64}: size is [0-9]+, manifest says [0-9]+' "$IV" --full a:1
   store_edit b:1 diff_id >/dev/null
   expect_fail 4 'layer blob sha256:[0-9a-f]{64}: uncompressed digest sha256:[0-9a-f]{64}, config says diff_id' "$IV" b:1
+  expect_fail 4 'layer blob sha256:[0-9a-f]{64}: uncompressed digest sha256:[0-9a-f]{64}, config says diff_id' "$IV" --full b:1
   store_edit d:1 config-size >/dev/null
   expect_fail 4 'blob sha256:[0-9a-f]{64}: size is [0-9]+, descriptor says [0-9]+' "$IV" d:1
   m=$(store_edit c:1 manifest)
