@@ -217,6 +217,21 @@ in_terminal() { # SOCK SCREEN CMD
   tmux -S "$sock" kill-server || true
 }
 
+# junit_cases FILE (attest and sign suites): each test case as "classname|name|file|line|outcome|message",
+# read by Debian's python3-junitparser (a JUnit consumer imgbuild did not write).
+junit_cases() {
+  /usr/bin/python3 - "$1" <<'PY'
+import sys
+from junitparser import JUnitXml, Failure, Skipped, Error
+for suite in JUnitXml.fromfile(sys.argv[1]):
+    for case in suite:
+        r = case.result[0] if case.result else None
+        kind = {Failure: "failure", Skipped: "skipped", Error: "error"}.get(type(r), "pass")
+        print("|".join([case.classname, case.name, case._elem.get("file", ""), case._elem.get("line", ""),
+                        kind, (r.message or "") if r is not None else ""]))
+PY
+}
+
 # The JSON report schemas, one per program.
 SCHEMA=$ROOT/docs/imgverify-report.schema.json
 BUILD_SCHEMA=$ROOT/docs/imgbuild-report.schema.json

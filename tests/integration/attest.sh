@@ -599,21 +599,6 @@ requirement_lines() { # CONF SECTION: its python, native and require lines
   awk -v want="[$2]" '/^\[/ { s = $1 } s == want && /^(python|native|require) /' "$1" | wc -l
 }
 
-# junit_cases FILE: each test case as "classname|name|file|line|outcome|message",
-# read by Debian's python3-junitparser (a JUnit consumer imgbuild did not write).
-junit_cases() {
-  /usr/bin/python3 - "$1" <<'PY'
-import sys
-from junitparser import JUnitXml, Failure, Skipped, Error
-for suite in JUnitXml.fromfile(sys.argv[1]):
-    for case in suite:
-        r = case.result[0] if case.result else None
-        kind = {Failure: "failure", Skipped: "skipped", Error: "error"}.get(type(r), "pass")
-        print("|".join([case.classname, case.name, case._elem.get("file", ""), case._elem.get("line", ""),
-                        kind, (r.message or "") if r is not None else ""]))
-PY
-}
-
 # A failing build's JUnit report, validated against the JUnit XSD of
 # Jenkins' xunit plugin (tests/attest/junit-10.xsd, github.com/jenkinsci/
 # xunit-plugin, commit 0c3752259ca17669b739481b2785a3e4cea1cc0f,
