@@ -280,6 +280,21 @@ names_json (char *const *v, size_t n)
   return a;
 }
 
+uint64_t
+ib_jit_budget_ptx_bytes (const struct ib_jit_budget *b)
+{
+  uint64_t t = 0;
+  for (size_t i = 0; i < b->n; i++)
+    t += b->f[i].jit_ptx_bytes;
+  return t;
+}
+
+double
+ib_jit_core_seconds (uint64_t ptx_bytes)
+{
+  return (double) ptx_bytes / IB_JIT_PTX_BYTES_PER_CORE_SECOND;
+}
+
 cJSON *
 ib_jit_budget_json (const struct ib_jit_budget *b)
 {
@@ -287,6 +302,10 @@ ib_jit_budget_json (const struct ib_jit_budget *b)
   char v[16];
   snprintf (v, sizeof (v), "%u.%u", b->driver_ptx / 10, b->driver_ptx % 10);
   cJSON_AddStringToObject (o, "driver_ptx", v);
+  uint64_t ptx = ib_jit_budget_ptx_bytes (b);
+  cJSON_AddNumberToObject (o, "jit_ptx_bytes", (double) ptx);
+  cJSON_AddNumberToObject (o, "jit_core_seconds_estimate", ib_jit_core_seconds (ptx));
+  cJSON_AddNumberToObject (o, "jit_rate_bytes_per_core_second", IB_JIT_PTX_BYTES_PER_CORE_SECOND);
   cJSON *files = cJSON_AddArrayToObject (o, "files");
   for (size_t i = 0; i < b->n; i++)
     {
@@ -339,5 +358,8 @@ ib_jit_budget_print (FILE *out, const struct ib_jit_budget *b)
       jit += f->jit;
       none += f->none;
     }
-  fprintf (out, "%zu kernels JIT-compiled at first use, %zu with neither SASS nor PTX for the target\n", jit, none);
+  uint64_t ptx = ib_jit_budget_ptx_bytes (b);
+  fprintf (out, "%zu kernels JIT-compiled at first use (%llu bytes of PTX: about %.0f core-seconds of ptxas at "
+           "%.2f MB/s), %zu with neither SASS nor PTX for the target\n",
+           jit, (unsigned long long) ptx, ib_jit_core_seconds (ptx), IB_JIT_PTX_BYTES_PER_CORE_SECOND / 1e6, none);
 }

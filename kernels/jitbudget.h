@@ -59,6 +59,18 @@ cJSON *ib_jit_budget_json (const struct ib_jit_budget *b);
 /* A table for people; files without GPU code are left out. */
 void ib_jit_budget_print (FILE *out, const struct ib_jit_budget *b);
 
+/* What the first use would cost: the driver's JIT is ptxas's backend, and
+ * ptxas -O3 compiled torch 2.6's PTX at 0.42 MB/s for sm_121 (0.47 MB/s
+ * for sm_90) on one core of the device machine's Xeon
+ * (tests/gpu/ptx-jit-rate.sh; tests/gpu/results/
+ * nvidia-h100-ptx-jit-rate-dfabdfc).  The slower rate stands for every
+ * target: an estimate of the order, not a promise (the driver caches what
+ * it compiled, in ~/.nv/ComputeCache, CUDA_CACHE_MAXSIZE large enough). */
+#define IB_JIT_PTX_BYTES_PER_CORE_SECOND 420000.0
+/* Every file's jit_ptx_bytes together, and the estimate in core-seconds. */
+uint64_t ib_jit_budget_ptx_bytes (const struct ib_jit_budget *b);
+double ib_jit_core_seconds (uint64_t ptx_bytes);
+
 /* Does PTX for compute_SM (VARIANT) JIT for MAJOR.MINOR?  Plain PTX for any
  * GPU at or above it; 'a' only on exactly it; 'f' on its family. */
 bool ib_ptx_runs_on (unsigned sm, char variant, unsigned major, unsigned minor);

@@ -200,14 +200,29 @@ budget_memo_path (struct ib_store *s, const struct ib_target *t, const struct ib
 
 /* The kept budget at PATH told as the walk would tell it; false when there
  * is none (or it does not parse).  *WITH_CODE: its files with GPU code. */
+/* The summary line: the kernels that would JIT, with their PTX and what
+ * compiling it would take (kernels/jitbudget.h says where the rate comes
+ * from: the first request that needs them waits that long). */
+static void
+budget_note (struct ib_build *b, size_t n, size_t jit, uint64_t ptx, size_t none, const char *kept)
+{
+  cleanup_free char *cost = NULL;
+  if (jit)
+    cost = ib_xasprintf (" (%.1f MB of PTX: about %.0f core-seconds of ptxas at %.2f MB/s)", ptx / 1e6,
+                         ib_jit_core_seconds (ptx), IB_JIT_PTX_BYTES_PER_CORE_SECOND / 1e6);
+  ib_report_note (b->report, "jit-budget: %zu files, %zu kernels would JIT at first use%s, %zu have no code for the "
+                  "target%s", n, jit, cost ? cost : "", none, kept);
+}
+
 static bool
 budget_memo_replay (struct ib_build *b, const struct ib_fleet_scope *sc, const char *path, size_t *with_code)
 {
   cleanup_free char *text = NULL;
   size_t len, n, jit, none;
+  unsigned long long ptx;
   int at = 0;
   if (path == NULL || ib_read_file (path, 64u << 20, &text, &len, NULL) < 0
-      || sscanf (text, "%zu %zu %zu %zu\n%n", &n, &jit, &none, with_code, &at) != 4 || at == 0)
+      || sscanf (text, "%zu %zu %zu %zu %llu\n%n", &n, &jit, &none, with_code, &ptx, &at) != 5 || at == 0)
     return false;
   for (char *line = text + at, *nl; *line; line = nl + 1)
     {
@@ -217,8 +232,7 @@ budget_memo_replay (struct ib_build *b, const struct ib_fleet_scope *sc, const c
       ib_problemf (sc->fn, sc->data, false, "%s", line);
     }
   if (*with_code)
-    ib_report_note (b->report, "jit-budget: %zu files, %zu kernels would JIT at first use, %zu have no code for the "
-                    "target (kept from a build with the same GPU files and target)", n, jit, none);
+    budget_note (b, n, jit, ptx, none, " (kept from a build with the same GPU files and target)");
   return true;
 }
 
@@ -279,6 +293,7 @@ jit_budget (struct ib_build *b, const struct ib_fleet_scope *sc, ib_error_t *err
   size_t memo_len = 0;
   FILE *memo = jb && memo_path ? open_memstream (&memo_text, &memo_len) : NULL;
   size_t jit = 0, none = 0;
+  uint64_t ptx = jb ? ib_jit_budget_ptx_bytes (jb) : 0;
   for (size_t i = 0; jb && i < jb->n; i++)
     {
       const struct ib_jit_file *f = &jb->f[i];
@@ -297,13 +312,12 @@ jit_budget (struct ib_build *b, const struct ib_fleet_scope *sc, ib_error_t *err
       none += f->none;
     }
   if (jb && w.with_code)
-    ib_report_note (b->report, "jit-budget: %zu files, %zu kernels would JIT at first use, %zu have no code for the target",
-                    n, jit, none);
+    budget_note (b, n, jit, ptx, none, "");
   if (memo && fclose (memo) == 0)
     {
       /* The counts first: the warnings are already in the stream's text. */
-      cleanup_free char *all
-          = ib_xasprintf ("%zu %zu %zu %zu\n%s", n, jit, none, w.with_code, memo_text ? memo_text : "");
+      cleanup_free char *all = ib_xasprintf ("%zu %zu %zu %zu %llu\n%s", n, jit, none, w.with_code,
+                                             (unsigned long long) ptx, memo_text ? memo_text : "");
       ib_write_cache_file (memo_path, all, strlen (all), NULL);
     }
   ib_jit_budget_free (w.jb);

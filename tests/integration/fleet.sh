@@ -171,7 +171,14 @@ t_jit_budget_before_and_after_prebake() {
   # The base ships dcp_lse_combine as compute_120 PTX only: a GB10 JITs it.
   "$IV" --jit-budget --json dsv41-flash-b12x:local >before.json
   jq -e '[.files[] | select(.path | endswith("libflashinfer_dcp.so"))][0] | .jit == 1 and .jit_kernels == ["dcp_lse_combine"] and .jit_ptx_bytes > 0' before.json
-  "$IV" --jit-budget dsv41-flash-b12x:local | grep -q 'jit: dcp_lse_combine'
+  "$IV" --jit-budget dsv41-flash-b12x:local >before.txt
+  grep -q 'jit: dcp_lse_combine' before.txt
+  # What the first use costs: every file's PTX to JIT, over ptxas's
+  # measured rate (kernels/jitbudget.h), in the JSON and the last line.
+  jq -e '.jit_ptx_bytes == ([.files[].jit_ptx_bytes] | add) and .jit_ptx_bytes > 0
+    and .jit_rate_bytes_per_core_second == 420000
+    and ((.jit_core_seconds_estimate - .jit_ptx_bytes / 420000) | fabs) < 0.000001' before.json
+  tail -1 before.txt | grep -Eq "^1 kernels JIT-compiled at first use \($(jq .jit_ptx_bytes before.json) bytes of PTX: about 0 core-seconds of ptxas at 0.42 MB/s\)"
   # After prebake, its SASS is in the image: nothing JITs, in the build's
   # gate (which walks the files one record at a time, twice: what runs
   # anywhere, then each file's row) as in imgverify's listing.
