@@ -73,6 +73,48 @@ config_str (const struct ib_image *img, const char *key)
   return cJSON_IsString (v) ? v->valuestring : "";
 }
 
+static bool
+base_entry_refused (const struct ib_build *b, const char *h)
+{
+  bool escape = ib_tar_finding_kind (h) == IB_TAR_ESCAPE;
+  return escape ? !b->opt->allow_unsafe_base : b->opt->strict_base;
+}
+
+/* H's entries into the report (the privileged counted, each refused one a
+ * problem, an allowed escape a warning); -1 when any is refused. */
+static int
+report_base_entries (struct ib_build *b, const char *from, const char *const *h, size_t n, const char *when,
+                     ib_error_t *err)
+{
+  ib_report_privileged (b->report, cJSON_AddObjectToObject (ib_report_json (b->report), "base"), "base", h, n);
+  size_t refused = 0;
+  const char *first = NULL;
+  for (size_t i = 0; i < n; i++)
+    {
+      bool escape = ib_tar_finding_kind (h[i]) == IB_TAR_ESCAPE;
+      if (!escape && !b->opt->strict_base)
+        continue;
+      bool error = base_entry_refused (b, h[i]);
+      ib_report_problem (b->report, "base", error, "%s", h[i]);
+      if (error && refused++ == 0)
+        first = h[i];
+    }
+  if (refused == 0)
+    return 0;
+  return ib_error (err, IB_EINTEGRITY, "base `%s` has %zu unsafe entr%s (the first: %s)%s%s", from, refused,
+                   refused == 1 ? "y" : "ies", first,
+                   ib_tar_finding_kind (first) == IB_TAR_ESCAPE ? ": it escapes the root or lies about itself"
+                                                                : ": --strict-base refuses privileged entries",
+                   when);
+}
+
+/* The pull's lister judges each layer as it lists it (pull_lists.h). */
+static bool
+pull_refuses (void *data, const char *hazard)
+{
+  return base_entry_refused (data, hazard);
+}
+
 static int
 resolve_base (struct ib_build *b, ib_error_t *err)
 {
@@ -90,11 +132,22 @@ resolve_base (struct ib_build *b, ib_error_t *err)
    * the rest of the download (layers/view/pull_lists.h). */
   struct ib_pull_listener listener;
   uint64_t ahead = (uint64_t) ib_env_number ("IMGBUILD_LIST_AHEAD_MIB", 0, 1) << 20; /* 0: the lister's default */
-  struct ib_pull_lister *lister = ib_pull_lister_start (b->store, ahead, &listener);
+  const struct ib_pull_judge judge = { pull_refuses, b };
+  struct ib_pull_lister *lister = ib_pull_lister_start (b->store, ahead, &judge, &listener);
   remote.listener = lister ? &listener : NULL;
   int pulled = ib_image_pull (b->store, from, plat ? &platform : NULL, &remote, &b->base, err);
   struct ib_pull_lister_stats listed;
   ib_pull_lister_finish (lister, pulled < 0, &listed);
+  if (pulled < 0 && listed.refused)
+    {
+      /* Stopped by what the first layers hold: the base's refusal, said as
+       * check_base_entries says it. */
+      ib_error_release (err);
+      cleanup_free char *when = ib_xasprintf (" (in layer %zu of %zu: the pull stopped there)", listed.refused_layer + 1,
+                                              listed.layers);
+      report_base_entries (b, from, (const char *const *) listed.hazards, listed.n_hazards, when, err);
+    }
+  ib_pull_lister_stats_clear (&listed);
   if (pulled < 0)
     return -1;
   if (listed.listed > 0)
@@ -132,6 +185,33 @@ resolve_base (struct ib_build *b, ib_error_t *err)
   return 0;
 }
 
+struct base_judge
+{
+  struct ib_build *b;
+  const char *from;
+  bool refused;
+};
+
+/* Each base layer as it is read: one that holds a refused entry stops the
+ * build there, before the layers above it are read (a 4.5 GB base's 19
+ * setuid files and devices are all in its first 52 MB layer). */
+static int
+judge_base_layer (void *data, size_t layer, const char *const *h, size_t n, ib_error_t *err)
+{
+  struct base_judge *j = data;
+  for (size_t i = 0; i < n; i++)
+    if (base_entry_refused (j->b, h[i]))
+      {
+        j->refused = true;
+        cleanup_free char *when = NULL;
+        if (layer + 1 < j->b->base->n_layers)
+          when = ib_xasprintf (" (in layer %zu of %zu: the layers above it were not read)", layer + 1,
+                               j->b->base->n_layers);
+        return report_base_entries (j->b, j->from, h, n, when ? when : "", err);
+      }
+  return 0;
+}
+
 /* The entries of the base's layers that the tar check names
  * (layers/tar/tarcheck.h).  Those that escape the root or lie about
  * themselves (`..`, absolute names, links out, hard links to nothing,
@@ -140,7 +220,8 @@ resolve_base (struct ib_build *b, ib_error_t *err)
  * --allow-unsafe-base makes each of them a warning (a base from a tool
  * that writes duplicate entries).  The privileged ones (setuid/setgid
  * files, devices, FIFOs, sockets) are what every distribution base holds:
- * counted in the report (privileged.h), refused only with --strict-base. */
+ * counted in the report (privileged.h), refused only with --strict-base.
+ * Judged layer by layer as the base's view is made (judge_base_layer). */
 static int
 check_base_entries (struct ib_build *b, ib_error_t *err)
 {
@@ -153,28 +234,13 @@ check_base_entries (struct ib_build *b, ib_error_t *err)
       ib_report_note (b->report, "base entries: skip: `%s` has no layer, nothing to check", from);
       return 0;
     }
-  if (ib_build_base_view (b, &view, err) < 0)
-    return -1;
-  size_t n, refused = 0;
+  struct base_judge j = { b, from, false };
+  const struct ib_fsview_judge judge = { judge_base_layer, &j };
+  if (ib_build_base_view_judged (b, &judge, &view, err) < 0)
+    return j.refused ? -1 : ib_error_wrap (err, "base `%s`", from);
+  size_t n;
   const char *const *h = ib_fsview_hazards (view, &n);
-  ib_report_privileged (b->report, cJSON_AddObjectToObject (ib_report_json (b->report), "base"), "base", h, n);
-  const char *first = NULL;
-  for (size_t i = 0; i < n; i++)
-    {
-      bool escape = ib_tar_finding_kind (h[i]) == IB_TAR_ESCAPE;
-      if (!escape && !b->opt->strict_base)
-        continue;
-      bool error = !escape || !b->opt->allow_unsafe_base;
-      ib_report_problem (b->report, "base", error, "%s", h[i]);
-      if (error && refused++ == 0)
-        first = h[i];
-    }
-  if (refused == 0)
-    return 0;
-  return ib_error (err, IB_EINTEGRITY, "base `%s` has %zu unsafe entr%s (the first: %s)%s", from, refused,
-                   refused == 1 ? "y" : "ies", first,
-                   ib_tar_finding_kind (first) == IB_TAR_ESCAPE ? ": it escapes the root or lies about itself"
-                                                                : ": --strict-base refuses privileged entries");
+  return report_base_entries (b, from, h, n, "", err);
 }
 
 /* The layer entries of the definition's items, targets made relative. */

@@ -6,12 +6,19 @@
 #include "builder/core/build.h"
 
 int
-ib_build_base_view (struct ib_build *b, const struct ib_fsview **out, ib_error_t *err)
+ib_build_base_view_judged (struct ib_build *b, const struct ib_fsview_judge *judge, const struct ib_fsview **out,
+                           ib_error_t *err)
 {
-  if (b->base_view == NULL && ib_fsview_of_image (b->store, b->base, &b->base_view, err) < 0)
-    return ib_error_wrap (err, "base `%s`", b->def->from);
+  if (b->base_view == NULL && ib_fsview_of_image_judged (b->store, b->base, judge, &b->base_view, err) < 0)
+    return judge ? -1 : ib_error_wrap (err, "base `%s`", b->def->from);
   *out = b->base_view;
   return 0;
+}
+
+int
+ib_build_base_view (struct ib_build *b, const struct ib_fsview **out, ib_error_t *err)
+{
+  return ib_build_base_view_judged (b, NULL, out, err);
 }
 
 /* The image is its base's layers and the new ones above: its view is the

@@ -89,6 +89,10 @@ struct ib_build
 
 /* The base's merged file system, from the per-layer caches. */
 int ib_build_base_view (struct ib_build *b, const struct ib_fsview **out, ib_error_t *err);
+/* The same, JUDGE told each layer's hazards as it is stacked (fsview.h):
+ * the base's entries refused before the layers above are read. */
+int ib_build_base_view_judged (struct ib_build *b, const struct ib_fsview_judge *judge, const struct ib_fsview **out,
+                               ib_error_t *err);
 
 /* The candidate image's merged file system (base + overlay). */
 int ib_build_image_view (struct ib_build *b, const struct ib_fsview **out, ib_error_t *err);

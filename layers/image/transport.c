@@ -53,14 +53,14 @@ ib_image_copy_blobs (const struct ib_store *src, struct ib_store *dst, const str
     return -1;
   if (ib_store_copy_blob (src, dst, &img->config, err) < 0)
     return -1;
-  if (listener)
-    listener->arrived (listener->data, img, 0);
+  if (listener && listener->arrived (listener->data, img, 0, err) < 0)
+    return -1;
   for (size_t i = 0; i < img->n_layers; i++)
     {
       if (ib_store_copy_blob (src, dst, &img->layers[i], err) < 0)
         return -1;
-      if (listener)
-        listener->arrived (listener->data, img, i + 1);
+      if (listener && listener->arrived (listener->data, img, i + 1, err) < 0)
+        return -1;
     }
   /* The manifest last: a layout never names an image whose blobs it lacks. */
   return ib_store_copy_blob (src, dst, &img->manifest, err);

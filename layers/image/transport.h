@@ -38,7 +38,9 @@ struct ib_transfer_report
  * OCI layout's call it: the others read their source in one piece. */
 struct ib_pull_listener
 {
-  void (*arrived) (void *data, const struct ib_image *img, size_t i);
+  /* 0; or -1 with ERR set, and the pull stops: what came refuses the image
+   * (pull_lists.h, a judge). */
+  int (*arrived) (void *data, const struct ib_image *img, size_t i, ib_error_t *err);
   void *data;
 };
 

@@ -331,7 +331,7 @@ fetch_one (struct ib_registry *reg, const struct ib_descriptor *d, size_t i, voi
   if (i > 0)
     remember_source (job->s, &d->digest, job->location);
   if (job->listener)
-    job->listener->arrived (job->listener->data, job->img, i);
+    return job->listener->arrived (job->listener->data, job->img, i, err);
   return 0;
 }
 

@@ -523,13 +523,16 @@ ib_fsview_push (struct ib_fsview *v, const struct ib_fs_list *list, int layer)
   push_list (v, (struct ib_fs_list *) list, layer, false);
 }
 
-int
-ib_fsview_push_layers (struct ib_fsview *v, struct ib_store *s, const struct ib_image *img, size_t first,
-                       ib_error_t *err)
+static int
+push_layers (struct ib_fsview *v, struct ib_store *s, const struct ib_image *img, size_t first,
+             const struct ib_fsview_judge *judge, ib_error_t *err)
 {
-  ib_fs_list_layers_ahead (s, img, first);
+  /* Judged, the layers above the first are listed ahead only once it passed. */
+  size_t ahead = judge ? first + 1 : first;
   for (size_t i = first; i < img->n_layers; i++)
     {
+      if (i == ahead)
+        ib_fs_list_layers_ahead (s, img, ahead);
       struct ib_fs_list *l;
       if (ib_fs_list_layer (s, &img->layers[i], &img->diff_ids[i], &l, err) < 0)
         return -1;
@@ -537,14 +540,24 @@ ib_fsview_push_layers (struct ib_fsview *v, struct ib_store *s, const struct ib_
       /* The paths the merge compared, given back: the view's pages grow
        * with what a check reads, not with every layer merged. */
       ib_fs_strings_release (v->strings);
+      size_t h0 = v->n_hazards;
       for (size_t k = 0; k < l->n_hazards; k++)
         {
           v->hazards = ib_xrealloc (v->hazards, (v->n_hazards + 1) * sizeof (*v->hazards));
           v->hazards[v->n_hazards++] = ib_xasprintf ("layer %s: %s", img->layers[i].digest.s, l->hazards[k]);
         }
       ib_fs_list_free (l);
+      if (judge && judge->layer (judge->data, i, (const char *const *) v->hazards + h0, v->n_hazards - h0, err) < 0)
+        return -1;
     }
   return 0;
+}
+
+int
+ib_fsview_push_layers (struct ib_fsview *v, struct ib_store *s, const struct ib_image *img, size_t first,
+                       ib_error_t *err)
+{
+  return push_layers (v, s, img, first, NULL, err);
 }
 
 /* The view of IMG's layers kept whole (fscache.h), for an image of two
@@ -615,6 +628,13 @@ view_cache_save (const struct ib_fsview *v, const char *path, const ib_digest *c
 int
 ib_fsview_of_image (struct ib_store *s, const struct ib_image *img, struct ib_fsview **out, ib_error_t *err)
 {
+  return ib_fsview_of_image_judged (s, img, NULL, out, err);
+}
+
+int
+ib_fsview_of_image_judged (struct ib_store *s, const struct ib_image *img, const struct ib_fsview_judge *judge,
+                           struct ib_fsview **out, ib_error_t *err)
+{
   cleanup_free char *cache = NULL;
   ib_digest chain;
   if (view_cache_path (s, img, &cache, &chain, err) < 0)
@@ -625,7 +645,7 @@ ib_fsview_of_image (struct ib_store *s, const struct ib_image *img, struct ib_fs
       *out = v;
       return 0;
     }
-  if (ib_fsview_push_layers (v, s, img, 0, err) < 0 || (cache && view_cache_save (v, cache, &chain, err) < 0))
+  if (push_layers (v, s, img, 0, judge, err) < 0 || (cache && view_cache_save (v, cache, &chain, err) < 0))
     {
       ib_fsview_free (v);
       return -1;

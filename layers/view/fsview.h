@@ -96,6 +96,19 @@ struct ib_fsview *ib_fsview_new (void);
 void ib_fsview_push (struct ib_fsview *v, const struct ib_fs_list *list, int layer);
 /* The view of a whole image, every layer's list from the store. */
 int ib_fsview_of_image (struct ib_store *s, const struct ib_image *img, struct ib_fsview **out, ib_error_t *err);
+/* A judge of each layer's hazards (as ib_fsview_hazards gives them) as the
+ * layer is stacked, in order: a negative return stops there, and no layer
+ * above it is read.  The lowest layer is then read alone first: a
+ * distribution's base system, where its setuid files and devices are, is
+ * judged after its own bytes, not after every layer of the image.  (A view
+ * kept whole in the store is judged by no one: every layer was read.) */
+struct ib_fsview_judge
+{
+  int (*layer) (void *data, size_t layer, const char *const *hazards, size_t n, ib_error_t *err);
+  void *data;
+};
+int ib_fsview_of_image_judged (struct ib_store *s, const struct ib_image *img, const struct ib_fsview_judge *judge,
+                               struct ib_fsview **out, ib_error_t *err);
 /* Stack the layers of IMG from number FIRST on, with their hazards: V is
  * the view of IMG's layers below FIRST (a base's view, for the image built
  * over it). */

@@ -45,6 +45,7 @@ struct ib_pull_lister
   struct pending *arrived; /* in the order their blobs came */
   size_t n_arrived, cap, next;
   bool over, failed;
+  struct ib_pull_judge judge; /* refuses NULL: none */
   struct ib_pull_lister_stats stats;
 };
 
@@ -90,8 +91,8 @@ hold_back (struct ib_pull_lister *l, size_t n)
   l->stats.held_seconds += ib_now () - t0;
 }
 
-static void
-arrived (void *data, const struct ib_image *img, size_t i)
+static int
+arrived (void *data, const struct ib_image *img, size_t i, ib_error_t *err)
 {
   struct ib_pull_lister *l = data;
   pthread_mutex_lock (&l->lock);
@@ -110,9 +111,26 @@ arrived (void *data, const struct ib_image *img, size_t i)
       l->arrived[l->n_arrived++] = (struct pending){ i - 1, img->layers[i - 1].size, false };
     }
   pthread_cond_broadcast (&l->wake);
+  size_t me = l->n_arrived - 1;
   if (i > 0)
-    hold_back (l, l->n_arrived - 1);
+    hold_back (l, me);
+  /* Judged, the first layer is listed before this transfer goes on (once
+   * the config is there: before it nothing is listed). */
+  if (i == 1 && l->judge.refuses && l->have_config && !l->arrived[me].done && !l->stats.refused)
+    {
+      /* A wait for the listers, counted as hold_back counts its own. */
+      double t0 = ib_now ();
+      while (!l->arrived[me].done && !l->stats.refused)
+        pthread_cond_wait (&l->drained, &l->lock);
+      l->stats.held++;
+      l->stats.held_seconds += ib_now () - t0;
+    }
+  int r = 0;
+  if (l->stats.refused)
+    r = ib_error (err, IB_EINTEGRITY, "pull stopped: layer %zu holds an entry this build refuses",
+                  l->stats.refused_layer + 1);
   pthread_mutex_unlock (&l->lock);
+  return r;
 }
 
 /* The next layer to list (*N: its place in l->arrived), with the lock
@@ -130,8 +148,34 @@ next_layer (struct ib_pull_lister *l, size_t *n)
   return true;
 }
 
-/* List layer K of IMG as the build would (fsview.c caches it); a layer it
- * cannot list is the build's own pass's to report. */
+/* LIST's hostile entries, named as a view names them; kept in the stats
+ * when the judge refuses one and no layer was refused before. */
+static void
+judge_layer (struct ib_pull_lister *l, const struct ib_image *img, size_t k, const struct ib_fs_list *list)
+{
+  char **h = ib_xcalloc (list->n_hazards + 1, sizeof (*h));
+  bool refused = false;
+  for (size_t j = 0; j < list->n_hazards; j++)
+    {
+      h[j] = ib_xasprintf ("layer %s: %s", img->layers[k].digest.s, list->hazards[j]);
+      refused = refused || l->judge.refuses (l->judge.data, h[j]);
+    }
+  pthread_mutex_lock (&l->lock);
+  if (refused && !l->stats.refused)
+    {
+      l->stats.refused = true;
+      l->stats.refused_layer = k;
+      l->stats.hazards = steal_pointer (&h);
+      l->stats.n_hazards = list->n_hazards;
+    }
+  pthread_mutex_unlock (&l->lock);
+  for (size_t j = 0; h && j < list->n_hazards; j++)
+    free (h[j]);
+  free (h);
+}
+
+/* List layer K of IMG as the build would (fsview.c caches it), and judge
+ * it; a layer it cannot list is the build's own pass's to report. */
 static void
 list_layer (struct ib_pull_lister *l, const struct ib_image *img, size_t k)
 {
@@ -139,9 +183,12 @@ list_layer (struct ib_pull_lister *l, const struct ib_image *img, size_t k)
     return;
   struct ib_fs_list *list = NULL;
   ib_error_t e = NULL;
-  /* Listed before (a warm build): counted, and nothing is loaded for nothing. */
+  /* Listed before (a warm build): counted, and nothing is loaded for
+   * nothing (the build's view judges it, from the list, before any gate). */
   bool listed = ib_fs_list_cached (l->s, &img->layers[k], &img->diff_ids[k])
                 || ib_fs_list_layer_in (l->s, &img->layers[k], &img->diff_ids[k], l->pass, &list, &e) == 0;
+  if (list && l->judge.refuses)
+    judge_layer (l, img, k, list);
   ib_fs_list_free (list);
   ib_error_release (&e);
   if (!listed)
@@ -181,10 +228,13 @@ run (void *data)
 }
 
 struct ib_pull_lister *
-ib_pull_lister_start (struct ib_store *s, uint64_t ahead, struct ib_pull_listener *listener)
+ib_pull_lister_start (struct ib_store *s, uint64_t ahead, const struct ib_pull_judge *judge,
+                      struct ib_pull_listener *listener)
 {
   struct ib_pull_lister *l = ib_xcalloc (1, sizeof (*l));
   l->s = s;
+  if (judge)
+    l->judge = *judge;
   l->ahead = ahead ? ahead : default_ahead ();
   pthread_mutex_init (&l->lock, NULL);
   pthread_cond_init (&l->wake, NULL);
@@ -231,10 +281,22 @@ ib_pull_lister_finish (struct ib_pull_lister *l, bool pull_failed, struct ib_pul
       *stats = l->stats;
       stats->ahead = l->ahead;
     }
+  else
+    ib_pull_lister_stats_clear (&l->stats);
   pthread_cond_destroy (&l->drained);
   pthread_cond_destroy (&l->wake);
   pthread_mutex_destroy (&l->lock);
   ib_descriptor_clear (&l->manifest);
   free (l->arrived);
   free (l);
+}
+
+void
+ib_pull_lister_stats_clear (struct ib_pull_lister_stats *stats)
+{
+  for (size_t i = 0; i < stats->n_hazards; i++)
+    free (stats->hazards[i]);
+  free (stats->hazards);
+  stats->hazards = NULL;
+  stats->n_hazards = 0;
 }

@@ -29,6 +29,20 @@
 
 struct ib_pull_lister;
 
+/* Judging the entries of each layer as it is listed (a base's setuid files
+ * with --strict-base, entries that escape the root): REFUSES says whether
+ * one hostile entry (as ib_fsview_hazards gives it) refuses the image; it
+ * runs on the lister's threads and must only read.  The transfer that
+ * brings the image's first layer waits for its list and judgement (a
+ * distribution's setuid files and devices are in its first layer): a
+ * refused layer stops the pull at that transfer, or at the next one to end,
+ * and the build is refused after that layer's bytes, not the image's. */
+struct ib_pull_judge
+{
+  bool (*refuses) (void *data, const char *hazard);
+  void *data;
+};
+
 /* Start the lister for a pull into S; *LISTENER is what the pull is given
  * (ib_remote_options.listener) and must outlive it.  The lister's threads
  * take the layers in the order they came; a transfer that brings a layer
@@ -36,7 +50,8 @@ struct ib_pull_lister;
  * waits for them to be listed before it goes on (so that the listers read
  * what the pull wrote from the page cache, not the disk).  AHEAD 0: an
  * eighth of the machine's memory, at least 256 MiB. */
-struct ib_pull_lister *ib_pull_lister_start (struct ib_store *s, uint64_t ahead, struct ib_pull_listener *listener);
+struct ib_pull_lister *ib_pull_lister_start (struct ib_store *s, uint64_t ahead, const struct ib_pull_judge *judge,
+                                             struct ib_pull_listener *listener);
 
 struct ib_pull_lister_stats
 {
@@ -45,7 +60,15 @@ struct ib_pull_lister_stats
   size_t held;          /* transfers that waited for the listers */
   double held_seconds;  /* the time they waited, each transfer's added up */
   uint64_t ahead;       /* the bound they waited on, in bytes */
+  /* The first layer that the judge refused, if one was: its number, and
+   * all of its hostile entries (the caller's: ib_pull_lister_stats_clear). */
+  bool refused;
+  size_t refused_layer;
+  char **hazards;
+  size_t n_hazards;
 };
+
+void ib_pull_lister_stats_clear (struct ib_pull_lister_stats *stats);
 
 /* The pull is over (PULL_FAILED: it failed): wait for the lister to list
  * what arrived (nothing more when PULL_FAILED), stop it, free it; what it

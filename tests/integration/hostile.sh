@@ -105,6 +105,62 @@ t_base_of_no_layer_skips_the_entry_check_saying_so() {
   refute grep -q 'base entries: skip' err.txt
 }
 
+# Issue 46: a base's entries are judged as its first layer is read.  One
+# refused there (a setuid file with --strict-base; an escaping entry with
+# no flag) stops the build before any layer above it is read: the store
+# never gains the upper layer's file list.  With no flag the setuid file is
+# counted, and both layers are read.
+two_layer_base() { # NAME TAR1: a base of TAR1 under a layer of 24 MB
+  mkdir -p big/opt
+  head -c 24M /dev/urandom >big/opt/blob
+  tar --numeric-owner --owner=0 --group=0 -C big -cf big.tar opt
+  umoci init --layout "$1"
+  umoci new --image "$1:base"
+  umoci raw add-layer --image "$1:base" --tag base "$2"
+  umoci raw add-layer --image "$1:base" --tag base big.tar
+}
+listed() { [ -e "$IMGBUILD_STORE/imgbuild/files/${1#sha256:}" ]; } # DIFF_ID: its file list is in the store
+
+t_base_refused_at_its_first_layer_before_the_layers_above_are_read() {
+  make_corpus
+  mkdir -p sys/usr/bin
+  echo x >sys/usr/bin/su
+  chmod 4755 sys/usr/bin/su
+  tar --numeric-owner --owner=0 --group=0 -C sys -cf sys.tar usr
+  two_layer_base two sys.tar
+  ids=$(skopeo inspect --config oci:two:base | jq -r '.rootfs.diff_ids[]')
+  d1=$(echo "$ids" | sed -n 1p)
+  d2=$(echo "$ids" | sed -n 2p)
+  expect_fail 4 'has 1 unsafe entry \(the first: layer sha256:[0-9a-f]{64}: entry `usr/bin/su`: .*--strict-base refuses privileged entries \(in layer 1 of 2: the pull stopped there\)' \
+    "$IB" --smoke=off --strict-base --from oci:two:base def -t strict:1
+  listed "$d1"
+  refute listed "$d2"
+  # Not even copied: the pull stopped at the first layer.
+  l2=$(skopeo inspect --raw oci:two:base | jq -r '.layers[1].digest')
+  [ ! -e "$IMGBUILD_STORE/blobs/sha256/${l2#sha256:}" ]
+  # A base in the store already, whose layers no build has listed (copied
+  # there by skopeo): judged as the build's view stacks its layers, the same.
+  skopeo copy -q oci:two:base "oci:$PWD/held:two:1"
+  IMGBUILD_STORE=$PWD/held expect_fail 4 'has 1 unsafe entry .*--strict-base refuses privileged entries \(in layer 1 of 2: the layers above it were not read\)' \
+    "$IB" --smoke=off --strict-base --from two:1 def -t strict:2
+  IMGBUILD_STORE=$PWD/held refute listed "$d2"
+  # With no flag: counted, both layers read, tagged.
+  "$IB" --json --smoke=off --from oci:two:base def -t plain:1 >r.json
+  jq -e '.status == "pass" and .base.privileged_entries.setuid_files == 1' r.json
+  listed "$d2"
+  # An entry that escapes the root, in the first layer: refused with no flag, as early.
+  /usr/bin/python3 -c '
+import io, tarfile
+with tarfile.open("esc.tar", "w", format=tarfile.PAX_FORMAT) as t:
+    i = tarfile.TarInfo("../escaped"); i.size = 2; t.addfile(i, io.BytesIO(b"x\n"))'
+  rm -rf big
+  two_layer_base esc esc.tar
+  e2=$(skopeo inspect --config oci:esc:base | jq -r '.rootfs.diff_ids[1]')
+  expect_fail 4 'has 1 unsafe entry .*escapes the root or lies about itself \(in layer 1 of 2: the pull stopped there\)' \
+    "$IB" --smoke=off --from oci:esc:base def -t esc:1
+  refute listed "$e2"
+}
+
 # A new layer gains no setuid/setgid bit from its sources: the writer gives
 # a file 0644 or 0755 (tarlayer.c), whatever the source's mode, and only a
 # `mode=` of the definition says otherwise; `tree` items alike.
