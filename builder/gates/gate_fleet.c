@@ -198,8 +198,6 @@ budget_memo_path (struct ib_store *s, const struct ib_target *t, const struct ib
   return ib_path_join (dir, ib_digest_hex (d.s));
 }
 
-/* The kept budget at PATH told as the walk would tell it; false when there
- * is none (or it does not parse).  *WITH_CODE: its files with GPU code. */
 /* The summary line: the kernels that would JIT, with their PTX and what
  * compiling it would take (kernels/jitbudget.h says where the rate comes
  * from: the first request that needs them waits that long). */
@@ -214,6 +212,8 @@ budget_note (struct ib_build *b, size_t n, size_t jit, uint64_t ptx, size_t none
                   "target%s", n, jit, cost ? cost : "", none, kept);
 }
 
+/* The kept budget at PATH told as the walk would tell it; false when there
+ * is none (or it does not parse).  *WITH_CODE: its files with GPU code. */
 static bool
 budget_memo_replay (struct ib_build *b, const struct ib_fleet_scope *sc, const char *path, size_t *with_code)
 {

@@ -116,15 +116,8 @@ arrived (void *data, const struct ib_image *img, size_t i, ib_error_t *err)
     hold_back (l, me);
   /* Judged, the first layer is listed before this transfer goes on (once
    * the config is there: before it nothing is listed). */
-  if (i == 1 && l->judge.refuses && l->have_config && !l->arrived[me].done && !l->stats.refused)
-    {
-      /* A wait for the listers, counted as hold_back counts its own. */
-      double t0 = ib_now ();
-      while (!l->arrived[me].done && !l->stats.refused)
-        pthread_cond_wait (&l->drained, &l->lock);
-      l->stats.held++;
-      l->stats.held_seconds += ib_now () - t0;
-    }
+  while (i == 1 && l->judge.refuses && l->have_config && !l->arrived[me].done && !l->stats.refused)
+    pthread_cond_wait (&l->drained, &l->lock);
   int r = 0;
   if (l->stats.refused)
     r = ib_error (err, IB_EINTEGRITY, "pull stopped: layer %zu holds an entry this build refuses",
