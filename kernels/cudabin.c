@@ -694,35 +694,38 @@ ib_sass_runs_on (unsigned sm, char variant, unsigned major, unsigned minor)
 }
 
 cJSON *
+ib_cuda_entry_json (const struct ib_cuda_entry *e)
+{
+  cJSON *j = cJSON_CreateObject ();
+  char v[2] = { e->variant, 0 };
+  cJSON_AddStringToObject (j, "kind", ib_cuda_kind_name (e->kind));
+  cJSON_AddNumberToObject (j, "sm", e->sm);
+  cJSON_AddStringToObject (j, "variant", v);
+  cJSON_AddStringToObject (j, "compression", e->compression);
+  cJSON_AddNumberToObject (j, "size", (double) e->size);
+  cJSON_AddNumberToObject (j, "uncompressed_size", (double) e->uncompressed_size);
+  cJSON_AddNumberToObject (j, "offset", (double) e->offset);
+  cJSON_AddNumberToObject (j, "stored", (double) e->stored);
+  cJSON_AddBoolToObject (j, "relocatable", e->relocatable);
+  if (e->kind == IB_CUDA_PTX)
+    {
+      char pv[24];
+      snprintf (pv, sizeof (pv), "%u.%u", e->ptx_major, e->ptx_minor);
+      cJSON_AddStringToObject (j, "ptx_version", pv);
+    }
+  cJSON *k = cJSON_AddArrayToObject (j, "kernels");
+  for (size_t x = 0; x < e->n_kernels; x++)
+    cJSON_AddItemToArray (k, cJSON_CreateString (e->kernels[x]));
+  return j;
+}
+
+cJSON *
 ib_cuda_file_json (const struct ib_cuda_file *f)
 {
   cJSON *o = cJSON_CreateObject ();
   cJSON *entries = cJSON_AddArrayToObject (o, "entries");
   for (size_t i = 0; i < f->n; i++)
-    {
-      const struct ib_cuda_entry *e = &f->e[i];
-      cJSON *j = cJSON_CreateObject ();
-      char v[2] = { e->variant, 0 };
-      cJSON_AddStringToObject (j, "kind", ib_cuda_kind_name (e->kind));
-      cJSON_AddNumberToObject (j, "sm", e->sm);
-      cJSON_AddStringToObject (j, "variant", v);
-      cJSON_AddStringToObject (j, "compression", e->compression);
-      cJSON_AddNumberToObject (j, "size", (double) e->size);
-      cJSON_AddNumberToObject (j, "uncompressed_size", (double) e->uncompressed_size);
-      cJSON_AddNumberToObject (j, "offset", (double) e->offset);
-      cJSON_AddNumberToObject (j, "stored", (double) e->stored);
-      cJSON_AddBoolToObject (j, "relocatable", e->relocatable);
-      if (e->kind == IB_CUDA_PTX)
-        {
-          char v[24];
-          snprintf (v, sizeof (v), "%u.%u", e->ptx_major, e->ptx_minor);
-          cJSON_AddStringToObject (j, "ptx_version", v);
-        }
-      cJSON *k = cJSON_AddArrayToObject (j, "kernels");
-      for (size_t x = 0; x < e->n_kernels; x++)
-        cJSON_AddItemToArray (k, cJSON_CreateString (e->kernels[x]));
-      cJSON_AddItemToArray (entries, j);
-    }
+    cJSON_AddItemToArray (entries, ib_cuda_entry_json (&f->e[i]));
   return o;
 }
 

@@ -100,6 +100,10 @@ bool ib_sass_runs_on (unsigned sm, char variant, unsigned major, unsigned minor)
 /* {"entries":[{"kind","sm","variant","compression","size","uncompressed_size",
  *  "offset","stored","relocatable","ptx_version" (PTX only),"kernels":[…]}]} */
 cJSON *ib_cuda_file_json (const struct ib_cuda_file *f);
+/* One entry of that list: how a caller writes a large file's list an
+ * entry at a time (torch's 2,730 entries name 155,142 kernels: as one
+ * tree and its text, 110 MB). */
+cJSON *ib_cuda_entry_json (const struct ib_cuda_entry *e);
 /* The inverse, for the per-content cache. */
 int ib_cuda_file_from_json (const cJSON *j, struct ib_cuda_file **out, ib_error_t *err);
 

@@ -46,6 +46,7 @@ struct inspect_job
   size_t n;
   struct ib_cuda_file **out;
   size_t inspected;
+  bool drop_saved; /* a record saved is not kept in OUT (ib_kernels_each_file reads it back) */
 };
 
 static int
@@ -59,13 +60,15 @@ inspect_extracted (void *data, const struct ib_fs_entry *e, struct ib_layer_read
   struct ib_cuda_file *f;
   if (ib_cuda_inspect (fd, what, &f, err) < 0)
     return -1;
-  ib_kernels_cache_save (job->cache, e->digest, f);
+  bool saved = ib_kernels_cache_save (job->cache, e->digest, f);
   job->inspected++;
   for (size_t i = 0; i < job->n; i++)
     if (job->files[i] == e && job->out[i] == NULL)
       {
-        job->out[i] = f;
-        return 0;
+        job->out[i] = job->drop_saved && saved ? NULL : f;
+        if (job->out[i] == f)
+          return 0;
+        break;
       }
   ib_cuda_file_free (f);
   return 0;
@@ -108,9 +111,9 @@ no_code_from_the_pass (struct ib_store *s, const char *cache, const struct ib_fs
   *n_wanted = k;
 }
 
-int
-ib_kernels_inspect_entries (struct ib_store *s, const struct ib_image *img, const struct ib_fs_entry *const *files,
-                            size_t n, struct ib_cuda_file **out, size_t *inspected, ib_error_t *err)
+static int
+inspect_entries (struct ib_store *s, const struct ib_image *img, const struct ib_fs_entry *const *files, size_t n,
+                 struct ib_cuda_file **out, size_t *inspected, bool drop_saved, ib_error_t *err)
 {
   cleanup_free char *cache = NULL;
   if (ib_store_cache_dir (s, "kernels", &cache, err) < 0)
@@ -121,12 +124,19 @@ ib_kernels_inspect_entries (struct ib_store *s, const struct ib_image *img, cons
     if ((out[i] = ib_kernels_cache_load (cache, files[i]->digest)) == NULL)
       wanted[n_wanted++] = files[i];
   no_code_from_the_pass (s, cache, wanted, &n_wanted, files, n, out);
-  struct inspect_job job = { cache, files, n, out, 0 };
+  struct inspect_job job = { cache, files, n, out, 0, drop_saved };
   int r = ib_extract_entries (s, img, wanted, n_wanted, inspect_extracted, &job, err);
   free (wanted);
   if (inspected)
     *inspected = job.inspected;
   return r;
+}
+
+int
+ib_kernels_inspect_entries (struct ib_store *s, const struct ib_image *img, const struct ib_fs_entry *const *files,
+                            size_t n, struct ib_cuda_file **out, size_t *inspected, ib_error_t *err)
+{
+  return inspect_entries (s, img, files, n, out, inspected, false, err);
 }
 
 int
@@ -148,19 +158,11 @@ ib_kernels_each_file (struct ib_store *s, const struct ib_image *img, const stru
         wanted[n_wanted++] = files[i];
       ib_cuda_file_free (f);
     }
+  /* Each record saved is dropped as soon as it is, and read back one at a
+   * time below: the cold walk over the CUDA base held every file's list
+   * (90 MB of kernel names) until the inspection ended. */
   struct ib_cuda_file **got = ib_xcalloc (n_wanted ? n_wanted : 1, sizeof (*got));
-  int r = n_wanted ? ib_kernels_inspect_entries (s, img, wanted, n_wanted, got, NULL, err) : 0;
-  /* Saved: dropped, read back one at a time below. */
-  for (size_t k = 0; r == 0 && k < n_wanted; k++)
-    {
-      struct ib_cuda_file *f = ib_kernels_cache_load (cache, wanted[k]->digest);
-      if (f)
-        {
-          ib_cuda_file_free (got[k]);
-          got[k] = NULL;
-        }
-      ib_cuda_file_free (f);
-    }
+  int r = n_wanted ? inspect_entries (s, img, wanted, n_wanted, got, NULL, true, err) : 0;
   for (size_t i = 0, k = 0; r == 0 && i < n; i++)
     {
       struct ib_cuda_file *f = ib_kernels_cache_load (cache, files[i]->digest);
@@ -174,7 +176,11 @@ ib_kernels_each_file (struct ib_store *s, const struct ib_image *img, const stru
           code = got[j];
           k = j + 1;
         }
-      r = fn (data, i, code, err);
+      if (code == NULL)
+        r = ib_error (err, IB_EKERNELS, "the GPU code record of `/%s` was saved but does not read back",
+                      files[i]->path);
+      else
+        r = fn (data, i, code, err);
       ib_cuda_file_free (f);
     }
   for (size_t k = 0; k < n_wanted; k++)

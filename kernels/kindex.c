@@ -176,7 +176,7 @@ record_put (void *data, const struct ib_cuda_entry *e, size_t index, ib_error_t 
 
 /* The end written and the record renamed into place when WHOLE (and all
  * was written); otherwise nothing is left. */
-static void
+static bool
 record_close (struct record_out *o, bool whole)
 {
   if (whole)
@@ -190,21 +190,21 @@ record_close (struct record_out *o, bool whole)
     }
   if (fclose (o->fp) != 0)
     whole = false;
-  if (whole && !o->failed)
-    ib_atomic_file_commit (&o->f, 0644, false, NULL);
-  else
-    ib_atomic_file_abort (&o->f);
+  if (whole && !o->failed && ib_atomic_file_commit (&o->f, 0644, false, NULL) == 0)
+    return true;
+  ib_atomic_file_abort (&o->f);
+  return false;
 }
 
-void
+bool
 ib_kernels_cache_save (const char *dir, const char *digest, const struct ib_cuda_file *f)
 {
   struct record_out o;
   if (record_open (&o, dir, digest, NULL) < 0)
-    return;
+    return false;
   for (size_t i = 0; i < f->n; i++)
     record_put (&o, &f->e[i], i, NULL);
-  record_close (&o, true);
+  return record_close (&o, true);
 }
 
 int

@@ -16,8 +16,9 @@
  * "kernels") under the file's content digest: F saved (best effort), or
  * what was saved for DIGEST, NULL when there is none or it does not read
  * whole (a file cut short or damaged, another version's record).  The
- * record's format is kindex.c's. */
-void ib_kernels_cache_save (const char *dir, const char *digest, const struct ib_cuda_file *f);
+ * record's format is kindex.c's.  Saving says whether the record was
+ * written whole. */
+bool ib_kernels_cache_save (const char *dir, const char *digest, const struct ib_cuda_file *f);
 /* The records' version: a record of another is not read, and what is
  * kept from records (the JIT budget, builder/gates/gate_fleet.c) names it. */
 #define IB_KERNELS_CACHE_MAGIC "imgbuild-kernels 4" /* 2: relocatable, ptx_version; 3: offset, stored; 4: binary */

@@ -65,7 +65,7 @@ tall_cuda_base_amd64_thin_definition_verdicts() {
   chroot "$rootfs" python3 -c 'import torch; assert torch.backends.cudnn.version() >= 90000; print(torch.cuda.nccl.version())' >v.out 2>/dev/null
   grep -q '^(2, 22, 3)$' v.out
   keep r.json r.err d.oracle.out v.out
-  figure "amd64 thin definition, gpu 9.0: --strict-base exit 4 (layer 1's setuid files); no flag exit 6: symbols/native/kernels/toolchains pass, driver fails (Debian's libcuda1); CPython imports the six files ($(head -1 d.oracle.out)); torch's NCCL $(cat v.out)"
+  figure "amd64 thin definition, gpu 9.0: --strict-base exit 4 (layer 1's setuid files); no flag exit 6: symbols/native/kernels/toolchains pass, driver fails (Debian's libcuda1); CPython imports the six files ($(head -1 d.oracle.out)); torch's NCCL $(grep '^(' v.out)"
 }
 
 # The same definition targeting GB10 (compute 12.1): NCCL has SASS for
