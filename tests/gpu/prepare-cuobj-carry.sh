@@ -8,12 +8,14 @@
 # as this commit's imgverify reads them out of the base's OCI layout, and a
 # sample of torch's whole PTX entries for their ISA versions.
 #   tests/gpu/prepare-cuobj-carry.sh DIR [BASE-DIR]
-# BASE-DIR: the real-base.sh --cuda cache folder (default: the newest
-# /var/cache/imgbuild/realbase/trixie-amd64-*).  ~18 MB.
+# BASE-DIR: the real-base.sh --cuda cache folder (default: the one that
+# script names, built if it is not there).  ~18 MB.
 set -euo pipefail
 D=$1
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-B=${2:-$(ls -dt /var/cache/imgbuild/realbase/trixie-amd64-* 2>/dev/null | head -1)}
+# (The newest trixie-amd64-* folder may be the plain Python 3.13 base of
+# real-base.sh without --cuda: the script names the CUDA one.)
+B=${2:-$(dirname "$("$ROOT/scripts/real-base.sh" --cuda --arch amd64 | sed -n 's/^oci=//p')")}
 [ -f "$B/complete" ] || { echo "no real CUDA base at '$B': run scripts/real-base.sh --cuda" >&2; exit 2; }
 rm -rf "$D" && mkdir -p "$D"
 L=/usr/lib/x86_64-linux-gnu
