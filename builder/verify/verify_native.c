@@ -132,7 +132,7 @@ ib_verify_native_as_built (struct ib_store *s, const struct ib_image *img, struc
   if (r == 0 && n == 0)
     {
       /* Nothing says what a build checked: every object of every layer. */
-      struct ib_native_rules all = { .defaults = true, .first_checked_layer = 0, .as_ldd = as_ldd };
+      struct ib_native_rules all = { .defaults = true, .first_checked_layer = 0, .as_ldd = as_ldd, .hosted = true };
       r = check_once (s, img, view, &all, fn, data, st, json, err);
       *scope = ib_xstrdup ("no provenance record: every ELF object of the image");
     }

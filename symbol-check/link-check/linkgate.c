@@ -381,10 +381,25 @@ struct root_ctx
   char **preloads;
 };
 
+/* A root judged as a program of the image loads it (ib_native_rules.hosted):
+ * a file no one may execute, which is how Debian ships shared libraries
+ * and plugins; an executable (or a library marked executable, as libc.so.6
+ * is) keeps the strict verdict. */
+static bool
+hosted_root (const struct gate *g, const char *root)
+{
+  if (!g->r->hosted || g->r->as_ldd)
+    return false;
+  cleanup_free char *abs = ib_xasprintf ("/%s", root);
+  const struct ib_fs_entry *e = ib_fsview_resolve (g->view, abs, NULL);
+  return e && e->type == IB_FS_FILE && (e->mode & 0111) == 0;
+}
+
 static void
 ctx_for (const struct gate *g, const char *root, struct root_ctx *rc)
 {
   memset (rc, 0, sizeof (*rc));
+  rc->c.hosted = hosted_root (g, root);
   if (g->r->as_ldd || !is_python_object (root))
     return;
   rc->interp = interpreter_for (g, root);

@@ -50,6 +50,15 @@ struct ib_native_rules
   const char *interpreter; /* image path; NULL: /usr/local/bin/python3 or /usr/bin/python3 */
   const char *driver;      /* a libcuda.so.1 of the build machine to check against; NULL */
   bool as_ldd;             /* load every object as `ldd -r` does, no interpreter */
+  /* Every object of an image that no definition describes (imgverify with
+   * no provenance): a shared library (not executable by its mode) is
+   * judged as the program that loads it would find it (dlopen: perl's XS
+   * modules, gcc's plugins, libtorch_python.so under python3, glibc's
+   * libthread_db.so under a debugger): a symbol its load does not define
+   * is left to that program (unchecked, once per object), not an error;
+   * only that program can say, and which one it is no record tells.  A
+   * library not found and an executable's symbols stay errors. */
+  bool hosted;
 };
 
 struct ib_native_stats

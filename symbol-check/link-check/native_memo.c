@@ -36,8 +36,8 @@ native_settings (const struct ib_image *img, const struct ib_native_rules *r)
    * (elfdyn.c: which undefined symbols count) is not this one's. */
   fprintf (f, "records 2\nmachine %u\nld-library-path %d ", ib_link_image_machine (img), llp != NULL);
   ib_fs_put_escaped (f, llp ? llp : "");
-  fprintf (f, "\ndefaults %d\nfirst %d\nas-ldd %d\ninterpreter %d ", r->defaults, r->first_checked_layer,
-           r->as_ldd, r->interpreter != NULL);
+  fprintf (f, "\ndefaults %d\nfirst %d\nas-ldd %d\nhosted %d\ninterpreter %d ", r->defaults, r->first_checked_layer,
+           r->as_ldd, r->hosted, r->interpreter != NULL);
   ib_fs_put_escaped (f, r->interpreter ? r->interpreter : "");
   fputc ('\n', f);
   put_list (f, "check", r->check, r->n_check);

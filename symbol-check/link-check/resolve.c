@@ -713,18 +713,20 @@ matches_any (char *const *patterns, size_t n, const char *name)
   return false;
 }
 
-/* A symbol nothing in scope defines: allowed, the driver's, or an error. */
-static void
+/* A symbol nothing in scope defines: allowed, the driver's, an error, or
+ * (true, nothing said) left to the program that loads the root, which
+ * check_symbols reports once for the object. */
+static bool
 undefined (struct proc *p, const struct scope *sc, int file, const struct ib_elf_ref *ref, const int *ids, size_t n)
 {
   struct ib_linker *k = p->k;
   const char *obj = k->files[file].path;
   if (p->ctx->python_symbols && (strncmp (ref->name, "Py", 2) == 0 || strncmp (ref->name, "_Py", 3) == 0))
-    return;
+    return false;
   if (matches_any (k->cfg.allow, k->cfg.n_allow, ref->name))
     {
       finding (p, IB_LINK_ALLOWED, false, obj, ref->name, ref->version, "allowed by allow-undefined");
-      return;
+      return false;
     }
   for (size_t i = 0; i < k->cfg.n_injected; i++)
     {
@@ -735,15 +737,18 @@ undefined (struct proc *p, const struct scope *sc, int file, const struct ib_elf
         {
           finding (p, IB_LINK_UNCHECKED, false, obj, ref->name, ref->version,
                    "left to the driver's %s, injected at run time (no driver declared)", inj->soname);
-          return;
+          return false;
         }
       if (ib_elf_link_satisfies (inj->driver, ref))
-        return;
+        return false;
     }
   const char *elsewhere = n ? k->files[ids[0]].path : NULL;
+  if (p->ctx->hosted)
+    return true;
   finding (p, IB_LINK_UNDEFINED, true, obj, ref->name, ref->version, "scope: %s%s%s%s", sc->text,
            elsewhere ? "; defined in /" : "", elsewhere ? elsewhere : "",
            elsewhere ? ", which this load does not bring in" : "");
+  return false;
 }
 
 static size_t
@@ -753,13 +758,25 @@ check_symbols (struct proc *p, const struct scope *sc, int file)
   memo_build (k, file);
   const struct lfile *f = &k->files[file];
   const struct ib_elf_link *l = NULL; /* the names, only for a symbol not found */
+  size_t hosted = 0, first = 0;
   for (size_t r = 0; r < f->n_refs; r++)
     {
       bool ok = false;
       for (size_t j = f->memo_off[r]; j < f->memo_off[r + 1] && !ok; j++)
         ok = sc->files[f->memo_ids[j]];
-      if (!ok && (l || (l = symbols_get (k, file)) != NULL))
-        undefined (p, sc, file, &l->refs[r], f->memo_ids + f->memo_off[r], f->memo_off[r + 1] - f->memo_off[r]);
+      if (!ok && (l || (l = symbols_get (k, file)) != NULL)
+          && undefined (p, sc, file, &l->refs[r], f->memo_ids + f->memo_off[r], f->memo_off[r + 1] - f->memo_off[r])
+          && hosted++ == 0)
+        first = r;
+    }
+  /* Once for the object: perl's XS modules leave hundreds each. */
+  if (hosted)
+    {
+      bool defined = f->memo_off[first + 1] > f->memo_off[first];
+      finding (p, IB_LINK_UNCHECKED, false, f->path, l->refs[first].name, l->refs[first].version,
+               "%zu symbol%s that its load does not define, left to the program that loads it (this one is %s%s)",
+               hosted, hosted == 1 ? "" : "s", defined ? "defined in /" : "defined nowhere in the image",
+               defined ? k->files[f->memo_ids[f->memo_off[first]]].path : "");
     }
   symbols_put (k, file, l);
   return f->n_refs;

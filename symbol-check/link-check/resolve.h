@@ -126,6 +126,8 @@ struct ib_link_context
   char *const *preloads; /* view paths */
   size_t n_preloads;
   bool python_symbols; /* no interpreter in the image: Py* and _Py* count as defined */
+  bool hosted;         /* a symbol defined elsewhere in the image is left to the program that loads
+                        * the root (linkgate.h: ib_native_rules.hosted), unchecked */
 };
 
 struct ib_linker;

@@ -132,6 +132,72 @@ t_native_imgverify_without_glob_checks_what_the_build_checked() {
   jq -e '.scope == "no provenance record: every ELF object of the image" and ([.objects[].path] | index("/usr/local/lib/libprobe.so") and index("/usr/lib/x86_64-linux-gnu/libm.so.6"))' bare.json
 }
 
+# Issue 45's rule for an image that no definition describes (imgverify
+# with no provenance: every ELF object): a shared library is judged as the
+# program that loads it finds it.  A plugin whose symbol its host defines
+# (the oracle: that host dlopens it and calls it; ldd -r alone reports the
+# symbol) is left to that program, one warning for the object, as is one
+# whose symbol nothing in the image defines; the same plugin marked
+# executable, and an executable, keep the strict verdict; --ldd stays
+# ldd -r's.
+t_native_every_object_leaves_a_plugin_to_the_program_that_loads_it() {
+  small_base base amd64 small:1
+  mkdir -p p
+  cat >p/host.c <<'EOF2'
+#include <dlfcn.h>
+#include <stdio.h>
+int host_fn (void) { return 42; }
+int main (int argc, char **argv) {
+  void *h = argc > 1 ? dlopen (argv[1], RTLD_NOW) : NULL;
+  if (h == NULL) { fprintf (stderr, "%s\n", argc > 1 ? dlerror () : "usage: host PLUGIN"); return 1; }
+  int (*f) (void) = (int (*) (void)) dlsym (h, "plugin_fn");
+  printf ("%d\n", f ());
+  return 0;
+}
+EOF2
+  echo 'int host_fn (void); int plugin_fn (void) { return host_fn (); }' >p/plugin.c
+  echo 'int lonely_fn (void); int plugin_fn (void) { return lonely_fn (); }' >p/lonely.c
+  echo 'int nowhere_fn (void); int main (void) { return nowhere_fn (); }' >p/orphan.c
+  gcc -rdynamic p/host.c -o p/host -ldl
+  gcc -shared -fPIC p/plugin.c -o p/plugin.so
+  gcc -shared -fPIC p/lonely.c -o p/lonely.so
+  # An executable whose library lost its symbol (linked against a copy that had it).
+  echo 'int nowhere_fn (void) { return 0; }' >p/gone_full.c
+  echo 'int other_fn (void) { return 0; }' >p/gone.c
+  gcc -shared -fPIC -Wl,-soname,libgone.so.1 p/gone_full.c -o p/libgone.so.1
+  gcc p/orphan.c -Lp -l:libgone.so.1 -o p/orphan
+  gcc -shared -fPIC -Wl,-soname,libgone.so.1 p/gone.c -o p/libgone.so.1
+  [ "$(p/host "$PWD/p/plugin.so")" = 42 ]
+  ldd -r p/plugin.so 2>&1 | grep -q 'undefined symbol: host_fn'
+  mkdir -p d
+  {
+    printf '[image]\nname = plug:1\nfrom = small:1\n[copy]\n'
+    printf 'file %s /usr/local/bin/host\nfile %s /usr/local/bin/orphan\n' "$PWD/p/host" "$PWD/p/orphan"
+    printf 'file %s /usr/local/lib/plugin.so mode=0644\n' "$PWD/p/plugin.so"
+    printf 'file %s /usr/local/lib/lonely.so mode=0644\n' "$PWD/p/lonely.so"
+    printf 'file %s /usr/local/lib/libgone.so.1 mode=0644\n' "$PWD/p/libgone.so.1"
+    printf 'file %s /usr/local/lib/plugin_x.so mode=0755\n[new]\n/usr/local/\n' "$PWD/p/plugin.so"
+  } >d/image.conf
+  "$IB" -q d >/dev/null
+  skopeo copy -q "oci:$IMGBUILD_STORE:plug:1" oci:bare:plug >/dev/null
+  rc=0
+  IMGBUILD_STORE=$PWD/other "$IV" --native --json oci:bare:plug >v.json 2>v.err || rc=$?
+  [ "$rc" = 5 ]
+  grep -q '^native: no provenance record: every ELF object of the image$' v.err
+  grep -qF 'warning: /usr/local/lib/plugin.so: symbol host_fn unchecked: 1 symbol that its load does not define, left to the program that loads it (this one is defined in /usr/local/bin/host)' v.err
+  grep -qF 'warning: /usr/local/lib/lonely.so: symbol lonely_fn unchecked: 1 symbol that its load does not define, left to the program that loads it (this one is defined nowhere in the image)' v.err
+  refute grep -q '^error: /usr/local/lib/plugin.so\|^error: /usr/local/lib/lonely.so' v.err
+  grep -q '^error: /usr/local/lib/plugin_x.so: undefined symbol host_fn (.*defined in /usr/local/bin/host, which this load does not bring in)' v.err
+  grep -q '^error: /usr/local/bin/orphan: undefined symbol nowhere_fn' v.err
+  [ "$(grep -c '^error:' v.err)" = 2 ]
+  jq -e '[.objects[] | select(.path == "/usr/local/lib/plugin.so") | .problems[] | .kind] == ["unchecked"]' v.json
+  # --ldd: ldd -r's verdict, the plugin's symbol an error.
+  rc=0
+  IMGBUILD_STORE=$PWD/other "$IV" --native --ldd oci:bare:plug 2>ldd.err >/dev/null || rc=$?
+  [ "$rc" = 5 ]
+  grep -q '^error: /usr/local/lib/plugin.so: undefined symbol host_fn' ldd.err
+}
+
 # Issue 46: an undefined symbol that no relocation binds (a linker leaves
 # one in .dynsym: libtorch_python.so's PyExc_FutureWarning) is never
 # looked up by ld.so, and ldd -r does not report it: neither does the gate.
@@ -506,6 +572,34 @@ tall_native_extension_modules_equal_ldd_minus_the_interpreter() {
   grep -Eq '^native-ldd: ([0-9]+) objects, \1 equal, 0 differ' cmp.out
   keep cmp.out
   figure "$(grep '^native-ldd:' cmp.out) (extension modules, against ldd -r less the interpreter's symbols)"
+}
+
+# Issue 45's rule on the real base with no provenance (every ELF object):
+# an error only where the image's own loader refuses (ldd -r in a chroot
+# names what the object lacks); the plugins, one warning each, left to the
+# programs that load them, which do: python3 imports torch (whose
+# libtorch_python.so takes 251 symbols from the interpreter), perl loads
+# POSIX.so.  Before the rule: 1,275 errors over 36 objects.
+tall_native_every_object_of_the_real_base_errs_only_where_its_loader_does() {
+  real_base amd64
+  rc=0
+  IMGBUILD_STORE=$PWD/s "$IV" --native "$RB_REF" >/dev/null 2>v.err || rc=$?
+  grep -q '^native: no provenance record: every ELF object of the image$' v.err
+  grep -E '^(error|warning):' v.err | sed -E 's/^(error|warning): ([^:]*):.*/\1 \2/' | sort -u >objects.txt
+  local kind o errs=0
+  while read -r kind o; do
+    [ "$kind" = error ] || continue
+    errs=$((errs + 1))
+    chroot "$RB_ROOTFS" ldd -r "$o" >"ldd.$errs" 2>&1 || true
+    grep -Eq 'not found|undefined symbol' "ldd.$errs"
+  done <objects.txt
+  [ "$rc" = $((errs > 0 ? 5 : 0)) ]
+  grep -Eq '^warning: /usr/lib/x86_64-linux-gnu/libtorch_python.so[.0-9]*: symbol Py[A-Za-z_]* unchecked: [0-9]+ symbols that its load does not define, left to the program that loads it \(this one is defined in /usr/bin/python3' v.err
+  chroot "$RB_ROOTFS" python3 -c 'import torch' 2>/dev/null
+  grep -q '^warning: /usr/lib/x86_64-linux-gnu/perl-base/auto/POSIX/POSIX.so: symbol .* unchecked' v.err
+  [ "$(chroot "$RB_ROOTFS" perl -MPOSIX -e 'print POSIX::floor(1.5)')" = 1 ]
+  keep v.err objects.txt
+  figure "every ELF object of bookworm + python3-torch, no provenance: $(grep -c '^error ' objects.txt) objects in error, each refused by ldd -r in a chroot; $(grep -c '^warning ' objects.txt) objects with a warning, the plugins left to their programs (python3 imports torch, perl loads POSIX.so); $(grep '^native:' v.err | tail -1)"
 }
 
 tall_native_gate_passes_on_the_torch_image_and_is_warm() {
