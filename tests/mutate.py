@@ -267,22 +267,52 @@ def put_back(build, pristine, snap):
         shutil.copy2(os.path.join(pristine, rel), os.path.join(build, rel))
 
 
+def test_timeout():
+    """Seconds a runner of the named tests may take (MUTATE_TEST_TIMEOUT,
+    default 900): a mutation can make a program wait forever (a pull whose
+    lister never lists the layer it waits for), and the run must go on."""
+    return float(os.environ.get("MUTATE_TEST_TIMEOUT", "900"))
+
+
 def run_tests(top, plan, env, log):
-    """Each runner of PLAN is one tests/run.sh per suite, the runners at once."""
+    """Each runner of PLAN is one tests/run.sh per suite, the runners at
+    once, each in its own process group.  A runner past test_timeout() is
+    killed with its group: the test it was in failed ("timed out"), which
+    kills the mutation when that test is named for it."""
     procs = []
+    limit = test_timeout()
     for part in plan:
         script = []
         for suite, names in part:
             script.append(f"tests/run.sh '^{suite}$' '^({'|'.join(names)})$'; echo \"@@rc $?\"")
         procs.append((part, subprocess.Popen(["bash", "-c", "; ".join(script)], cwd=top, env=env,
-                                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)))
+                                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                             start_new_session=True)))
+    deadline = time.monotonic() + limit
     runs = []
     for part, p in procs:
-        out = p.communicate()[0].decode("utf-8", "replace")
+        try:
+            out = p.communicate(timeout=max(0.1, deadline - time.monotonic()))[0]
+            timed_out = False
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, 9)
+            out = p.communicate()[0]
+            timed_out = True
+        out = out.decode("utf-8", "replace")
         log.write(out.encode())
         pieces = re.split(r"^@@rc (\d+)$\n?", out, flags=re.M)
+        done = (len(pieces) - 1) // 2
         for (suite, names), i in zip(part, range(0, len(pieces) - 1, 2)):
             runs.append((suite, names, int(pieces[i + 1]), pieces[i]))
+        if timed_out:
+            # The suite it stopped in: its first test without a verdict hung.
+            for k, (suite, names) in enumerate(part[done:]):
+                text = pieces[-1] if k == 0 else ""
+                heard = set(re.findall(r"^(?:ok|FAIL|skip) (\w+)", text, re.M))
+                hung = next((n for n in names if n not in heard), None) if k == 0 else None
+                if hung:
+                    text += f"FAIL {hung}: timed out after {limit:g} s\n"
+                runs.append((suite, names, 124, text))
     return runs
 
 

@@ -353,6 +353,11 @@ t_attest_sbom_cold_build_fills_its_cache_in_the_one_pass() {
   one=$(grep -c "blobs/sha256/$layer\"" one.opens) # the blob: not the caches named by it
   own=$(grep -c "blobs/sha256/$layer\"" own.opens)
   [ "$one" -lt "$own" ]
+  # Exactly: once the layout's blob is copied in, the store's copy is read
+  # once, by the pass that lists it and feeds every indexer (the SBOM's
+  # too; the SBOM's indexer missing read it a second time and the count
+  # above still held, the kernels' indexer saving the other read).
+  [ "$(grep -c "s-one/blobs/sha256/$layer\"" one.opens)" = 1 ]
 }
 
 # ---- the SBOM's GPU-code list, kept per base (builder/sbom.c) --------------

@@ -157,6 +157,27 @@ for (got, detail), want in cases:
 PY
 }
 
+# A mutation that makes a program wait forever (a pull whose lister never
+# lists the layer the transfer waits on) must not stop the run: a runner
+# past MUTATE_TEST_TIMEOUT is killed with its process group, and the test it
+# was in failed, timed out, which kills the mutation when it is the named
+# one (and is an unnamed failure otherwise).
+t_harness_mutation_that_hangs_is_killed_by_the_timeout() {
+  mkdir -p top/tests
+  printf '#!/bin/bash\necho "ok t_a"\nsleep 300 &\necho $! >"$(dirname "$0")/bg.pid"\nsleep 300\n' >top/tests/run.sh
+  chmod +x top/tests/run.sh
+  MUTATE_TEST_TIMEOUT=2 python3 - "$ROOT/tests/mutate.py" "$PWD/top" <<'PY'
+import importlib.util, io, os, sys
+s = importlib.util.spec_from_file_location("m", sys.argv[1]); m = importlib.util.module_from_spec(s); s.loader.exec_module(m)
+runs = m.run_tests(sys.argv[2], [[("core", ["t_a", "t_hang"])]], dict(os.environ), io.BytesIO())
+assert runs == [("core", ["t_a", "t_hang"], 124, "ok t_a\nFAIL t_hang: timed out after 2 s\n")], runs
+assert m.classify(True, runs, {("core", "t_hang")}) == ("killed", "failed: t_hang")
+assert m.classify(True, runs, {("core", "t_a")})[0] == "broken"
+PY
+  # Its group went with it: nothing it started is left.
+  refute kill -0 "$(cat top/tests/bg.pid)" 2>/dev/null
+}
+
 # --shard K/N: the N shards of the list are disjoint and together the whole
 # list; shard tables of one commit merge into one (its runs listed), and
 # tables of two commits are refused.
