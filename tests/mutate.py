@@ -274,13 +274,15 @@ def test_timeout():
     return float(os.environ.get("MUTATE_TEST_TIMEOUT", "900"))
 
 
-def run_tests(top, plan, env, log):
+def run_tests(top, plan, env, log, limit=None):
     """Each runner of PLAN is one tests/run.sh per suite, the runners at
-    once, each in its own process group.  A runner past test_timeout() is
-    killed with its group: the test it was in failed ("timed out"), which
-    kills the mutation when that test is named for it."""
+    once, each in its own process group.  A runner past LIMIT seconds
+    (a mutation's runs: test_timeout(); the baseline, every named test of
+    the list on unmutated code, has none) is killed with its group: the
+    test it was in failed ("timed out"), which kills the mutation when that
+    test is named for it."""
     procs = []
-    limit = test_timeout()
+    limit = limit or float("inf")
     for part in plan:
         script = []
         for suite, names in part:
@@ -292,7 +294,8 @@ def run_tests(top, plan, env, log):
     runs = []
     for part, p in procs:
         try:
-            out = p.communicate(timeout=max(0.1, deadline - time.monotonic()))[0]
+            left = deadline - time.monotonic()
+            out = p.communicate(timeout=max(0.1, left) if left != float("inf") else None)[0]
             timed_out = False
         except subprocess.TimeoutExpired:
             os.killpg(p.pid, 9)
@@ -341,7 +344,7 @@ def try_one(top, m, tests, jobs, env, log, unsound=frozenset()):
     try:
         if not make(top, log):
             return classify(False, [], set(named))
-        return classify(True, run_tests(top, chunks(named, jobs), env, log), set(named), unsound)
+        return classify(True, run_tests(top, chunks(named, jobs), env, log, test_timeout()), set(named), unsound)
     finally:
         open(path, "w").write(text)
         os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
