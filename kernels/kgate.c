@@ -65,10 +65,10 @@ inspect_extracted (void *data, const struct ib_fs_entry *e, struct ib_layer_read
   for (size_t i = 0; i < job->n; i++)
     if (job->files[i] == e && job->out[i] == NULL)
       {
-        job->out[i] = job->drop_saved && saved ? NULL : f;
-        if (job->out[i] == f)
-          return 0;
-        break;
+        if (job->drop_saved && saved)
+          break;
+        job->out[i] = f;
+        return 0;
       }
   ib_cuda_file_free (f);
   return 0;

@@ -384,11 +384,13 @@ struct root_ctx
 /* A root judged as a program of the image loads it (ib_native_rules.hosted):
  * a file no one may execute, which is how Debian ships shared libraries
  * and plugins; an executable (or a library marked executable, as libc.so.6
- * is) keeps the strict verdict. */
+ * is) keeps the strict verdict, and so does an extension module, whose
+ * program is known (the interpreter, loaded with it): what it lacks, the
+ * import lacks. */
 static bool
 hosted_root (const struct gate *g, const char *root)
 {
-  if (!g->r->hosted || g->r->as_ldd)
+  if (!g->r->hosted || g->r->as_ldd || is_python_object (root))
     return false;
   cleanup_free char *abs = ib_xasprintf ("/%s", root);
   const struct ib_fs_entry *e = ib_fsview_resolve (g->view, abs, NULL);

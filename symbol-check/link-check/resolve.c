@@ -742,9 +742,9 @@ undefined (struct proc *p, const struct scope *sc, int file, const struct ib_elf
       if (ib_elf_link_satisfies (inj->driver, ref))
         return false;
     }
-  const char *elsewhere = n ? k->files[ids[0]].path : NULL;
   if (p->ctx->hosted)
     return true;
+  const char *elsewhere = n ? k->files[ids[0]].path : NULL;
   finding (p, IB_LINK_UNDEFINED, true, obj, ref->name, ref->version, "scope: %s%s%s%s", sc->text,
            elsewhere ? "; defined in /" : "", elsewhere ? elsewhere : "",
            elsewhere ? ", which this load does not bring in" : "");

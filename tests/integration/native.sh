@@ -138,8 +138,8 @@ t_native_imgverify_without_glob_checks_what_the_build_checked() {
 # (the oracle: that host dlopens it and calls it; ldd -r alone reports the
 # symbol) is left to that program, one warning for the object, as is one
 # whose symbol nothing in the image defines; the same plugin marked
-# executable, and an executable, keep the strict verdict; --ldd stays
-# ldd -r's.
+# executable, an executable, and an extension module (its program is the
+# interpreter) keep the strict verdict; --ldd stays ldd -r's.
 t_native_every_object_leaves_a_plugin_to_the_program_that_loads_it() {
   small_base base amd64 small:1
   mkdir -p p
@@ -157,10 +157,12 @@ int main (int argc, char **argv) {
 EOF2
   echo 'int host_fn (void); int plugin_fn (void) { return host_fn (); }' >p/plugin.c
   echo 'int lonely_fn (void); int plugin_fn (void) { return lonely_fn (); }' >p/lonely.c
+  echo 'int ext_missing_fn (void); int PyInit_ext (void) { return ext_missing_fn (); }' >p/ext.c
   echo 'int nowhere_fn (void); int main (void) { return nowhere_fn (); }' >p/orphan.c
   gcc -rdynamic p/host.c -o p/host -ldl
   gcc -shared -fPIC p/plugin.c -o p/plugin.so
   gcc -shared -fPIC p/lonely.c -o p/lonely.so
+  gcc -shared -fPIC p/ext.c -o p/ext.so
   # An executable whose library lost its symbol (linked against a copy that had it).
   echo 'int nowhere_fn (void) { return 0; }' >p/gone_full.c
   echo 'int other_fn (void) { return 0; }' >p/gone.c
@@ -175,6 +177,7 @@ EOF2
     printf 'file %s /usr/local/bin/host\nfile %s /usr/local/bin/orphan\n' "$PWD/p/host" "$PWD/p/orphan"
     printf 'file %s /usr/local/lib/plugin.so mode=0644\n' "$PWD/p/plugin.so"
     printf 'file %s /usr/local/lib/lonely.so mode=0644\n' "$PWD/p/lonely.so"
+    printf 'file %s /usr/local/lib/python3/dist-packages/ext.so mode=0644\n' "$PWD/p/ext.so"
     printf 'file %s /usr/local/lib/libgone.so.1 mode=0644\n' "$PWD/p/libgone.so.1"
     printf 'file %s /usr/local/lib/plugin_x.so mode=0755\n[new]\n/usr/local/\n' "$PWD/p/plugin.so"
   } >d/image.conf
@@ -189,7 +192,10 @@ EOF2
   refute grep -q '^error: /usr/local/lib/plugin.so\|^error: /usr/local/lib/lonely.so' v.err
   grep -q '^error: /usr/local/lib/plugin_x.so: undefined symbol host_fn (.*defined in /usr/local/bin/host, which this load does not bring in)' v.err
   grep -q '^error: /usr/local/bin/orphan: undefined symbol nowhere_fn' v.err
-  [ "$(grep -c '^error:' v.err)" = 2 ]
+  # An extension module's program is known (the interpreter): what it
+  # lacks, its import lacks; an error.
+  grep -q '^error: /usr/local/lib/python3/dist-packages/ext.so: undefined symbol ext_missing_fn' v.err
+  [ "$(grep -c '^error:' v.err)" = 3 ]
   jq -e '[.objects[] | select(.path == "/usr/local/lib/plugin.so") | .problems[] | .kind] == ["unchecked"]' v.json
   # --ldd: ldd -r's verdict, the plugin's symbol an error.
   rc=0
