@@ -83,10 +83,7 @@ static void
 print_budget (struct ib_jit_budget *jb, bool json)
 {
   if (json)
-    {
-      put_json (ib_jit_budget_json (jb));
-      putchar ('\n');
-    }
+    ib_jit_budget_write_json (stdout, jb);
   else
     ib_jit_budget_print (stdout, jb);
   ib_jit_budget_free (jb);
@@ -180,7 +177,6 @@ struct image_walk
 {
   const struct ib_fs_entry *const *files;
   bool json, first;
-  struct ib_jit_budget *jb;
 };
 
 static int
@@ -200,24 +196,6 @@ walk_print (void *data, size_t i, const struct ib_cuda_file *code, ib_error_t *e
   return 0;
 }
 
-static int
-walk_learn (void *data, size_t i, const struct ib_cuda_file *code, ib_error_t *err)
-{
-  (void) i, (void) err;
-  ib_jit_budget_learn (((struct image_walk *) data)->jb, code);
-  return 0;
-}
-
-static int
-walk_add (void *data, size_t i, const struct ib_cuda_file *code, ib_error_t *err)
-{
-  (void) err;
-  struct image_walk *w = data;
-  cleanup_free char *path = ib_xasprintf ("/%s", w->files[i]->path);
-  ib_jit_budget_add (w->jb, path, code);
-  return 0;
-}
-
 /* The table or JSON of --kernels over N of an image's FILES, or with
  * BUDGET the JIT budget against them.  Nothing is printed on an error
  * before the first file (the JSON of a walk stopped later is cut short). */
@@ -225,17 +203,14 @@ static int
 walk_image (struct ib_store *s, const struct ib_image *img, const struct ib_fs_entry *const *files, size_t n,
             bool json, const struct ib_target *budget, ib_error_t *err)
 {
-  struct image_walk w = { files, json, true, budget ? ib_jit_budget_new (budget) : NULL };
+  struct image_walk w = { files, json, true };
   int r;
   if (budget)
     {
-      r = ib_kernels_each_file (s, img, files, n, walk_learn, &w, err);
+      struct ib_jit_budget *jb = NULL;
+      r = ib_kernels_jit_budget (s, img, files, n, budget, &jb, NULL, err);
       if (r == 0)
-        r = ib_kernels_each_file (s, img, files, n, walk_add, &w, err);
-      if (r == 0)
-        print_budget (w.jb, json);
-      else
-        ib_jit_budget_free (w.jb);
+        print_budget (jb, json);
       return r;
     }
   if (json)

@@ -10,6 +10,7 @@
 
 #include "util/cleanup.h"
 #include "util/fsutil.h"
+#include "util/strmap.h"
 #include "kernels/payload.h"
 
 #define FATBIN_MAGIC 0xBA55ED50u
@@ -642,14 +643,107 @@ ib_cuda_inspect_stream (int fd, const char *what, ib_cuda_entry_fn fn, void *dat
   return r;
 }
 
+/* ---- kernel names kept once ---------------------------------------------- */
+
+/* The names live in chunks that never move (a name longer than a chunk
+ * has one of its own), so that the map's keys stay where they are. */
+#define NAMES_CHUNK (256u << 10)
+
+struct names_chunk
+{
+  struct names_chunk *next;
+  size_t used, cap;
+  char s[];
+};
+
+struct ib_cuda_names
+{
+  struct ib_strmap *map;
+  struct names_chunk *chunks;
+  char **all; /* the copies, in the order added: the map's values index it */
+  size_t n_all, cap_all;
+  char *key; /* the name looked up, with its NUL */
+  size_t key_cap;
+};
+
+static char *
+names_store (struct ib_cuda_names *t, const char *name, size_t len)
+{
+  struct names_chunk *c = t->chunks;
+  if (c == NULL || c->cap - c->used < len + 1)
+    {
+      size_t cap = len + 1 > NAMES_CHUNK ? len + 1 : NAMES_CHUNK;
+      c = ib_xmalloc (sizeof (*c) + cap);
+      c->used = 0;
+      c->cap = cap;
+      c->next = t->chunks;
+      t->chunks = c;
+    }
+  char *s = c->s + c->used;
+  memcpy (s, name, len);
+  s[len] = '\0';
+  c->used += len + 1;
+  return s;
+}
+
+char *
+ib_cuda_names_intern (struct ib_cuda_file *f, const char *name, size_t len)
+{
+  struct ib_cuda_names *t = f->names;
+  if (t == NULL)
+    {
+      t = f->names = ib_xcalloc (1, sizeof (*t));
+      t->map = ib_strmap_new ();
+    }
+  if (len + 1 > t->key_cap)
+    {
+      t->key_cap = len + 1 > 2 * t->key_cap ? len + 1 : 2 * t->key_cap;
+      t->key = ib_xrealloc (t->key, t->key_cap);
+    }
+  memcpy (t->key, name, len);
+  t->key[len] = '\0';
+  size_t at;
+  if (ib_strmap_get (t->map, t->key, &at))
+    return t->all[at];
+  if (t->n_all == t->cap_all)
+    {
+      t->cap_all = t->cap_all ? 2 * t->cap_all : 256;
+      t->all = ib_xrealloc (t->all, t->cap_all * sizeof (*t->all));
+    }
+  char *s = names_store (t, name, len);
+  t->all[t->n_all] = s;
+  ib_strmap_put (t->map, s, t->n_all++);
+  return s;
+}
+
+static void
+names_free (struct ib_cuda_names *t)
+{
+  if (t == NULL)
+    return;
+  for (struct names_chunk *c = t->chunks, *next; c; c = next)
+    {
+      next = c->next;
+      free (c);
+    }
+  ib_strmap_free (t->map);
+  free (t->all);
+  free (t->key);
+  free (t);
+}
+
 void
 ib_cuda_file_free (struct ib_cuda_file *f)
 {
   if (f == NULL)
     return;
   for (size_t i = 0; i < f->n; i++)
-    entry_clear (&f->e[i]);
+    if (f->names)
+      free (f->e[i].kernels); /* the names are the table's */
+    else
+      entry_clear (&f->e[i]);
   free (f->e);
+  names_free (f->names);
   free (f);
 }
 

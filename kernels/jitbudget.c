@@ -295,40 +295,63 @@ ib_jit_core_seconds (uint64_t ptx_bytes)
   return (double) ptx_bytes / IB_JIT_PTX_BYTES_PER_CORE_SECOND;
 }
 
-cJSON *
-ib_jit_budget_json (const struct ib_jit_budget *b)
+/* J's text, unformatted, to OUT; J is freed. */
+static void
+put_json (FILE *out, cJSON *j)
 {
-  cJSON *o = cJSON_CreateObject ();
+  char *text = cJSON_PrintUnformatted (j);
+  if (text)
+    fputs (text, out);
+  free (text);
+  cJSON_Delete (j);
+}
+
+static cJSON *
+file_json (const struct ib_jit_file *f)
+{
+  cJSON *j = cJSON_CreateObject ();
+  cJSON_AddStringToObject (j, "path", f->path);
+  cJSON_AddNumberToObject (j, "sass_entries", (double) f->sass_entries);
+  cJSON_AddNumberToObject (j, "ptx_entries", (double) f->ptx_entries);
+  cJSON_AddNumberToObject (j, "relocatable_entries", (double) f->relocatable_entries);
+  cJSON_AddNumberToObject (j, "kernels", (double) f->kernels);
+  cJSON_AddNumberToObject (j, "runs", (double) f->runs);
+  cJSON_AddNumberToObject (j, "covered_elsewhere", (double) f->covered);
+  cJSON_AddNumberToObject (j, "jit", (double) f->jit);
+  cJSON_AddNumberToObject (j, "jit_ptx_bytes", (double) f->jit_ptx_bytes);
+  cJSON_AddNumberToObject (j, "neither", (double) f->none);
+  cJSON_AddNumberToObject (j, "ptx_too_new", (double) f->ptx_too_new);
+  cJSON_AddItemToObject (j, "jit_kernels", names_json (f->jit_names, f->n_jit_names));
+  cJSON_AddItemToObject (j, "neither_kernels", names_json (f->none_names, f->n_none_names));
+  return j;
+}
+
+void
+ib_jit_budget_write_json (FILE *out, const struct ib_jit_budget *b)
+{
   char v[16];
   snprintf (v, sizeof (v), "%u.%u", b->driver_ptx / 10, b->driver_ptx % 10);
-  cJSON_AddStringToObject (o, "driver_ptx", v);
   uint64_t ptx = ib_jit_budget_ptx_bytes (b);
-  cJSON_AddNumberToObject (o, "jit_ptx_bytes", (double) ptx);
-  cJSON_AddNumberToObject (o, "jit_core_seconds_estimate", ib_jit_core_seconds (ptx));
-  cJSON_AddNumberToObject (o, "jit_rate_bytes_per_core_second", IB_JIT_PTX_BYTES_PER_CORE_SECOND);
-  cJSON *files = cJSON_AddArrayToObject (o, "files");
+  fputs ("{\"driver_ptx\":", out);
+  put_json (out, cJSON_CreateString (v));
+  fputs (",\"jit_ptx_bytes\":", out);
+  put_json (out, cJSON_CreateNumber ((double) ptx));
+  fputs (",\"jit_core_seconds_estimate\":", out);
+  put_json (out, cJSON_CreateNumber (ib_jit_core_seconds (ptx)));
+  fputs (",\"jit_rate_bytes_per_core_second\":", out);
+  put_json (out, cJSON_CreateNumber (IB_JIT_PTX_BYTES_PER_CORE_SECOND));
+  fputs (",\"files\":[", out);
+  bool first = true;
   for (size_t i = 0; i < b->n; i++)
     {
       const struct ib_jit_file *f = &b->f[i];
       if (f->sass_entries + f->ptx_entries + f->relocatable_entries == 0)
         continue;
-      cJSON *j = cJSON_CreateObject ();
-      cJSON_AddStringToObject (j, "path", f->path);
-      cJSON_AddNumberToObject (j, "sass_entries", (double) f->sass_entries);
-      cJSON_AddNumberToObject (j, "ptx_entries", (double) f->ptx_entries);
-      cJSON_AddNumberToObject (j, "relocatable_entries", (double) f->relocatable_entries);
-      cJSON_AddNumberToObject (j, "kernels", (double) f->kernels);
-      cJSON_AddNumberToObject (j, "runs", (double) f->runs);
-      cJSON_AddNumberToObject (j, "covered_elsewhere", (double) f->covered);
-      cJSON_AddNumberToObject (j, "jit", (double) f->jit);
-      cJSON_AddNumberToObject (j, "jit_ptx_bytes", (double) f->jit_ptx_bytes);
-      cJSON_AddNumberToObject (j, "neither", (double) f->none);
-      cJSON_AddNumberToObject (j, "ptx_too_new", (double) f->ptx_too_new);
-      cJSON_AddItemToObject (j, "jit_kernels", names_json (f->jit_names, f->n_jit_names));
-      cJSON_AddItemToObject (j, "neither_kernels", names_json (f->none_names, f->n_none_names));
-      cJSON_AddItemToArray (files, j);
+      fputs (first ? "" : ",", out);
+      first = false;
+      put_json (out, file_json (f));
     }
-  return o;
+  fputs ("]}\n", out);
 }
 
 void

@@ -55,7 +55,12 @@ struct ib_jit_budget *ib_jit_budget_new (const struct ib_target *target);
 void ib_jit_budget_learn (struct ib_jit_budget *b, const struct ib_cuda_file *code);
 void ib_jit_budget_add (struct ib_jit_budget *b, const char *path, const struct ib_cuda_file *code);
 void ib_jit_budget_free (struct ib_jit_budget *b);
-cJSON *ib_jit_budget_json (const struct ib_jit_budget *b);
+/* The budget as JSON to OUT, a file's object at a time (one tree of every
+ * file's kernel names and its text held 20 MB more of `--jit-budget
+ * --json` over the CUDA base): {"driver_ptx", "jit_ptx_bytes",
+ * "jit_core_seconds_estimate", "jit_rate_bytes_per_core_second", "files":
+ * [...]}, files without GPU code left out; a newline after it. */
+void ib_jit_budget_write_json (FILE *out, const struct ib_jit_budget *b);
 /* A table for people; files without GPU code are left out. */
 void ib_jit_budget_print (FILE *out, const struct ib_jit_budget *b);
 

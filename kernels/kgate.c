@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "layers/view/extract.h"
+#include "kernels/jitbudget.h"
 #include "util/cleanup.h"
 #include "util/fsutil.h"
 
@@ -187,6 +188,53 @@ ib_kernels_each_file (struct ib_store *s, const struct ib_image *img, const stru
     ib_cuda_file_free (got[k]);
   free (got);
   return r;
+}
+
+struct budget_walk
+{
+  struct ib_jit_budget *jb;
+  const struct ib_fs_entry *const *files;
+  size_t with_code;
+};
+
+static int
+budget_learn (void *data, size_t i, const struct ib_cuda_file *code, ib_error_t *err)
+{
+  (void) i, (void) err;
+  struct budget_walk *w = data;
+  w->with_code += code->n > 0;
+  ib_jit_budget_learn (w->jb, code);
+  return 0;
+}
+
+static int
+budget_add (void *data, size_t i, const struct ib_cuda_file *code, ib_error_t *err)
+{
+  (void) err;
+  struct budget_walk *w = data;
+  cleanup_free char *path = ib_xasprintf ("/%s", w->files[i]->path);
+  ib_jit_budget_add (w->jb, path, code);
+  return 0;
+}
+
+int
+ib_kernels_jit_budget (struct ib_store *s, const struct ib_image *img, const struct ib_fs_entry *const *files,
+                       size_t n, const struct ib_target *target, struct ib_jit_budget **out, size_t *with_code,
+                       ib_error_t *err)
+{
+  struct budget_walk w = { ib_jit_budget_new (target), files, 0 };
+  int r = ib_kernels_each_file (s, img, files, n, budget_learn, &w, err);
+  if (r == 0)
+    r = ib_kernels_each_file (s, img, files, n, budget_add, &w, err);
+  if (r < 0)
+    {
+      ib_jit_budget_free (w.jb);
+      return r;
+    }
+  if (with_code)
+    *with_code = w.with_code;
+  *out = w.jb;
+  return 0;
 }
 
 size_t

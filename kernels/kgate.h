@@ -51,6 +51,17 @@ int ib_kernels_each_file (struct ib_store *s, const struct ib_image *img, const 
                           size_t n, int (*fn) (void *data, size_t i, const struct ib_cuda_file *code, ib_error_t *err),
                           void *data, ib_error_t *err);
 
+struct ib_jit_budget;
+struct ib_target;
+
+/* The JIT budget (jitbudget.h) of N of the image's FILES against TARGET:
+ * its two walks, one file's GPU code in memory at a time.  Each row is
+ * named by the file's path from the root ("/usr/lib/..."); *WITH_CODE
+ * (may be NULL) counts the files that have GPU code. */
+int ib_kernels_jit_budget (struct ib_store *s, const struct ib_image *img, const struct ib_fs_entry *const *files,
+                           size_t n, const struct ib_target *target, struct ib_jit_budget **out, size_t *with_code,
+                           ib_error_t *err);
+
 /* The regular files of VIEW matching any of GLOBS (default, N_GLOBS 0:
  * *.so *.so.* *.cubin *.fatbin), each once.  *OUT is malloc'd. */
 size_t ib_kernels_glob_files (const struct ib_fsview *view, char *const *globs, size_t n_globs,

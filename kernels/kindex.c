@@ -225,6 +225,8 @@ struct record_in
   uint64_t unread; /* bytes of the file not yet taken */
   size_t at, len, crc_from; /* BUF[AT, LEN) is read, not taken; the CRC has BUF up to CRC_FROM */
   uLong crc;
+  char *name; /* the name being read, before it is kept (ib_cuda_names_intern) */
+  size_t name_cap;
   unsigned char buf[IO_BUF];
 };
 
@@ -264,7 +266,7 @@ take (struct record_in *r, void *p, size_t n)
 /* One entry (its 'e' taken) into E; false when the record says anything
  * out of range. */
 static bool
-take_entry (struct record_in *r, struct ib_cuda_entry *e)
+take_entry (struct record_in *r, struct ib_cuda_file *f, struct ib_cuda_entry *e)
 {
   unsigned char h[ENTRY_HEAD];
   if (!take (r, h, sizeof (h)))
@@ -297,15 +299,15 @@ take_entry (struct record_in *r, struct ib_cuda_entry *e)
       uint64_t len = get_le (l, 4);
       if (len > r->unread)
         return false;
-      char *name = ib_xmalloc (len + 1);
-      e->kernels[e->n_kernels] = name;
-      name[len] = '\0';
-      /* A NUL inside would cut the name short: not what was written. */
-      if (!take (r, name, len) || memchr (name, '\0', len) != NULL)
+      if (len + 1 > r->name_cap)
         {
-          e->n_kernels++; /* freed with the entry */
-          return false;
+          r->name_cap = len + 1 > 2 * r->name_cap ? len + 1 : 2 * r->name_cap;
+          r->name = ib_xrealloc (r->name, r->name_cap);
         }
+      /* A NUL inside would cut the name short: not what was written. */
+      if (!take (r, r->name, len) || memchr (r->name, '\0', len) != NULL)
+        return false;
+      e->kernels[e->n_kernels] = ib_cuda_names_intern (f, r->name, len);
     }
   return true;
 }
@@ -329,7 +331,7 @@ take_record (struct record_in *r, struct ib_cuda_file *f)
         }
       struct ib_cuda_entry *e = &f->e[f->n++];
       memset (e, 0, sizeof (*e));
-      if (!take_entry (r, e))
+      if (!take_entry (r, f, e))
         return false;
     }
   unsigned char end[END_SIZE - 1];
@@ -352,8 +354,12 @@ ib_kernels_cache_load (const char *dir, const char *digest)
   r->unread = (uint64_t) st.st_size;
   r->at = r->len = r->crc_from = 0;
   r->crc = crc32_z (0, NULL, 0);
+  r->name = NULL;
+  r->name_cap = 0;
   struct ib_cuda_file *f = ib_xcalloc (1, sizeof (*f));
-  if (!take_record (r, f))
+  bool ok = take_record (r, f);
+  free (r->name);
+  if (!ok)
     {
       ib_cuda_file_free (f);
       return NULL;

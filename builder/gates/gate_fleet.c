@@ -131,35 +131,6 @@ ptx_versions (struct ib_build *b, const struct ib_fleet_scope *sc, ib_error_t *e
   return 0;
 }
 
-/* The two walks of the budget over the image's files (kgate.h: one
- * file's GPU code in memory at a time). */
-struct budget_walk
-{
-  struct ib_jit_budget *jb;
-  const struct ib_fs_entry *const *files;
-  size_t with_code; /* files that have GPU code */
-};
-
-static int
-budget_learn (void *data, size_t i, const struct ib_cuda_file *code, ib_error_t *err)
-{
-  (void) i, (void) err;
-  struct budget_walk *w = data;
-  w->with_code += code->n > 0;
-  ib_jit_budget_learn (w->jb, code);
-  return 0;
-}
-
-static int
-budget_add (void *data, size_t i, const struct ib_cuda_file *code, ib_error_t *err)
-{
-  (void) err;
-  struct budget_walk *w = data;
-  cleanup_free char *path = ib_xasprintf ("/%s", w->files[i]->path);
-  ib_jit_budget_add (w->jb, path, code);
-  return 0;
-}
-
 /* The budget kept: its warnings are a function of the image's GPU-code
  * files (their paths and contents) and of the target alone, so they are
  * kept in the store's cache `jitbudget` under a digest of both, and a
@@ -284,11 +255,9 @@ jit_budget (struct ib_build *b, const struct ib_fleet_scope *sc, ib_error_t *err
   size_t kept_with_code = 0;
   if (budget_memo_replay (b, sc, memo_path, &kept_with_code))
     return budget_verdict (b, n, kept_with_code);
-  struct budget_walk w = { ib_jit_budget_new (sc->target), files, 0 };
-  int r = ib_kernels_each_file (b->store, b->image, files, n, budget_learn, &w, err);
-  if (r == 0)
-    r = ib_kernels_each_file (b->store, b->image, files, n, budget_add, &w, err);
-  struct ib_jit_budget *jb = r == 0 ? w.jb : NULL;
+  struct ib_jit_budget *jb = NULL;
+  size_t with_code = 0;
+  int r = ib_kernels_jit_budget (b->store, b->image, files, n, sc->target, &jb, &with_code, err);
   cleanup_free char *memo_text = NULL;
   size_t memo_len = 0;
   FILE *memo = jb && memo_path ? open_memstream (&memo_text, &memo_len) : NULL;
@@ -311,17 +280,17 @@ jit_budget (struct ib_build *b, const struct ib_fleet_scope *sc, ib_error_t *err
       jit += f->jit;
       none += f->none;
     }
-  if (jb && w.with_code)
+  if (jb && with_code)
     budget_note (b, n, jit, ptx, none, "");
   if (memo && fclose (memo) == 0)
     {
       /* The counts first: the warnings are already in the stream's text. */
-      cleanup_free char *all = ib_xasprintf ("%zu %zu %zu %zu %llu\n%s", n, jit, none, w.with_code,
+      cleanup_free char *all = ib_xasprintf ("%zu %zu %zu %zu %llu\n%s", n, jit, none, with_code,
                                              (unsigned long long) ptx, memo_text ? memo_text : "");
       ib_write_cache_file (memo_path, all, strlen (all), NULL);
     }
-  ib_jit_budget_free (w.jb);
-  return r < 0 ? r : budget_verdict (b, n, w.with_code);
+  ib_jit_budget_free (jb);
+  return r < 0 ? r : budget_verdict (b, n, with_code);
 }
 
 int

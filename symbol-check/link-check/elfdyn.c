@@ -9,7 +9,7 @@
 
 #include "util/cleanup.h"
 #include "util/fsutil.h"
-#include "symbol-check/link-check/strmap.h"
+#include "util/strmap.h"
 
 #define MAX_SECTION (1024u << 20)
 #define TEXT_MAGIC "imgbuild-elflink 2"

@@ -16,7 +16,7 @@
 #include "symbol-check/link-check/ldpaths.h"
 #include "symbol-check/link-check/linkgate_private.h"
 #include "symbol-check/link-check/resolve.h"
-#include "symbol-check/link-check/strmap.h"
+#include "util/strmap.h"
 #include "symbol-check/link-check/reccache.h"
 
 #define NOT_ELF_TEXT "imgbuild-elflink 1 not-elf\n"

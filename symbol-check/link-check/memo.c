@@ -13,7 +13,7 @@
 #include "layers/store/digest.h"
 #include "util/cleanup.h"
 #include "util/fsutil.h"
-#include "symbol-check/link-check/strmap.h"
+#include "util/strmap.h"
 
 #define MAGIC "imgbuild-memo 1"
 #define MAX_MEMO (256u << 20)

@@ -9,7 +9,7 @@
 
 #include "util/cleanup.h"
 #include "util/fsutil.h"
-#include "symbol-check/link-check/strmap.h"
+#include "util/strmap.h"
 
 const char *const ib_link_version_prefixes[3] = { "GLIBC_", "GLIBCXX_", "CXXABI_" };
 

@@ -9,7 +9,7 @@
 
 #include "layers/view/extract.h"
 #include "symbol-check/link-check/linkgate.h"
-#include "symbol-check/link-check/strmap.h"
+#include "util/strmap.h"
 #include "layers/runner/bundle.h"
 #include "util/cleanup.h"
 #include "util/fsutil.h"

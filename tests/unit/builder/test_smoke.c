@@ -43,7 +43,7 @@ kplan_select_follows_cuda_rules (struct test_ctx *t)
     entry (IB_CUDA_SASS, 120, 0, false, b, 1),   /* 6 */
     entry (IB_CUDA_SASS, 100, 'f', false, a, 1), /* 7 */
   };
-  struct ib_cuda_file f = { sizeof (es) / sizeof (es[0]), es };
+  struct ib_cuda_file f = { .n = sizeof (es) / sizeof (es[0]), .e = es };
   const char *sym = NULL;
   struct
   {

@@ -212,7 +212,7 @@ jit_budget_counts (struct test_ctx *t)
   };
   char *k_else[] = { "elsewhere" };
   struct ib_cuda_entry b[] = { { IB_CUDA_SASS, 121, 'a', "none", 10, 10, false, 0, 0, 1, k_else, 0, 0 } };
-  struct ib_cuda_file fa = { 4, a }, fb = { 1, b };
+  struct ib_cuda_file fa = { .n = 4, .e = a }, fb = { .n = 1, .e = b };
   struct ib_cuda_file *code[] = { &fa, &fb };
   const char *paths[] = { "/a.so", "/b.cubin" };
   struct ib_target tg = { 0 };
@@ -228,7 +228,7 @@ jit_budget_counts (struct test_ctx *t)
   ib_jit_budget_free (jb);
   /* No kernel that runs anywhere (only PTX): an empty list to sort, which
    * UBSan caught as qsort of a null pointer in the fleet suite. */
-  struct ib_cuda_file only_ptx = { 1, &a[1] };
+  struct ib_cuda_file only_ptx = { .n = 1, .e = &a[1] };
   struct ib_cuda_file *one[] = { &only_ptx };
   jb = ib_jit_budget_compute (paths, one, 1, &tg);
   CHECK (t, jb->n == 1 && jb->f[0].runs == 0 && jb->f[0].jit + jb->f[0].none == 2);

@@ -1,4 +1,4 @@
-#include "symbol-check/link-check/strmap.h"
+#include "util/strmap.h"
 
 #include <stdint.h>
 #include <stdlib.h>

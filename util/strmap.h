@@ -1,5 +1,6 @@
 /* A string-keyed hash map to a size_t, for the link gate's tables (files by
- * path, symbol definers by name: hundreds of thousands of keys).  Keys are
+ * path, symbol definers by name: hundreds of thousands of keys) and the
+ * GPU-code records' kernel names (kernels/cudabin.h: each kept once).  Keys are
  * not copied: they must outlive the map. */
 #ifndef IB_STRMAP_H
 #define IB_STRMAP_H
