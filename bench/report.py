@@ -35,12 +35,15 @@ TARGETS = [
      "speed of imgbuild vs skopeo (imgbuild's figure includes a warm build)"),
     ("imgbuild thin push / skopeo copy, base present", "push-thin-imgbuild", "push-thin-skopeo", "<=", 2.0,
      "time ratio (imgbuild's figure includes a warm build)"),
+    # issue 46: against the limit with OpenSSL's SHA-256, which imgbuild itself uses
+    ("cold build / (inflate + OpenSSL SHA-256 pass, 2 cores)", "cold", "limit-openssl", "<=", 1.25,
+     "issue 46: the limit with the SHA-256 imgbuild uses"),
+    ("imgverify, a store of its own / (inflate + OpenSSL SHA-256 pass, 2 cores)", "verify-fresh", "limit-openssl",
+     "<=", 1.25, "issue 46: every layer read once for every gate"),
 ]
 # Ratios that explain a target rather than set one: (label, numerator, denominator, how to read).
 # A denominator that is a tuple is the sum of those figures.
 CONTEXT = [
-    ("cold build / (inflate + OpenSSL SHA-256 pass, 2 cores)", "cold", "limit-openssl",
-     "the stricter limit: SHA-256 with the CPU's SHA instructions, as imgbuild's own"),
     ("imgverify --full's byte pass / (inflate + OpenSSL SHA-256 pass of the base, 2 cores)", "verify-full-bytes",
      "limit-openssl", "the full byte pass against its real floor: one inflate and both digests of every layer"),
     ("imgverify --full's byte pass / igzip -dc of the layers alone", "verify-full-bytes", "inflate",
@@ -54,10 +57,11 @@ CONTEXT = [
 ORDER = ["limit", "limit-openssl", "cold", "warm", "umoci", "docker-load", "docker", "skopeo", "verify", "verify-bytes",
          "verify-gates", "verify-full", "verify-full-bytes", "verify-full-gates", "sha256sum", "openssl-sha256",
          "inflate", "push-new-imgbuild", "push-new-skopeo", "push-new-docker",
-         "push-thin-imgbuild", "push-thin-skopeo", "push-thin-docker", "pull-cold-imgbuild", "pull-skopeo"]
+         "push-thin-imgbuild", "push-thin-skopeo", "push-thin-docker", "pull-cold-imgbuild", "pull-skopeo",
+         "verify-fresh", "kernels-json", "jit-budget-cold", "jit-budget-warm"]
 OURS = {"cold", "warm", "verify", "verify-bytes", "verify-gates", "verify-full", "verify-full-bytes",
         "verify-full-gates", "push-new-imgbuild", "push-thin-imgbuild",
-        "pull-cold-imgbuild"}
+        "pull-cold-imgbuild", "verify-fresh", "kernels-json", "jit-budget-cold", "jit-budget-warm"}
 
 
 def load(res):
@@ -176,7 +180,7 @@ def main():
                 what = p[7].replace("|", "\\|")
                 md.append(f"| {m} | {p[2]} | {secs(p[3])} | {secs(p[4])} | {secs(p[5])} | "
                           f"{int(p[6]) / 1024:.1f} | {own_mib(p)} | {what} |")
-        md += ["", "| target (issue 18) | figure | bound | met |", "| --- | ---: | ---: | --- |"]
+        md += ["", "| target (issue 18, unless named) | figure | bound | met |", "| --- | ---: | ---: | --- |"]
         for label, a, b, cmp, bound, how in TARGETS:
             if a in rows and b in rows and float(rows[b][3]) > 0:
                 v = float(rows[a][3]) / float(rows[b][3])

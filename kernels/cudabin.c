@@ -101,11 +101,22 @@ add_entry (struct ib_cuda_file *f)
   return e;
 }
 
+/* A kernel of E, whose file is OWNER: the name kept once in OWNER's table
+ * (a list that is kept whole: libtorch_cuda.so names each kernel once per
+ * architecture, 36 MB as copies), or, streaming (OWNER NULL), a copy that
+ * goes with its entry. */
 static void
-add_kernel (struct ib_cuda_entry *e, const char *name, size_t len)
+add_kernel (struct ib_cuda_file *owner, struct ib_cuda_entry *e, const char *name, size_t len)
 {
   e->kernels = ib_xrealloc (e->kernels, (e->n_kernels + 1) * sizeof (*e->kernels));
-  e->kernels[e->n_kernels++] = strndup (name, len);
+  e->kernels[e->n_kernels++] = owner ? ib_cuda_names_intern (owner, name, len) : strndup (name, len);
+}
+
+/* Where the inspection keeps its entries' names (add_kernel). */
+static struct ib_cuda_file *
+names_owner (const struct inspector *in)
+{
+  return in->entry_fn ? NULL : in->out;
 }
 
 /* ---- cubins (in memory: one entry's payload) ----------------------------- */
@@ -242,7 +253,8 @@ parse_cubin (struct inspector *in, const struct ib_payload *pl, struct ib_cuda_e
       for (size_t k = 0; k < t.r[i].len / sizeof (Elf64_Sym); k++)
         if (ELF64_ST_TYPE (sym[k].st_info) == STT_FUNC && (sym[k].st_other & STO_CUDA_ENTRY)
             && sym[k].st_name < str_len)
-          add_kernel (e, str + sym[k].st_name, strnlen (str + sym[k].st_name, str_len - sym[k].st_name));
+          add_kernel (names_owner (in), e, str + sym[k].st_name,
+                      strnlen (str + sym[k].st_name, str_len - sym[k].st_name));
     }
   return 0;
 }
@@ -252,7 +264,7 @@ parse_cubin (struct inspector *in, const struct ib_payload *pl, struct ib_cuda_e
 #define PTX_MAX_LINE (1u << 20)
 
 static void
-parse_ptx_line (const char *p, size_t n, struct ib_cuda_entry *e)
+parse_ptx_line (const char *p, size_t n, struct ib_cuda_file *owner, struct ib_cuda_entry *e)
 {
   size_t i = 0;
   while (i < n && (p[i] == ' ' || p[i] == '\t'))
@@ -280,13 +292,14 @@ parse_ptx_line (const char *p, size_t n, struct ib_cuda_entry *e)
       while (t < n && p[t] != '(' && p[t] != ' ' && p[t] != '\t' && p[t] != '\r')
         t++;
       if (t > s)
-        add_kernel (e, p + s, t - s);
+        add_kernel (owner, e, p + s, t - s);
       return;
     }
 }
 
 struct ptx_lines
 {
+  struct ib_cuda_file *owner;
   struct ib_cuda_entry *e;
   char *line;
   size_t len;
@@ -314,7 +327,7 @@ ptx_piece (void *data, const unsigned char *p, size_t n, uint64_t off, ib_error_
       if (nl)
         {
           if (!x->too_long)
-            parse_ptx_line (x->line, x->len, x->e);
+            parse_ptx_line (x->line, x->len, x->owner, x->e);
           x->len = 0;
           x->too_long = false;
         }
@@ -324,16 +337,16 @@ ptx_piece (void *data, const unsigned char *p, size_t n, uint64_t off, ib_error_
 }
 
 static int
-parse_ptx (const struct ib_payload *pl, struct ib_cuda_entry *e, ib_error_t *err)
+parse_ptx (const struct ib_payload *pl, struct ib_cuda_file *owner, struct ib_cuda_entry *e, ib_error_t *err)
 {
   /* No line is longer than the payload: a small one needs a small buffer. */
   size_t cap = pl->size < PTX_MAX_LINE ? (size_t) pl->size : PTX_MAX_LINE;
   cleanup_free char *line = ib_xmalloc (cap + 1);
-  struct ptx_lines x = { e, line, 0, cap, false };
+  struct ptx_lines x = { owner, e, line, 0, cap, false };
   if (ib_payload_stream (pl, ptx_piece, &x, err) < 0)
     return -1;
   if (x.len && !x.too_long)
-    parse_ptx_line (x.line, x.len, e);
+    parse_ptx_line (x.line, x.len, owner, e);
   return 0;
 }
 
@@ -406,7 +419,7 @@ read_entry (struct inspector *in, uint64_t off, uint64_t end, uint64_t *next)
   e->offset = pl.off;
   e->stored = pl.stored;
   int r = e->kind == IB_CUDA_SASS  ? (parse_cubin (in, &pl, e) < 0 ? -1 : sass_done (in, &pl))
-          : e->kind == IB_CUDA_PTX ? parse_ptx (&pl, e, in->err)
+          : e->kind == IB_CUDA_PTX ? parse_ptx (&pl, names_owner (in), e, in->err)
                                    : 0;
   return r < 0 ? -1 : entry_done (in);
 }
@@ -863,7 +876,7 @@ ib_cuda_file_from_json (const cJSON *j, struct ib_cuda_file **out, ib_error_t *e
     cJSON_ArrayForEach (kn, cJSON_GetObjectItemCaseSensitive (x, "kernels"))
     {
       if (cJSON_IsString (kn))
-        add_kernel (e, kn->valuestring, strlen (kn->valuestring));
+        add_kernel (f, e, kn->valuestring, strlen (kn->valuestring));
     }
   }
   *out = f;

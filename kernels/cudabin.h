@@ -61,9 +61,11 @@ struct ib_cuda_file
   struct ib_cuda_entry *e;
   /* When set, it holds the entries' kernel names, each distinct name once,
    * shared by every entry that lists it (the arrays stay the entries' own):
-   * the record of libtorch_cuda.so read back (kindex.c) names its 19,303
-   * kernels 155,142 times, one per architecture, 36 MB as copies and
-   * 4.5 MB kept once (`imgverify --jit-budget` peaked at 76 MiB on them). */
+   * libtorch_cuda.so names its 19,303 kernels 155,142 times, one per
+   * architecture, 36 MB as copies and 4.5 MB kept once (`imgverify
+   * --jit-budget` peaked at 76 MiB on them).  Every list that is kept
+   * whole has one (an inspection's, a record read back); a streamed
+   * inspection's entries own their names, and go with them. */
   struct ib_cuda_names *names;
 };
 

@@ -172,3 +172,29 @@ from torch._inductor import config; assert not config.is_fbcode()' 2>/dev/null
   keep errors.txt
   figure "unchanged torch 2.6: $n overlay files; $(wc -l <errors.txt) errors, all torch._inductor.fb (fbcode only), 0 with allow-missing; CPython imports their importers and not torch._inductor.fb"
 }
+
+# The GPU-code listings over the whole CUDA base within issue 18's 64 MiB:
+# --jit-budget with a store of its own (every library inspected in one read
+# of the layers), again from the records, and --kernels --json, by GNU
+# time's peak (the program and all it ran).  A record's kernel names kept
+# once (kernels/cudabin.h) took --jit-budget from 76 MiB to under 40, and
+# the JSON written a file at a time; the JIT budget's verdict is the same
+# bytes cold and warm.
+tall_cuda_base_kernel_listings_within_64_mib() {
+  cuda_base amd64
+  local s=$PWD/ks
+  rm -rf "$s"
+  IMGBUILD_STORE=$s /usr/bin/time -f '%M' -o cold.kib "$IV" --jit-budget --json --gpu 12.1 "$ref" >cold.json
+  IMGBUILD_STORE=$s /usr/bin/time -f '%M' -o warm.kib "$IV" --jit-budget --json --gpu 12.1 "$ref" >warm.json
+  IMGBUILD_STORE=$s /usr/bin/time -f '%M' -o kern.kib "$IV" --kernels --json "$ref" >kern.json
+  cmp cold.json warm.json
+  # torch 2.6 for GB10: its kernels JIT from PTX, NCCL's have nothing for it.
+  jq -e '.files[] | select(.path | test("libtorch_cuda.so")) | .jit > 10000' cold.json
+  jq -e '.files[] | select(.path | test("libnccl.so")) | .neither > 0' cold.json
+  jq -e '[.files[].entries | length] | add > 2730' kern.json
+  local c w k
+  c=$(tail -1 cold.kib) w=$(tail -1 warm.kib) k=$(tail -1 kern.kib)
+  rm -rf "$s"
+  [ "$c" -le 65536 ] && [ "$w" -le 65536 ] && [ "$k" -le 65536 ]
+  figure "CUDA base, peak RSS: --jit-budget --gpu 12.1 cold $((c / 1024)) MiB, warm $((w / 1024)) MiB; --kernels --json $((k / 1024)) MiB (bound 64)"
+}
