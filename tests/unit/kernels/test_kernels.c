@@ -64,6 +64,51 @@ payload_file (const void *bytes, size_t n)
   return fd;
 }
 
+/* LZ4 decoded a run at a time (kernels/payload.c): literal runs longer
+ * than an input chunk (1.5 MiB of random bytes), a byte repeated far past
+ * the window (a match 1 back over 3 MiB), matches whose source overlaps
+ * them, and a block cut short or claiming bytes before the first, against
+ * liblz4's own compressor. */
+void
+payload_lz4_long_literals_and_runs_cross_the_windows (struct test_ctx *t)
+{
+  size_t n = 6u << 20, r = 3u << 19, z = 3u << 20;
+  cleanup_free unsigned char *plain = malloc (n);
+  cleanup_free unsigned char *tail = sample (n - r - z);
+  uint32_t x = 777;
+  for (size_t i = 0; i < r; i++)
+    {
+      x = x * 1103515245u + 12345u;
+      plain[i] = (unsigned char) (x >> 16);
+    }
+  memset (plain + r, 0x5a, z);
+  memcpy (plain + r + z, tail, n - r - z);
+  int bound = LZ4_compressBound ((int) n);
+  cleanup_free char *lz = malloc ((size_t) bound);
+  int lz_n = LZ4_compress_default ((const char *) plain, lz, (int) n, bound);
+  CHECK (t, lz_n > (int) r && lz_n < (int) n);
+  int fd = payload_file (lz, (size_t) lz_n);
+  struct ib_payload pl = { fd, "payload", 4, (size_t) lz_n, n, IB_PAYLOAD_LZ4, NULL };
+  struct sink s = { plain, 0, 0 };
+  ib_error_t err = NULL;
+  CHECK (t, ib_payload_stream (&pl, check_piece, &s, &err) == 0 && s.bad == 0 && s.seen == n);
+  ib_error_release (&err);
+  /* Cut short: an error, never bytes that are not the payload's. */
+  pl.stored = (size_t) lz_n / 2;
+  s = (struct sink){ plain, 0, 0 };
+  CHECK (t, ib_payload_stream (&pl, check_piece, &s, &err) < 0 && err && s.bad == 0);
+  ib_error_release (&err);
+  close (fd);
+  /* A first sequence whose match reaches before the payload's start. */
+  const unsigned char bad[] = { 0x10, 'a', 0x05, 0x00, 0x00 };
+  fd = payload_file (bad, sizeof (bad));
+  pl = (struct ib_payload){ fd, "payload", 4, sizeof (bad), 10, IB_PAYLOAD_LZ4, NULL };
+  s = (struct sink){ (const unsigned char *) "aaaaaaaaaa", 0, 0 };
+  CHECK (t, ib_payload_stream (&pl, check_piece, &s, &err) < 0 && err && strstr (err->msg, "does not decompress"));
+  ib_error_release (&err);
+  close (fd);
+}
+
 void
 payload_streams_lz4_zstd_and_plain (struct test_ctx *t)
 {
