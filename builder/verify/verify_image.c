@@ -10,6 +10,7 @@
 #include "util/fsutil.h"
 #include "builder/pipeline.h"
 #include "builder/gates/gates.h"
+#include "builder/indexers.h"
 #include "builder/junit.h"
 #include "builder/attest/provenance.h"
 #include "builder/attest/sign.h"
@@ -691,6 +692,54 @@ pull (struct ib_build *b, const struct ib_verify_image_options *o, const char *r
   return 0;
 }
 
+/* One read of each layer for every gate (issue 46).  A store that never
+ * read the image's layers (a CI step on another machine) read them once
+ * for the integrity check, then again for the file list, the symbol
+ * gate's interpreter files, the native gate's objects and the GPU code:
+ * 91 s over the CUDA base.  Here, before the integrity check, the image's
+ * file list is made with the indexers that the first definition's gates
+ * read (builder/indexers.h), in the one pass a build makes over its base;
+ * that pass checks each layer's blob digest and diff_id and keeps a
+ * read-through record, so the integrity check then hashes the blobs only,
+ * and the gates find their records.  What fails in this pass is left to
+ * the checks after it, which read again and say what is wrong as they
+ * always did: the verdicts do not depend on it. */
+/* What read_layers_once registered its indexers for: they borrow from
+ * the definition until the store is freed. */
+struct once
+{
+  struct ib_build_indexers ix;
+  cJSON **records;
+  size_t n_records, n_cs;
+  struct checked *cs;
+};
+
+static void
+read_layers_once (struct ib_build *b, const struct ib_verify_image_options *o, struct once *w)
+{
+  ib_error_t e = NULL;
+  if (ib_provenance_read_all (b->store, b->image, &w->records, &w->n_records, &e) == 0
+      && definitions_to_check (o, w->records, w->n_records, &w->cs, &w->n_cs, &e) == 0 && w->n_cs > 0)
+    {
+      ib_build_indexers_add (&w->ix, w->cs[0].def, b->store);
+      const struct ib_fsview *view;
+      if (ib_build_image_view (b, &view, &e) < 0)
+        {
+          ib_fsview_free (b->image_view);
+          b->image_view = NULL;
+        }
+    }
+  ib_error_release (&e);
+}
+
+static void
+once_clear (struct once *w)
+{
+  ib_build_indexers_clear (&w->ix);
+  checked_free (w->cs, w->n_cs);
+  ib_provenance_free (w->records, w->n_records);
+}
+
 int
 ib_verify_image_ref (const char *ref, const struct ib_verify_image_options *o)
 {
@@ -711,6 +760,9 @@ ib_verify_image_ref (const char *ref, const struct ib_verify_image_options *o)
   size_t n_records = 0, n_cs = 0;
   struct checked *cs = NULL;
   int r = pull (&b, o, ref, &err);
+  struct once once = { 0 };
+  if (r == 0)
+    read_layers_once (&b, o, &once);
   if (r == 0)
     check_integrity (&b, o, &v);
   if (r == 0)
@@ -747,6 +799,7 @@ ib_verify_image_ref (const char *ref, const struct ib_verify_image_options *o)
   ib_fsview_free (b.image_view);
   ib_image_free (b.image);
   ib_store_free (b.store);
+  once_clear (&once);
   ib_report_free (b.report);
   return code;
 }

@@ -330,6 +330,35 @@ PY
                                  and .integrity.layers_known >= 1' 5.json
 }
 
+# A store that never read the image (a CI step on another machine) reads
+# each layer once for every check (issue 46): the file list's pass, with the
+# gates' indexers, checks the digests and keeps the read-through record, so
+# the integrity check only hashes each blob, and the gates read no layer
+# again.  Each layer blob is opened twice (the pass, the hash), and the
+# overlay's once more, where the symbol gate reads the files it checks by
+# range; before, the gates opened the stand-in's two layers 13 times (the
+# base's 10).  The verdicts are those of a store that had read the image.
+t_verify_in_a_fresh_store_reads_each_layer_once() {
+  build_base
+  "$IB" -q dsv41-flash-dcp2 --output oci:layout:dcp2:1 >/dev/null
+  "$IV" --json dsv41-flash-dcp2:local >store.json
+  local man n l c
+  man=$(jq -r '.manifests[] | select(.annotations["org.opencontainers.image.ref.name"] == "dcp2:1") | .digest' layout/index.json | cut -d: -f2)
+  n=$(jq '.layers | length' "layout/blobs/sha256/$man")
+  IMGBUILD_STORE=$PWD/fresh strace -f -e trace=openat -o opens.txt "$IV" --json oci:layout:dcp2:1 >fresh.json
+  jq -e --argjson n "$n" '.status == "pass" and .integrity.layers_known == $n and .integrity.layers_read == 0' fresh.json
+  diff <(jq -c '[.gates[] | {name, status}]' store.json) <(jq -c '[.gates[] | {name, status}]' fresh.json)
+  local all=0
+  for l in $(jq -r '.layers[].digest' "layout/blobs/sha256/$man" | cut -d: -f2); do
+    c=$(grep -c "layout/blobs/sha256/$l\"" opens.txt || true)
+    log "layer ${l:0:12}: opened $c times"
+    [ "$c" -ge 2 ] && [ "$c" -le 3 ]
+    all=$((all + c))
+  done
+  [ "$all" -le $((2 * n + 1)) ]
+  figure "a fresh store's imgverify of the stand-in's $n layers: their blobs opened $all times (one pass and one hash each, and the symbol gate's range read of the overlay); the same verdicts"
+}
+
 # imgverify's reports with the times and resources taken out.
 verdict_of() { jq -S 'del(.. | .seconds?) | del(.resources)' "$1"; }
 
