@@ -195,6 +195,8 @@ tall_cuda_base_kernel_listings_within_64_mib() {
   local c w k
   c=$(tail -1 cold.kib) w=$(tail -1 warm.kib) k=$(tail -1 kern.kib)
   rm -rf "$s"
-  [ "$c" -le 65536 ] && [ "$w" -le 65536 ] && [ "$k" -le 65536 ]
+  [ "$c" -le 65536 ]
+  [ "$w" -le 65536 ]
+  [ "$k" -le 65536 ]
   figure "CUDA base, peak RSS: --jit-budget --gpu 12.1 cold $((c / 1024)) MiB, warm $((w / 1024)) MiB; --kernels --json $((k / 1024)) MiB (bound 64)"
 }

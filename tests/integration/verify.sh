@@ -352,7 +352,8 @@ t_verify_in_a_fresh_store_reads_each_layer_once() {
   for l in $(jq -r '.layers[].digest' "layout/blobs/sha256/$man" | cut -d: -f2); do
     c=$(grep -c "layout/blobs/sha256/$l\"" opens.txt || true)
     log "layer ${l:0:12}: opened $c times"
-    [ "$c" -ge 2 ] && [ "$c" -le 3 ]
+    [ "$c" -ge 2 ]
+    [ "$c" -le 3 ]
     all=$((all + c))
   done
   [ "$all" -le $((2 * n + 1)) ]
