@@ -692,6 +692,16 @@ pull (struct ib_build *b, const struct ib_verify_image_options *o, const char *r
   return 0;
 }
 
+/* What read_layers_once registered its indexers for: they borrow from
+ * the definition until the store is freed. */
+struct once
+{
+  struct ib_build_indexers ix;
+  cJSON **records;
+  size_t n_records, n_cs;
+  struct checked *cs;
+};
+
 /* One read of each layer for every gate (issue 46).  A store that never
  * read the image's layers (a CI step on another machine) read them once
  * for the integrity check, then again for the file list, the symbol
@@ -703,17 +713,9 @@ pull (struct ib_build *b, const struct ib_verify_image_options *o, const char *r
  * read-through record, so the integrity check then hashes the blobs only,
  * and the gates find their records.  What fails in this pass is left to
  * the checks after it, which read again and say what is wrong as they
- * always did: the verdicts do not depend on it. */
-/* What read_layers_once registered its indexers for: they borrow from
- * the definition until the store is freed. */
-struct once
-{
-  struct ib_build_indexers ix;
-  cJSON **records;
-  size_t n_records, n_cs;
-  struct checked *cs;
-};
-
+ * always did: the verdicts do not depend on it.  (The attestations are
+ * read here and again after the integrity check, as before: a few small
+ * blobs, so that their verdicts stay where they were.) */
 static void
 read_layers_once (struct ib_build *b, const struct ib_verify_image_options *o, struct once *w)
 {
