@@ -55,7 +55,8 @@ LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(LIB_CXX:%.cc=$(BUILD)/obj/%.o)
 UNIT_SRC := $(shell find tests/unit -name '*.c' | LC_ALL=C sort)
 UNIT_OBJ := $(UNIT_SRC:%.c=$(BUILD)/obj/%.o)
 PROGS := $(BUILD)/imgbuild $(BUILD)/imgverify $(BUILD)/dcp2_smoke
-STAND_IN_SO := images/dsv41-flash-b12x/native/_b12x_C.abi3.so images/dsv41-flash-b12x/native/libflashinfer_dcp.so
+STAND_IN_SO := images/dsv41-flash-b12x/native/_b12x_C.abi3.so images/dsv41-flash-b12x/native/libflashinfer_dcp.so \
+  images/dsv41-flash-b12x/native/amd64/lib/libc.so.6
 NVCC ?= $(shell command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)
 SI := images/dsv41-flash-b12x
 
@@ -106,6 +107,12 @@ $(SI)/native/libflashinfer_dcp.so: $(SI)/native/flashinfer_dcp.cu $(SI)/flashinf
 	$(NVCC) -c -frandom-seed=1 -Xcompiler -fPIC -gencode arch=compute_121a,code=sm_121a $(SI)/native/flashinfer_dcp.cu -o $(SI)/native/flashinfer_dcp.o
 	$(NVCC) -c -frandom-seed=2 -Xcompiler -fPIC -I$(SI)/flashinfer/include -gencode arch=compute_120,code=compute_120 $(SI)/flashinfer/csrc/dcp_lse_combine.cu -o $(SI)/native/dcp_lse_combine.o
 	$(NVCC) -shared -Xlinker --build-id=none -Xlinker --strip-all $(SI)/native/flashinfer_dcp.o $(SI)/native/dcp_lse_combine.o -o $@
+# Its glibc 2.39 and CPython 3.12: Ubuntu 24.04's packages, pinned by
+# native/noble-amd64.lock (scripts/stand-in-cpython.sh says what happens
+# where Ubuntu's archive cannot be reached).
+$(SI)/native/amd64/lib/libc.so.6: scripts/stand-in-cpython.sh $(SI)/native/noble-amd64.lock
+	scripts/stand-in-cpython.sh $(SI)/native/noble-amd64.lock $(SI)/native/amd64
+	@touch $@
 stand-in: $(STAND_IN_SO)
 
 # The same stand-in for aarch64 (imgbuild dsv41-flash-b12x --platform
@@ -257,7 +264,7 @@ test-arm64: test-deps arm64
 	IB_BUILD=$(ARM64)/qemu IB_NATIVE_BUILD=$(BUILD) IB_NO_DAEMON=1 IB_TEST_PLATFORM=linux/amd64 tests/run.sh '$(ARM64_SUITES)'
 
 clean:
-	rm -rf $(BUILD) build-asan build-fuzz $(ARM64) $(STAND_IN_SO) $(SIA)
+	rm -rf $(BUILD) build-asan build-fuzz $(ARM64) $(STAND_IN_SO) $(SIA) $(SI)/native/amd64 $(SI)/native/deb
 
 # The man pages: imgbuild(1), imgverify(1) and image.conf(5), written in
 # go-md2man's Markdown (docs/man/*.md, readable on GitHub as they are) and

@@ -9,8 +9,9 @@
 # are installed.
 set -eu
 build=(gcc g++ make pkg-config libarchive-dev libcjson-dev libssl-dev zlib1g-dev libzstd-dev liblz4-dev libisal-dev
-       libcurl4-openssl-dev busybox-static python3 ca-certificates libtomlplusplus-dev go-md2man)
-# (go-md2man: `make install` renders the man pages, docs/man/*.md.)
+       libcurl4-openssl-dev busybox-static python3 ca-certificates libtomlplusplus-dev go-md2man curl)
+# (go-md2man: `make install` renders the man pages, docs/man/*.md; curl:
+# the stand-in base's glibc and CPython, scripts/stand-in-cpython.sh.)
 fuzz=(clang libclang-rt-dev)
 test=(skopeo umoci docker.io runc docker-registry apache2-utils openssl curl tmux jq iproute2 procps openmpi-bin python3-jsonschema python3-protobuf python3-junitparser libxml2-utils strace
       time file gcc-aarch64-linux-gnu binutils openssh-server openssh-client zstd isal

@@ -236,10 +236,14 @@ PY
 t_kill_at_any_moment_keeps_the_store_consistent() {
   build_base
   copy_images d
-  # The writes of a warm build (caches filled by the first), counted.
-  echo "x = 0" >d/dsv41-flash-dcp2/files/extra.py
+  # The writes of a warm build (caches filled by the first), counted.  Each
+  # build changes one of the overlay's files: a new layer, its syntax
+  # checked by the stand-in's CPython.
+  local f=d/dsv41-flash-dcp2/files/cp_utils.py
+  cp "$f" cp_utils.orig
+  { cat cp_utils.orig; echo "# round 0"; } >"$f"
   "$IB" -q d/dsv41-flash-dcp2 -t warm:1 >/dev/null
-  echo "x = -1" >d/dsv41-flash-dcp2/files/extra.py
+  { cat cp_utils.orig; echo "# round -1"; } >"$f"
   traced -f -qq -e trace=write -o writes.txt "$IB" -q d/dsv41-flash-dcp2 -t counted:1 >/dev/null
   # strace counts `when=N` per process: N is taken from the process that
   # writes most (imgbuild itself; the syntax checker it starts writes too).
@@ -248,8 +252,10 @@ t_kill_at_any_moment_keeps_the_store_consistent() {
   [ "$total" -gt 20 ]
   killed=0 left=0
   for i in 1 2 3 4 5 6 7 8 9 10 11 12; do
-    echo "x = $i  # round $i" >d/dsv41-flash-dcp2/files/extra.py
-    n=$((total * i / 13 + 1))
+    { cat cp_utils.orig; echo "# round $i"; } >"$f"
+    # Kill points spread geometrically: the layer's blob is written in the
+    # first few writes, the syntax check's root in the hundreds after them.
+    n=$(awk -v t="$total" -v i="$i" 'BEGIN { n = int(t ^ (i / 13)); print n < 1 ? 1 : n }')
     rc=0
     traced -f -qq -o /dev/null -e trace=write -e inject=write:signal=KILL:when=$n \
       "$IB" -q d/dsv41-flash-dcp2 -t killed:$i >/dev/null 2>&1 || rc=$?

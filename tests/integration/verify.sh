@@ -334,10 +334,13 @@ PY
 # each layer once for every check (issue 46): the file list's pass, with the
 # gates' indexers, checks the digests and keeps the read-through record, so
 # the integrity check only hashes each blob, and the gates read no layer
-# again.  Each layer blob is opened twice (the pass, the hash), and the
-# overlay's once more, where the symbol gate reads the files it checks by
-# range; before, the gates opened the stand-in's two layers 13 times (the
-# base's 10).  The verdicts are those of a store that had read the image.
+# again.  Each layer blob is opened twice (the pass, the hash), and once
+# more where the symbol gate reads the files it checks by range (the
+# overlay's) or writes its interpreter's root (the stand-in's layers that
+# hold /usr/bin/python3.12, its libraries and standard library: that read
+# is not yet part of the pass); before, the gates opened the stand-in's two
+# layers 13 times (the base's 10).  The verdicts are those of a store that
+# had read the image.
 t_verify_in_a_fresh_store_reads_each_layer_once() {
   build_base
   "$IB" -q dsv41-flash-dcp2 --output oci:layout:dcp2:1 >/dev/null
@@ -359,8 +362,8 @@ t_verify_in_a_fresh_store_reads_each_layer_once() {
     [ "$c" -le 3 ]
     all=$((all + c))
   done
-  [ "$all" -le $((2 * n + 1)) ]
-  figure "a fresh store's imgverify of the stand-in's $n layers: their blobs opened $all times (one pass and one hash each, and the symbol gate's range read of the overlay); the same verdicts"
+  [ "$all" -le $((3 * n)) ]
+  figure "a fresh store's imgverify of the stand-in's $n layers: their blobs opened $all times (one pass and one hash each, the symbol gate's range read of the overlay and its interpreter's root); the same verdicts"
 }
 
 # imgverify's reports with the times and resources taken out.
