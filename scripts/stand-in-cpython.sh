@@ -23,7 +23,7 @@ tmp=$out.tmp
 rm -rf "$tmp"
 mkdir -p "$tmp/lib" "$tmp/usr" "$debs"
 
-fetch() { # POOL-PATH SHA256: prints the .deb's path, or fails
+fetch() { # POOL-PATH SHA256: prints the .deb's path; 1: not fetched, 2: wrong digest
   local f=$debs/${1##*/}
   if [ ! -s "$f" ]; then
     curl -fsS --retry 2 --connect-timeout 20 -m 300 -o "$f.part" "$mirror/$1" || { rm -f "$f.part"; return 1; }
@@ -32,7 +32,7 @@ fetch() { # POOL-PATH SHA256: prints the .deb's path, or fails
   if [ "$(sha256sum <"$f" | cut -d' ' -f1)" != "$2" ]; then
     echo "stand-in-cpython: $mirror/$1: SHA-256 $(sha256sum <"$f" | cut -d' ' -f1), $lock pins $2" >&2
     rm -f "$f"
-    exit 8
+    return 2
   fi
   echo "$f"
 }
@@ -41,7 +41,10 @@ root=$tmp/root
 missing=
 while read -r path sha; do
   case $path in '' | '#'*) continue ;; esac
-  if ! deb=$(fetch "$path" "$sha"); then
+  rc=0
+  deb=$(fetch "$path" "$sha") || rc=$?
+  [ "$rc" != 2 ] || { rm -rf "$tmp"; exit 8; }
+  if [ "$rc" != 0 ]; then
     missing="$mirror/$path could not be fetched"
     break
   fi

@@ -100,6 +100,41 @@ t_oci_output_and_oci_base() {
   [ "$(skopeo inspect --raw oci:out:dcp2:1 | jq -c .layers)" = "$(skopeo inspect --raw oci:out0:dcp2:1 | jq -c .layers)" ]
 }
 
+# scripts/stand-in-cpython.sh, against a mirror on disk (curl's file://)
+# holding the .debs that make stand-in fetched: the stand-in's glibc and
+# CPython 3.12 unpacked and runnable; a .deb whose bytes differ from the
+# pinned digest is an error (8) that writes nothing; an archive that cannot
+# be reached gives the build machine's glibc, no CPython and NO-CPYTHON
+# saying why.
+t_stand_in_cpython_pinned_fetched_or_said_missing() {
+  local lock=$ROOT/images/dsv41-flash-b12x/native/noble-amd64.lock cached=$ROOT/images/dsv41-flash-b12x/native/deb p f
+  [ ! -f "$ROOT/images/dsv41-flash-b12x/native/amd64/NO-CPYTHON" ] || skip_test "make stand-in fetched no .debs: $(cat "$ROOT/images/dsv41-flash-b12x/native/amd64/NO-CPYTHON")"
+  grep -v '^#' "$lock" | while read -r p _; do
+    mkdir -p "mirror/$(dirname "$p")"
+    cp "$cached/$(basename "$p")" "mirror/$p"
+  done
+  UBUNTU_MIRROR=file://$PWD/mirror "$ROOT/scripts/stand-in-cpython.sh" "$lock" good/amd64
+  [ ! -e good/amd64/NO-CPYTHON ]
+  mkdir root && cp -a good/amd64/usr root/ && cp -a good/amd64/lib root/lib64
+  mkdir -p root/lib && ln -s ../lib64 root/lib/x86_64-linux-gnu
+  [ "$(chroot root /lib64/ld-linux-x86-64.so.2 --library-path /lib64 /usr/bin/python3.12 -c 'import sys; print(sys.version_info[:2])')" = "(3, 12)" ]
+  # One byte changed in the mirror's libc6: exit 8, nothing written.
+  f=$(ls mirror/pool/main/g/glibc/libc6_*.deb)
+  printf x | dd of="$f" bs=1 seek=1000 conv=notrunc 2>/dev/null
+  rc=0
+  UBUNTU_MIRROR=file://$PWD/mirror "$ROOT/scripts/stand-in-cpython.sh" "$lock" bad/amd64 2>bad.err || rc=$?
+  [ "$rc" = 8 ]
+  grep -q 'libc6_.*: SHA-256 [0-9a-f]*, .* pins ' bad.err
+  [ ! -e bad/amd64 ]
+  refute ls bad/amd64.tmp 2>/dev/null
+  # No archive: the build machine's glibc, no CPython, and why.
+  UBUNTU_MIRROR=file://$PWD/nowhere "$ROOT/scripts/stand-in-cpython.sh" "$lock" none/amd64 2>none.err
+  grep -q 'could not be fetched' none/amd64/NO-CPYTHON
+  [ -x none/amd64/lib/libc.so.6 ]
+  [ ! -e none/amd64/usr/bin/python3.12 ]
+  grep -q "warning: .* no CPython" none.err
+}
+
 # A base made by tools that are not ours: docker import + docker save.
 t_foreign_base_from_docker_save() {
   docker_start
