@@ -10,6 +10,7 @@ SITE=/usr/local/lib/python3.12/dist-packages
 T_PASS=0
 T_FAIL=0
 T_SKIP=0
+T_TIMES=$(mktemp /tmp/ibt-times.XXXXXX) # SECONDS<TAB>NAME per test run
 T_TOP=$(mktemp -d /tmp/ibt.XXXXXX)
 DOCKER_SOCK=$T_TOP/d.sock
 D="docker -H unix://$DOCKER_SOCK"
@@ -61,6 +62,7 @@ run_test() {
     cat "$dir"/sanitizer.* >>"$dir/log"
     rc=1
   fi
+  printf '%s\t%s\n' $((SECONDS - t0)) "$name" >>"$T_TIMES"
   [ -z "${IB_RESULTS:-}" ] || result_row "$name" "$rc" $((SECONDS - t0)) "$dir"
   if [ "$rc" = 77 ] && [ -s "$dir/skip.reason" ]; then
     # Skipped (skip_test): not a pass, and said so with its reason.
@@ -78,6 +80,14 @@ run_test() {
     echo "FAIL $name"
     grep -v '^[[:space:]]*$' "$dir/log" | tail -25 | sed 's/^/    /'
   fi
+}
+
+# The slowest tests of this run and the time of all (a line each, before
+# the last line): where a tier's time goes, in every CI log.
+print_slowest() {
+  [ -s "$T_TIMES" ] || return 0
+  echo "time: $(awk -F'\t' '{s += $1} END {print s}' "$T_TIMES") s in $(wc -l <"$T_TIMES") tests; the slowest:"
+  sort -t$'\t' -k1,1nr "$T_TIMES" | head -"${IB_SLOWEST:-12}" | awk -F'\t' '{printf "  %4d s  %s\n", $1, $2}'
 }
 
 # The record of a run (IB_RESULTS, which `make test-all` sets to
@@ -452,6 +462,7 @@ push_base() {
 finish() {
   docker_stop
   [ -n "${IB_KEEP:-}" ] || rm -rf "$T_TOP"
+  rm -f "$T_TIMES"
 }
 
 # strace for the tests that watch a command's system calls: LeakSanitizer

@@ -41,6 +41,7 @@ for suite in tests/integration/*.sh; do
   done
   for t in $(declare -F | awk '{print $3}' | grep '^tall_'); do unset -f "$t"; done
 done
+print_slowest
 [ "$T_SKIP" = 0 ] || echo "$T_SKIP skipped (not counted as passed)"
 echo "$T_PASS passed, $T_FAIL failed"
 if [ -n "${IB_RESULTS:-}" ]; then

@@ -291,6 +291,7 @@ worker_main (void *data)
 {
   struct worker *w = data;
   struct ib_pinflate *p = w->p;
+  pthread_setname_np (pthread_self (), "ib-inflate");
   for (size_t c = w->id; c < p->n_chunks; c += p->threads)
     {
       pthread_mutex_lock (&p->lock);

@@ -182,6 +182,8 @@ static void *
 hash_worker_main (void *data)
 {
   struct ib_hash_worker *w = data;
+  /* Named for top -H and perf: which thread of the pass is busy. */
+  pthread_setname_np (pthread_self (), "ib-hash");
   pthread_mutex_lock (&w->lock);
   for (;;)
     {

@@ -139,6 +139,7 @@ static void *
 pass_thread (void *data)
 {
   struct ib_index_pass *p = data;
+  pthread_setname_np (pthread_self (), "ib-index");
   pthread_mutex_lock (&p->lock);
   for (;;)
     {

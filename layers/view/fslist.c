@@ -318,6 +318,7 @@ static void *
 ahead_thread (void *data)
 {
   struct ahead *a = data;
+  pthread_setname_np (pthread_self (), "ib-list-ahead");
   for (;;)
     {
       pthread_mutex_lock (&a->lock);

@@ -195,6 +195,7 @@ static void *
 run (void *data)
 {
   struct ib_pull_lister *l = data;
+  pthread_setname_np (pthread_self (), "ib-list");
   struct ib_image *img = NULL;
   size_t n;
   pthread_mutex_lock (&l->lock);
