@@ -57,9 +57,16 @@ ib_image_copy_blobs (const struct ib_store *src, struct ib_store *dst, const str
     return -1;
   for (size_t i = 0; i < img->n_layers; i++)
     {
-      if (ib_store_copy_blob (src, dst, &img->layers[i], err) < 0)
+      /* Listed from where it is while it is copied: the lister checks the
+       * bytes it reads against the same digest as the copy. */
+      struct ib_blob_loc at = { 0 };
+      bool early = listener && listener->arriving && !ib_store_has_blob (dst, &img->layers[i].digest)
+                   && ib_store_locate_blob (src, &img->layers[i].digest, &at, NULL) == 0;
+      int r = early ? listener->arriving (listener->data, img, i + 1, &at, err) : 0;
+      ib_blob_loc_clear (&at);
+      if (r < 0 || ib_store_copy_blob (src, dst, &img->layers[i], err) < 0)
         return -1;
-      if (listener && listener->arrived (listener->data, img, i + 1, err) < 0)
+      if (listener && !early && listener->arrived (listener->data, img, i + 1, err) < 0)
         return -1;
     }
   /* The manifest last: a layout never names an image whose blobs it lacks. */

@@ -406,13 +406,11 @@ ib_layer_reader_open (struct ib_store *s, const struct ib_descriptor *blob, cons
   return ib_layer_reader_open_threads (s, blob, expected_diff_id, 1, out, err);
 }
 
-int
-ib_layer_reader_open_threads (struct ib_store *s, const struct ib_descriptor *blob, const ib_digest *expected_diff_id,
-                              int threads, struct ib_layer_reader **out, ib_error_t *err)
+/* Open BLOB's bytes at LOC (its path is taken) for S. */
+static int
+open_loc (struct ib_store *s, const struct ib_descriptor *blob, struct ib_blob_loc loc, const ib_digest *expected_diff_id,
+          int threads, struct ib_layer_reader **out, ib_error_t *err)
 {
-  struct ib_blob_loc loc;
-  if (ib_store_locate_blob (s, &blob->digest, &loc, err) < 0)
-    return ib_error_wrap (err, "layer %s", blob->digest.s);
   struct ib_layer_reader *r = ib_xcalloc (1, sizeof (*r));
   r->store = s;
   r->file_fd = -1;
@@ -440,6 +438,24 @@ ib_layer_reader_open_threads (struct ib_store *s, const struct ib_descriptor *bl
     }
   *out = r;
   return 0;
+}
+
+int
+ib_layer_reader_open_threads (struct ib_store *s, const struct ib_descriptor *blob, const ib_digest *expected_diff_id,
+                              int threads, struct ib_layer_reader **out, ib_error_t *err)
+{
+  struct ib_blob_loc loc;
+  if (ib_store_locate_blob (s, &blob->digest, &loc, err) < 0)
+    return ib_error_wrap (err, "layer %s", blob->digest.s);
+  return open_loc (s, blob, loc, expected_diff_id, threads, out, err);
+}
+
+int
+ib_layer_reader_open_at (struct ib_store *s, const struct ib_descriptor *blob, const struct ib_blob_loc *at,
+                         const ib_digest *expected_diff_id, struct ib_layer_reader **out, ib_error_t *err)
+{
+  struct ib_blob_loc loc = { ib_xstrdup (at->path), at->offset, at->length };
+  return open_loc (s, blob, loc, expected_diff_id, 1, out, err);
 }
 
 static int
@@ -591,6 +607,12 @@ ib_layer_reader_end (struct ib_layer_reader *r, ib_digest *diff_id, ib_error_t *
   if (r->record && ib_inflate_index_writer_commit (r->record, r->blob_size, &e) < 0)
     ib_error_release (&e);
   return 0;
+}
+
+struct ib_hash_worker *
+ib_layer_reader_hash_worker (struct ib_layer_reader *r)
+{
+  return r->hw;
 }
 
 void

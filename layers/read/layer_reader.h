@@ -43,6 +43,13 @@ int ib_layer_reader_open (struct ib_store *s, const struct ib_descriptor *blob, 
 int ib_layer_reader_open_threads (struct ib_store *s, const struct ib_descriptor *blob,
                                   const ib_digest *expected_diff_id, int threads, struct ib_layer_reader **out,
                                   ib_error_t *err);
+/* The same over bytes that are not in S yet: BLOB's bytes at AT (another
+ * layout's blob, while it is being copied into S), read and checked as
+ * S's own would be; what the read learns (the inflate index, the
+ * read-through record) goes to S, keyed by BLOB's digest as always, and a
+ * read that finds a wrong digest is an error before anything is kept. */
+int ib_layer_reader_open_at (struct ib_store *s, const struct ib_descriptor *blob, const struct ib_blob_loc *at,
+                             const ib_digest *expected_diff_id, struct ib_layer_reader **out, ib_error_t *err);
 /* A reader of one file's bytes instead of a layer's: LEN bytes from 0 of
  * FD (the caller's, read with pread), handed out by ib_layer_reader_data;
  * nothing else but ib_layer_reader_free may be called on it.  How a file
@@ -58,6 +65,11 @@ void ib_layer_reader_on_progress (struct ib_layer_reader *r, void (*fn) (void *,
 int ib_layer_reader_next (struct ib_layer_reader *r, struct archive_entry **entry, ib_error_t *err);
 /* Read the current entry's data; 0 at its end. */
 ssize_t ib_layer_reader_data (struct ib_layer_reader *r, void *buf, size_t len, ib_error_t *err);
+/* R's hash worker (layers/store/digest.h), which hashes its blob and its
+ * tar: the caller may hash what it reads from R there too (each file's
+ * digest), its jobs run in order with R's own; the worker lives until
+ * ib_layer_reader_free, which drops the jobs not yet run. */
+struct ib_hash_worker *ib_layer_reader_hash_worker (struct ib_layer_reader *r);
 /* The hostile entries seen so far (tarcheck.h), each "entry `NAME`: WHY";
  * valid until the next call on R. */
 const char *const *ib_layer_reader_hazards (const struct ib_layer_reader *r, size_t *n);

@@ -28,6 +28,7 @@ struct pending
   size_t layer;
   uint64_t size;
   bool done;
+  struct ib_blob_loc at; /* where to read it (arriving); path NULL: in the store */
 };
 
 struct ib_pull_lister
@@ -91,10 +92,11 @@ hold_back (struct ib_pull_lister *l, size_t n)
   l->stats.held_seconds += ib_now () - t0;
 }
 
+/* Layer I - 1 (I = 0: the config) came, or is coming at AT (NULL: it is
+ * in the store). */
 static int
-arrived (void *data, const struct ib_image *img, size_t i, ib_error_t *err)
+came (struct ib_pull_lister *l, const struct ib_image *img, size_t i, const struct ib_blob_loc *at, ib_error_t *err)
 {
-  struct ib_pull_lister *l = data;
   pthread_mutex_lock (&l->lock);
   if (i == 0 && !l->have_config)
     {
@@ -108,11 +110,16 @@ arrived (void *data, const struct ib_image *img, size_t i, ib_error_t *err)
           l->cap = l->cap ? 2 * l->cap : 16;
           l->arrived = ib_xrealloc (l->arrived, l->cap * sizeof (*l->arrived));
         }
-      l->arrived[l->n_arrived++] = (struct pending){ i - 1, img->layers[i - 1].size, false };
+      struct ib_blob_loc where = { 0 };
+      if (at)
+        where = (struct ib_blob_loc){ ib_xstrdup (at->path), at->offset, at->length };
+      l->arrived[l->n_arrived++] = (struct pending){ i - 1, img->layers[i - 1].size, false, where };
     }
   pthread_cond_broadcast (&l->wake);
   size_t me = l->n_arrived - 1;
-  if (i > 0)
+  /* A copy from where the lister reads too is not held back: both read
+   * the same pages. */
+  if (i > 0 && at == NULL)
     hold_back (l, me);
   /* Judged, the first layer is listed before this transfer goes on (once
    * the config is there: before it nothing is listed). */
@@ -124,6 +131,18 @@ arrived (void *data, const struct ib_image *img, size_t i, ib_error_t *err)
                   l->stats.refused_layer + 1);
   pthread_mutex_unlock (&l->lock);
   return r;
+}
+
+static int
+arrived (void *data, const struct ib_image *img, size_t i, ib_error_t *err)
+{
+  return came (data, img, i, NULL, err);
+}
+
+static int
+arriving (void *data, const struct ib_image *img, size_t i, const struct ib_blob_loc *at, ib_error_t *err)
+{
+  return came (data, img, i, at, err);
 }
 
 /* The next layer to list (*N: its place in l->arrived), with the lock
@@ -170,7 +189,7 @@ judge_layer (struct ib_pull_lister *l, const struct ib_image *img, size_t k, con
 /* List layer K of IMG as the build would (fsview.c caches it), and judge
  * it; a layer it cannot list is the build's own pass's to report. */
 static void
-list_layer (struct ib_pull_lister *l, const struct ib_image *img, size_t k)
+list_layer (struct ib_pull_lister *l, const struct ib_image *img, size_t k, const struct ib_blob_loc *at)
 {
   if (k >= img->n_layers)
     return;
@@ -179,7 +198,9 @@ list_layer (struct ib_pull_lister *l, const struct ib_image *img, size_t k)
   /* Listed before (a warm build): counted, and nothing is loaded for
    * nothing (the build's view judges it, from the list, before any gate). */
   bool listed = ib_fs_list_cached (l->s, &img->layers[k], &img->diff_ids[k])
-                || ib_fs_list_layer_in (l->s, &img->layers[k], &img->diff_ids[k], l->pass, &list, &e) == 0;
+                || (at->path ? ib_fs_list_layer_at (l->s, &img->layers[k], at, &img->diff_ids[k], l->pass, &list, &e)
+                             : ib_fs_list_layer_in (l->s, &img->layers[k], &img->diff_ids[k], l->pass, &list, &e))
+                       == 0;
   if (list && l->judge.refuses)
     judge_layer (l, img, k, list);
   ib_fs_list_free (list);
@@ -202,6 +223,7 @@ run (void *data)
   while (next_layer (l, &n))
     {
       size_t k = l->arrived[n].layer;
+      struct ib_blob_loc at = l->arrived[n].at; /* its path stays until finish: arrived may move */
       pthread_mutex_unlock (&l->lock);
       /* The config is in the store now: the manifest was put there before
        * any blob was fetched.  An image that does not load is not listed. */
@@ -209,7 +231,7 @@ run (void *data)
       if (img == NULL && ib_image_load (l->s, &l->manifest, NULL, &img, &e) < 0)
         ib_error_release (&e);
       if (img)
-        list_layer (l, img, k);
+        list_layer (l, img, k, &at);
       pthread_mutex_lock (&l->lock);
       if (img)
         l->stats.layers = img->n_layers;
@@ -249,7 +271,7 @@ ib_pull_lister_start (struct ib_store *s, uint64_t ahead, const struct ib_pull_j
       *listener = (struct ib_pull_listener){ 0 };
       return NULL;
     }
-  *listener = (struct ib_pull_listener){ .arrived = arrived, .data = l };
+  *listener = (struct ib_pull_listener){ .arrived = arrived, .arriving = arriving, .data = l };
   return l;
 }
 
@@ -281,6 +303,8 @@ ib_pull_lister_finish (struct ib_pull_lister *l, bool pull_failed, struct ib_pul
   pthread_cond_destroy (&l->wake);
   pthread_mutex_destroy (&l->lock);
   ib_descriptor_clear (&l->manifest);
+  for (size_t i = 0; i < l->n_arrived; i++)
+    ib_blob_loc_clear (&l->arrived[i].at);
   free (l->arrived);
   free (l);
 }

@@ -87,14 +87,20 @@ t_oci_output_and_oci_base() {
   "$IB" -q dsv41-flash-b12x --output oci:layout:base:1 >/dev/null
   skopeo inspect oci:layout:base:1 >/dev/null
   # A base read from another layout, into a fresh store: each layer listed
-  # as it is copied in (layers/view/pull_lists.h), every one of them.
-  IMGBUILD_STORE=$PWD/store2 "$IB" --from oci:layout:base:1 dsv41-flash-dcp2 --output oci:out:dcp2:1 \
-    >build.out 2>build.err
+  # as it is copied in (layers/view/pull_lists.h), every one of them, from
+  # the layout's own blob (read twice: by the copy and by the lister).
+  IMGBUILD_STORE=$PWD/store2 traced -f -qq -e trace=openat -o build.opens "$IB" --from oci:layout:base:1 \
+    dsv41-flash-dcp2 --output oci:out:dcp2:1 >build.out 2>build.err
   [ "$(cut -d' ' -f2 build.out)" = "sha256:$(skopeo inspect --raw oci:out:dcp2:1 | sha256sum | cut -d' ' -f1)" ]
-  local n
+  local n l
   n=$(skopeo inspect --raw oci:layout:base:1 | jq '.layers | length')
   grep "layers listed while the pull went on" build.err
   grep -q "base oci:layout:base:1: $n of $n layers listed while the pull went on" build.err
+  for l in $(skopeo inspect --raw oci:layout:base:1 | jq -r '.layers[].digest | sub("sha256:"; "")'); do
+    grep "layout/blobs/sha256/$l\"" build.opens | grep -v ENOENT | cut -d' ' -f1 | sort -u >"$l.readers"
+    log "layer $l read from the layout by $(wc -l <"$l.readers") threads"
+    [ "$(wc -l <"$l.readers")" = 2 ]
+  done
   # The same layers as an image built over the base where it was made.
   "$IB" -q dsv41-flash-dcp2 --output oci:out0:dcp2:1 >/dev/null
   [ "$(skopeo inspect --raw oci:out:dcp2:1 | jq -c .layers)" = "$(skopeo inspect --raw oci:out0:dcp2:1 | jq -c .layers)" ]
