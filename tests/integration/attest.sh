@@ -302,7 +302,7 @@ t_attest_sbom_lists_dpkg_python_and_gpu_code() {
   man=$(jq -r '.manifests[] | select(.annotations["org.opencontainers.image.ref.name"] == "sbase:1") | .digest' \
     "$IMGBUILD_STORE/index.json" | cut -d: -f2)
   layer=$(jq -r '.layers[0].digest' "$IMGBUILD_STORE/blobs/sha256/$man" | cut -d: -f2)
-  strace -f -e trace=openat -o open.txt "$IB" -q sbom -t sbom:2 >out2.txt
+  traced -f -e trace=openat -o open.txt "$IB" -q sbom -t sbom:2 >out2.txt
   ! grep -q "$layer" open.txt
   attest_of "$IMGBUILD_STORE" "$(cut -d' ' -f2 out2.txt)" >b.json
   [ "$(jq -c '.artifacts[0].spdx' a.json)" = "$(jq -c '.artifacts[0].spdx' b.json)" ]
