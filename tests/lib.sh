@@ -10,8 +10,8 @@ SITE=/usr/local/lib/python3.12/dist-packages
 T_PASS=0
 T_FAIL=0
 T_SKIP=0
-T_TIMES=$(mktemp /tmp/ibt-times.XXXXXX) # SECONDS<TAB>NAME per test run
 T_TOP=$(mktemp -d /tmp/ibt.XXXXXX)
+T_TIMES=$T_TOP/times # SECONDS<TAB>NAME per test run
 DOCKER_SOCK=$T_TOP/d.sock
 D="docker -H unix://$DOCKER_SOCK"
 
@@ -462,7 +462,6 @@ push_base() {
 finish() {
   docker_stop
   [ -n "${IB_KEEP:-}" ] || rm -rf "$T_TOP"
-  rm -f "$T_TIMES"
 }
 
 # strace for the tests that watch a command's system calls: LeakSanitizer
