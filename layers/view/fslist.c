@@ -110,6 +110,10 @@ classify_whiteout (struct ib_fs_entry *e)
  * bytes are hashed. */
 #define DATA_SLOTS 3
 #define DATA_SIZE (1u << 20)
+/* A file this small is hashed here: handing it to the worker would make
+ * this thread wait, at the file's end, for every job queued before it
+ * (the blob's and the tar's), once per file of a tree of small ones. */
+#define DATA_INLINE (64u << 10)
 struct data_ring
 {
   char *buf[DATA_SLOTS];
@@ -126,7 +130,7 @@ hash_entry_data (struct ib_layer_reader *r, struct ib_fs_entry *e, struct ib_fs_
   struct ib_hash_worker *hw = ib_layer_reader_hash_worker (r);
   ib_sha256 *h = ib_sha256_new ();
   struct ib_index_file ixf;
-  bool indexing = false, first = true;
+  bool indexing = false, first = true, here = e->size <= DATA_INLINE;
   uint64_t last = 0;
   for (;;)
     {
@@ -147,7 +151,13 @@ hash_entry_data (struct ib_layer_reader *r, struct ib_fs_entry *e, struct ib_fs_
       first = false;
       if (n == 0)
         break;
-      last = ring->ticket[i] = ib_hash_worker_submit (hw, h, buf, (size_t) n);
+      if (here)
+        {
+          ring->ticket[i] = 0; /* waited for above */
+          ib_sha256_update (h, buf, (size_t) n);
+        }
+      else
+        last = ring->ticket[i] = ib_hash_worker_submit (hw, h, buf, (size_t) n);
       if (indexing)
         ib_index_file_feed (&ixf, buf, (size_t) n);
     }
