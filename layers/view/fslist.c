@@ -102,9 +102,10 @@ classify_whiteout (struct ib_fs_entry *e)
     ;
 }
 
-/* The buffers a layer's file data is read into.  Each file's digest is
- * taken on the layer reader's hash worker, beside the blob's and the tar's
- * (perf of a cold build over the CUDA base, 2026-12-06: on the thread that
+/* The buffers a layer's file data is read into.  Each file's digest (but
+ * a small file's, DATA_INLINE) is taken on the layer reader's hash worker,
+ * beside the blob's and the tar's (perf of a cold build over the CUDA
+ * base, 2026-12-06: on the thread that
  * also inflates it was a sixth of the build's CPU, and that thread is the
  * one the build waits for); a buffer is read into again only once its
  * bytes are hashed. */

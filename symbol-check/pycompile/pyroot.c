@@ -83,7 +83,6 @@ take_path (struct closure *c, const char *path, int depth)
     take (c, e);
 }
 
-/* Every entry under DIR but its site-packages and dist-packages. */
 /* Whether NAME is one of REL's components. */
 static bool
 is_component (const char *rel, const char *name)
@@ -95,6 +94,8 @@ is_component (const char *rel, const char *name)
   return false;
 }
 
+/* Every entry under DIR but its site-packages, dist-packages and
+ * __pycache__ folders. */
 static void
 take_tree (struct closure *c, const char *dir)
 {
