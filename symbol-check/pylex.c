@@ -411,3 +411,35 @@ ib_py_conflict_marker_line (const char *src, size_t len)
   free (lx.toks);
   return line;
 }
+
+bool
+ib_tok_is (const struct tok *t, const char *s)
+{
+  return (t->kind == T_NAME || t->kind == T_OP) && t->len == strlen (s) && memcmp (t->s, s, t->len) == 0;
+}
+
+bool
+ib_tok_opens (const struct tok *t)
+{
+  return t->kind == T_OP && t->len == 1 && strchr ("([{", t->s[0]);
+}
+
+bool
+ib_tok_closes (const struct tok *t)
+{
+  return t->kind == T_OP && t->len == 1 && strchr (")]}", t->s[0]);
+}
+
+size_t
+ib_tok_matching (const struct tok *t, size_t a, size_t b)
+{
+  int depth = 0;
+  for (size_t i = a; i < b; i++)
+    {
+      if (ib_tok_opens (&t[i]))
+        depth++;
+      else if (ib_tok_closes (&t[i]) && --depth == 0)
+        return i;
+    }
+  return b;
+}

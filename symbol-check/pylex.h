@@ -31,6 +31,14 @@ struct tok
  * ("line N: ...") where CPython's tokenizer refuses the source. */
 int ib_py_lex (const char *src, size_t len, struct tok **out, size_t *n, ib_error_t *err);
 
+/* T is the name or operator S. */
+bool ib_tok_is (const struct tok *t, const char *s);
+/* T opens or closes a bracket: ( [ { or ) ] }. */
+bool ib_tok_opens (const struct tok *t);
+bool ib_tok_closes (const struct tok *t);
+/* The index of the bracket closing the one at A, or B if none before B. */
+size_t ib_tok_matching (const struct tok *t, size_t a, size_t b);
+
 /* Whether P (LEN bytes from a line's start) is a merge conflict marker:
  * seven of `<`, `=`, `>` or `|` (git's <<<<<<<, =======, >>>>>>>, and
  * diff3's |||||||). */

@@ -45,6 +45,11 @@ ib_py_module_json (const char *path, const struct ib_py_module *m)
         cJSON_AddItemToObject (j, "asname", str_or_null (im->asname));
       if (im->guarded)
         cJSON_AddTrueToObject (j, "guarded");
+      if (im->cond)
+        {
+          cJSON_AddStringToObject (j, "condition", im->cond);
+          cJSON_AddNumberToObject (j, "condition_line", im->cond_line);
+        }
       cJSON_AddItemToArray (imports, j);
     }
   return f;

@@ -33,25 +33,17 @@ struct parser
   int guarded;       /* open blocks (or one-line bodies) under `if TYPE_CHECKING:` */
   bool pending_guard; /* the block an INDENT opens now is one */
   struct open_try tries[MAX_BLOCKS + 1]; /* by block depth */
+  /* Conditions (pysyms.h, ib_py_import.cond), by block depth: what the
+   * block's body runs under, the line of its header, and the tests an elif
+   * or else at that depth has to find false (the chain so far). */
+  int depth;
+  char *body_cond[MAX_BLOCKS + 1];
+  int body_line[MAX_BLOCKS + 1];
+  char *chain[MAX_BLOCKS + 1];
+  char *pending_cond; /* the body the header just read opens */
+  int pending_line;
+  bool inline_body;   /* the header's body is on its own line: pending_cond holds */
 };
-
-static bool
-is (const struct tok *t, const char *s)
-{
-  return (t->kind == T_NAME || t->kind == T_OP) && t->len == strlen (s) && memcmp (t->s, s, t->len) == 0;
-}
-
-static bool
-is_open (const struct tok *t)
-{
-  return t->kind == T_OP && t->len == 1 && strchr ("([{", t->s[0]);
-}
-
-static bool
-is_close (const struct tok *t)
-{
-  return t->kind == T_OP && t->len == 1 && strchr (")]}", t->s[0]);
-}
 
 static char *
 tok_str (const struct tok *t)
@@ -81,24 +73,9 @@ static bool
 is_keyword (const struct tok *t)
 {
   for (int i = 0; keywords[i]; i++)
-    if (is (t, keywords[i]))
+    if (ib_tok_is (t, keywords[i]))
       return true;
   return false;
-}
-
-/* The index of the bracket closing the one at A, or B if none before B. */
-static size_t
-matching (const struct tok *t, size_t a, size_t b)
-{
-  int depth = 0;
-  for (size_t i = a; i < b; i++)
-    {
-      if (is_open (&t[i]))
-        depth++;
-      else if (is_close (&t[i]) && --depth == 0)
-        return i;
-    }
-  return b;
 }
 
 /* Bind the names of an assignment target: NAME, *NAME, and tuples/lists of
@@ -109,7 +86,7 @@ bind_target (struct parser *ps, size_t a, size_t b)
   const struct tok *t = ps->t;
   if (a >= b)
     return;
-  if (is_open (&t[a]) && !is (&t[a], "{") && matching (t, a, b) == b - 1)
+  if (ib_tok_opens (&t[a]) && !ib_tok_is (&t[a], "{") && ib_tok_matching (t, a, b) == b - 1)
     {
       bind_target (ps, a + 1, b - 1);
       return;
@@ -118,19 +95,19 @@ bind_target (struct parser *ps, size_t a, size_t b)
   int depth = 0;
   for (size_t i = a; i <= b; i++)
     {
-      if (i < b && is_open (&t[i]))
+      if (i < b && ib_tok_opens (&t[i]))
         depth++;
-      else if (i < b && is_close (&t[i]))
+      else if (i < b && ib_tok_closes (&t[i]))
         depth--;
-      if (i < b && !(depth == 0 && is (&t[i], ",")))
+      if (i < b && !(depth == 0 && ib_tok_is (&t[i], ",")))
         continue;
       size_t s = start, e = i;
       start = i + 1;
-      if (s < e && is (&t[s], "*"))
+      if (s < e && ib_tok_is (&t[s], "*"))
         s++;
       if (e - s == 1 && t[s].kind == T_NAME && !is_keyword (&t[s]))
         add_def (ps, &t[s]);
-      else if (e - s > 2 && is_open (&t[s]) && !is (&t[s], "{") && matching (t, s, e) == e - 1)
+      else if (e - s > 2 && ib_tok_opens (&t[s]) && !ib_tok_is (&t[s], "{") && ib_tok_matching (t, s, e) == e - 1)
         bind_target (ps, s + 1, e - 1);
     }
 }
@@ -138,8 +115,8 @@ bind_target (struct parser *ps, size_t a, size_t b)
 static bool
 is_augassign (const struct tok *t)
 {
-  return t->kind == T_OP && t->len >= 2 && t->s[t->len - 1] == '=' && !is (t, "==") && !is (t, "!=")
-         && !is (t, "<=") && !is (t, ">=") && !is (t, ":=");
+  return t->kind == T_OP && t->len >= 2 && t->s[t->len - 1] == '=' && !ib_tok_is (t, "==") && !ib_tok_is (t, "!=")
+         && !ib_tok_is (t, "<=") && !ib_tok_is (t, ">=") && !ib_tok_is (t, ":=");
 }
 
 /* An expression statement or an assignment of any kind. */
@@ -152,15 +129,15 @@ bind_assignment (struct parser *ps, size_t a, size_t b)
   bool lambda = false;
   for (size_t i = a; i < b; i++)
     {
-      if (is_open (&t[i]))
+      if (ib_tok_opens (&t[i]))
         depth++;
-      else if (is_close (&t[i]))
+      else if (ib_tok_closes (&t[i]))
         depth--;
       if (depth != 0 || lambda)
         continue;
-      if (is (&t[i], "lambda"))
+      if (ib_tok_is (&t[i], "lambda"))
         lambda = true;
-      else if (is (&t[i], "=") )
+      else if (ib_tok_is (&t[i], "=") )
         {
           bind_target (ps, part, i);
           part = i + 1;
@@ -170,16 +147,16 @@ bind_assignment (struct parser *ps, size_t a, size_t b)
           bind_target (ps, a, i);
           return;
         }
-      else if (part == a && is (&t[i], ":"))
+      else if (part == a && ib_tok_is (&t[i], ":"))
         {
           /* Annotated: binds only with a value. */
           for (size_t k = i + 1; k < b; k++)
             {
-              if (is_open (&t[k]))
+              if (ib_tok_opens (&t[k]))
                 depth++;
-              else if (is_close (&t[k]))
+              else if (ib_tok_closes (&t[k]))
                 depth--;
-              else if (depth == 0 && is (&t[k], "="))
+              else if (depth == 0 && ib_tok_is (&t[k], "="))
                 {
                   bind_target (ps, a, i);
                   break;
@@ -202,29 +179,29 @@ bind_walrus (struct parser *ps, size_t a, size_t b)
   int param_depth = -1;           /* the depth of the lambda whose parameters run to ':' */
   for (size_t i = a; i < b; i++)
     {
-      if (is_open (&t[i]))
+      if (ib_tok_opens (&t[i]))
         {
           depth++;
           continue;
         }
-      if (is_close (&t[i]) || (is (&t[i], ",") && depth == body_depth))
+      if (ib_tok_closes (&t[i]) || (ib_tok_is (&t[i], ",") && depth == body_depth))
         {
-          if (is_close (&t[i]))
+          if (ib_tok_closes (&t[i]))
             depth--;
-          if (body_depth >= 0 && depth < body_depth + (is (&t[i], ",") ? 1 : 0))
+          if (body_depth >= 0 && depth < body_depth + (ib_tok_is (&t[i], ",") ? 1 : 0))
             body_depth = -1;
           continue;
         }
       if (body_depth >= 0)
         continue;
-      if (is (&t[i], "lambda") && param_depth < 0)
+      if (ib_tok_is (&t[i], "lambda") && param_depth < 0)
         param_depth = depth;
-      else if (param_depth == depth && is (&t[i], ":"))
+      else if (param_depth == depth && ib_tok_is (&t[i], ":"))
         {
           body_depth = depth;
           param_depth = -1;
         }
-      else if (is (&t[i], ":=") && i > a && t[i - 1].kind == T_NAME)
+      else if (ib_tok_is (&t[i], ":=") && i > a && t[i - 1].kind == T_NAME)
         add_def (ps, &t[i - 1]);
     }
 }
@@ -237,8 +214,8 @@ bind_pattern (struct parser *ps, size_t a, size_t b)
 {
   const struct tok *t = ps->t;
   for (size_t i = a; i < b; i++)
-    if (t[i].kind == T_NAME && !is_keyword (&t[i]) && !is (&t[i], "_") && !(i > a && is (&t[i - 1], "."))
-        && !(i + 1 < b && (is (&t[i + 1], ".") || is (&t[i + 1], "(") || is (&t[i + 1], "="))))
+    if (t[i].kind == T_NAME && !is_keyword (&t[i]) && !ib_tok_is (&t[i], "_") && !(i > a && ib_tok_is (&t[i - 1], "."))
+        && !(i + 1 < b && (ib_tok_is (&t[i + 1], ".") || ib_tok_is (&t[i + 1], "(") || ib_tok_is (&t[i + 1], "="))))
       add_def (ps, &t[i]);
 }
 
@@ -251,11 +228,11 @@ bind_case (struct parser *ps, size_t a, size_t colon)
   size_t guard = colon;
   for (size_t i = a; i < colon && guard == colon; i++)
     {
-      if (is_open (&t[i]))
+      if (ib_tok_opens (&t[i]))
         depth++;
-      else if (is_close (&t[i]))
+      else if (ib_tok_closes (&t[i]))
         depth--;
-      else if (depth == 0 && is (&t[i], "if"))
+      else if (depth == 0 && ib_tok_is (&t[i], "if"))
         guard = i;
     }
   bind_pattern (ps, a, guard);
@@ -266,16 +243,35 @@ static char *
 dotted_name (const struct tok *t, size_t *i, size_t b)
 {
   char *out = ib_xstrdup ("");
-  while (*i < b && t[*i].kind == T_NAME && !is (&t[*i], "as") && !is (&t[*i], "import"))
+  while (*i < b && t[*i].kind == T_NAME && !ib_tok_is (&t[*i], "as") && !ib_tok_is (&t[*i], "import"))
     {
       char *next = ib_xasprintf ("%s%s%.*s", out, *out ? "." : "", (int) t[*i].len, t[*i].s);
       free (out);
       out = next;
       ++*i;
-      if (*i < b && is (&t[*i], "."))
+      if (*i < b && ib_tok_is (&t[*i], "."))
         ++*i;
       else
         break;
+    }
+  return out;
+}
+
+/* The conditions of the blocks open now, joined (NULL for none). */
+static char *
+import_cond (const struct parser *ps, int *line)
+{
+  char *out = NULL;
+  *line = 0;
+  for (int d = 1; d <= ps->depth + 1; d++)
+    {
+      const char *c = d <= ps->depth ? ps->body_cond[d] : ps->inline_body ? ps->pending_cond : NULL;
+      if (c == NULL)
+        continue;
+      char *next = out ? ib_xasprintf ("%s and %s", out, c) : ib_xstrdup (c);
+      free (out);
+      out = next;
+      *line = d <= ps->depth ? ps->body_line[d] : ps->pending_line;
     }
   return out;
 }
@@ -293,6 +289,7 @@ add_import (struct parser *ps, int line)
   memset (im, 0, sizeof (*im));
   im->line = line;
   im->guarded = ps->guarded > 0;
+  im->cond = import_cond (ps, &im->cond_line);
   return im;
 }
 
@@ -306,7 +303,7 @@ parse_import (struct parser *ps, size_t a, size_t b, bool bind)
     {
       struct ib_py_import *im = add_import (ps, t[a].line);
       im->module = dotted_name (t, &i, b);
-      if (i + 1 < b && is (&t[i], "as"))
+      if (i + 1 < b && ib_tok_is (&t[i], "as"))
         {
           im->asname = tok_str (&t[i + 1]);
           if (bind)
@@ -317,11 +314,11 @@ parse_import (struct parser *ps, size_t a, size_t b, bool bind)
         {
           /* `import a.b` binds `a`. */
           size_t first = i;
-          while (first > a + 1 && !is (&t[first - 1], ",") && !is (&t[first - 1], "import"))
+          while (first > a + 1 && !ib_tok_is (&t[first - 1], ",") && !ib_tok_is (&t[first - 1], "import"))
             first--;
           add_def (ps, &t[first]);
         }
-      while (i < b && !is (&t[i], ","))
+      while (i < b && !ib_tok_is (&t[i], ","))
         i++;
       i++;
     }
@@ -361,22 +358,22 @@ parse_from (struct parser *ps, size_t a, size_t b, bool bind)
   struct ib_py_import *im = add_import (ps, t[a].line);
   im->is_from = true;
   size_t i = a + 1;
-  for (; i < b && (is (&t[i], ".") || is (&t[i], "...")); i++)
+  for (; i < b && (ib_tok_is (&t[i], ".") || ib_tok_is (&t[i], "...")); i++)
     im->level += (int) t[i].len;
   cleanup_free char *mod = dotted_name (t, &i, b);
   im->module = resolve_relative (ps->package, im->level, mod);
-  while (i < b && !is (&t[i], "import"))
+  while (i < b && !ib_tok_is (&t[i], "import"))
     i++;
   for (i++; i < b; i++)
     {
-      if (is (&t[i], "(") || is (&t[i], ")") || is (&t[i], ","))
+      if (ib_tok_is (&t[i], "(") || ib_tok_is (&t[i], ")") || ib_tok_is (&t[i], ","))
         continue;
       im->names = ib_xrealloc (im->names, (im->n_names + 1) * sizeof (*im->names));
       struct ib_py_alias *al = &im->names[im->n_names++];
       al->name = tok_str (&t[i]);
       al->asname = NULL;
       const struct tok *bound = &t[i];
-      if (i + 2 < b && is (&t[i + 1], "as"))
+      if (i + 2 < b && ib_tok_is (&t[i + 1], "as"))
         {
           al->asname = tok_str (&t[i + 2]);
           bound = &t[i + 2];
@@ -395,11 +392,11 @@ static void
 collect_all (struct parser *ps, size_t a, size_t b)
 {
   const struct tok *t = ps->t;
-  if (!(b > a + 3 && is (&t[a], "__all__") && (is (&t[a + 1], "=") || is (&t[a + 1], "+="))
-        && (is (&t[a + 2], "[") || is (&t[a + 2], "("))))
+  if (!(b > a + 3 && ib_tok_is (&t[a], "__all__") && (ib_tok_is (&t[a + 1], "=") || ib_tok_is (&t[a + 1], "+="))
+        && (ib_tok_is (&t[a + 2], "[") || ib_tok_is (&t[a + 2], "("))))
     return;
   struct ib_py_module *m = ps->m;
-  for (size_t i = a + 3; i < b && !is_close (&t[i]); i++)
+  for (size_t i = a + 3; i < b && !ib_tok_closes (&t[i]); i++)
     {
       if (t[i].kind != T_STRING || t[i].len < 2 || (t[i].s[0] != '\'' && t[i].s[0] != '"'))
         continue;
@@ -416,9 +413,9 @@ small_statement (struct parser *ps, size_t a, size_t b, bool bind)
     return;
   if (bind)
     collect_all (ps, a, b);
-  if (is (&t[a], "import"))
+  if (ib_tok_is (&t[a], "import"))
     parse_import (ps, a, b, bind);
-  else if (is (&t[a], "from"))
+  else if (ib_tok_is (&t[a], "from"))
     parse_from (ps, a, b, bind);
   else if (bind)
     {
@@ -434,11 +431,11 @@ simple_statements (struct parser *ps, size_t a, size_t b, bool bind)
   size_t start = a;
   for (size_t i = a; i <= b; i++)
     {
-      if (i < b && is_open (&ps->t[i]))
+      if (i < b && ib_tok_opens (&ps->t[i]))
         depth++;
-      else if (i < b && is_close (&ps->t[i]))
+      else if (i < b && ib_tok_closes (&ps->t[i]))
         depth--;
-      if (i == b || (depth == 0 && is (&ps->t[i], ";")))
+      if (i == b || (depth == 0 && ib_tok_is (&ps->t[i], ";")))
         {
           small_statement (ps, start, i, bind);
           start = i + 1;
@@ -454,13 +451,13 @@ header_colon (const struct tok *t, size_t a, size_t b)
   int depth = 0, lambdas = 0;
   for (size_t i = a; i < b; i++)
     {
-      if (is_open (&t[i]))
+      if (ib_tok_opens (&t[i]))
         depth++;
-      else if (is_close (&t[i]))
+      else if (ib_tok_closes (&t[i]))
         depth--;
-      else if (depth == 0 && is (&t[i], "lambda"))
+      else if (depth == 0 && ib_tok_is (&t[i], "lambda"))
         lambdas++;
-      else if (depth == 0 && is (&t[i], ":"))
+      else if (depth == 0 && ib_tok_is (&t[i], ":"))
         {
           if (lambdas == 0)
             return i;
@@ -477,17 +474,17 @@ bind_as_targets (struct parser *ps, size_t a, size_t b)
   const struct tok *t = ps->t;
   for (size_t i = a; i < b; i++)
     {
-      if (!is (&t[i], "as"))
+      if (!ib_tok_is (&t[i], "as"))
         continue;
       int depth = 0;
       size_t e = i + 1;
       for (; e < b; e++)
         {
-          if (is_open (&t[e]))
+          if (ib_tok_opens (&t[e]))
             depth++;
-          else if (is_close (&t[e]) && --depth < 0)
+          else if (ib_tok_closes (&t[e]) && --depth < 0)
             break;
-          else if (depth == 0 && is (&t[e], ","))
+          else if (depth == 0 && ib_tok_is (&t[e], ","))
             break;
         }
       bind_target (ps, i + 1, e);
@@ -500,8 +497,8 @@ static bool
 is_type_checking (const struct tok *t, size_t a, size_t colon)
 {
   if (colon == a + 1)
-    return is (&t[a], "TYPE_CHECKING");
-  return colon == a + 3 && t[a].kind == T_NAME && is (&t[a + 1], ".") && is (&t[a + 2], "TYPE_CHECKING");
+    return ib_tok_is (&t[a], "TYPE_CHECKING");
+  return colon == a + 3 && t[a].kind == T_NAME && ib_tok_is (&t[a + 1], ".") && ib_tok_is (&t[a + 2], "TYPE_CHECKING");
 }
 
 /* The exception list of an except clause [A, COLON) (after `except`)
@@ -511,13 +508,13 @@ static bool
 catches_import_error (const struct tok *t, size_t a, size_t colon)
 {
   static const char *const catching[] = { "ImportError", "ModuleNotFoundError", "Exception", "BaseException", NULL };
-  if (a < colon && is (&t[a], "*"))
+  if (a < colon && ib_tok_is (&t[a], "*"))
     a++;
   if (a == colon)
     return true;
-  for (size_t i = a; i < colon && !is (&t[i], "as"); i++)
+  for (size_t i = a; i < colon && !ib_tok_is (&t[i], "as"); i++)
     for (int k = 0; catching[k]; k++)
-      if (is (&t[i], catching[k]))
+      if (ib_tok_is (&t[i], catching[k]))
         return true;
   return false;
 }
@@ -528,16 +525,16 @@ track_try (struct parser *ps, size_t a, size_t b, int d)
 {
   const struct tok *t = ps->t;
   struct open_try *o = &ps->tries[d];
-  if (o->active && (is (&t[a], "except") || is (&t[a], "else") || is (&t[a], "finally")))
+  if (o->active && (ib_tok_is (&t[a], "except") || ib_tok_is (&t[a], "else") || ib_tok_is (&t[a], "finally")))
     {
       if (o->end == (size_t) -1)
         o->end = ps->m->n_imports;
-      if (is (&t[a], "except") && catches_import_error (t, a + 1, header_colon (t, a, b)))
+      if (ib_tok_is (&t[a], "except") && catches_import_error (t, a + 1, header_colon (t, a, b)))
         for (size_t i = o->start; i < o->end; i++)
           ps->m->imports[i].guarded = true;
       return;
     }
-  o->active = is (&t[a], "try");
+  o->active = ib_tok_is (&t[a], "try");
   o->start = ps->m->n_imports;
   o->end = (size_t) -1;
 }
@@ -555,13 +552,13 @@ starts_compound (const struct tok *t, size_t a, size_t b, enum block parent)
   static const char *const kws[] = { "if", "elif", "else", "while", "for", "try", "except", "finally", "with",
                                      "def", "class", "async", NULL };
   for (int i = 0; kws[i]; i++)
-    if (is (&t[a], kws[i]))
+    if (ib_tok_is (&t[a], kws[i]))
       return true;
   /* Soft keywords: a `match` line ends with its ':'; `case` lives in a match. */
-  if (is (&t[a], "match") && b > a + 2 && is (&t[b - 1], ":") && header_colon (t, a, b) == b - 1
-      && !is (&t[a + 1], "=") && !is (&t[a + 1], ".") && !is (&t[a + 1], ":"))
+  if (ib_tok_is (&t[a], "match") && b > a + 2 && ib_tok_is (&t[b - 1], ":") && header_colon (t, a, b) == b - 1
+      && !ib_tok_is (&t[a + 1], "=") && !ib_tok_is (&t[a + 1], ".") && !ib_tok_is (&t[a + 1], ":"))
     return true;
-  return is (&t[a], "case") && parent == BLOCK_MATCH;
+  return ib_tok_is (&t[a], "case") && parent == BLOCK_MATCH;
 }
 
 /* One logical line [A, B); returns the kind of block that an INDENT right
@@ -570,7 +567,7 @@ static enum block
 logical_line (struct parser *ps, size_t a, size_t b, bool bind, enum block parent)
 {
   const struct tok *t = ps->t;
-  if (is (&t[a], "@"))
+  if (ib_tok_is (&t[a], "@"))
     {
       /* A decorator: nothing follows it but a def or class; its expression
        * runs here. */
@@ -583,41 +580,41 @@ logical_line (struct parser *ps, size_t a, size_t b, bool bind, enum block paren
       simple_statements (ps, a, b, bind);
       return BLOCK_SKIP;
     }
-  size_t k = is (&t[a], "async") ? a + 1 : a;
+  size_t k = ib_tok_is (&t[a], "async") ? a + 1 : a;
   size_t colon = header_colon (t, k, b);
   enum block kind = BLOCK_DESCEND;
-  if (is (&t[k], "def") || is (&t[k], "class"))
+  if (ib_tok_is (&t[k], "def") || ib_tok_is (&t[k], "class"))
     {
       kind = BLOCK_SKIP;
       if (bind && k + 1 < b)
         {
           add_def (ps, &t[k + 1]);
-          if (is (&t[k + 1], "__getattr__") && is (&t[k], "def"))
+          if (ib_tok_is (&t[k + 1], "__getattr__") && ib_tok_is (&t[k], "def"))
             ps->m->has_getattr = true;
         }
     }
-  else if (is (&t[k], "match"))
+  else if (ib_tok_is (&t[k], "match"))
     kind = BLOCK_MATCH;
-  else if (is (&t[k], "if") && is_type_checking (t, k + 1, colon))
+  else if (ib_tok_is (&t[k], "if") && is_type_checking (t, k + 1, colon))
     ps->pending_guard = true;
-  else if (bind && is (&t[k], "for"))
+  else if (bind && ib_tok_is (&t[k], "for"))
     {
       size_t in = k + 1;
       int depth = 0;
       for (; in < colon; in++)
         {
-          if (is_open (&t[in]))
+          if (ib_tok_opens (&t[in]))
             depth++;
-          else if (is_close (&t[in]))
+          else if (ib_tok_closes (&t[in]))
             depth--;
-          else if (depth == 0 && is (&t[in], "in"))
+          else if (depth == 0 && ib_tok_is (&t[in], "in"))
             break;
         }
       bind_target (ps, k + 1, in);
     }
-  else if (bind && (is (&t[k], "with") || is (&t[k], "except")))
+  else if (bind && (ib_tok_is (&t[k], "with") || ib_tok_is (&t[k], "except")))
     bind_as_targets (ps, k + 1, colon);
-  if (bind && is (&t[k], "case") && parent == BLOCK_MATCH)
+  if (bind && ib_tok_is (&t[k], "case") && parent == BLOCK_MATCH)
     bind_case (ps, k + 1, colon);
   else if (bind)
     bind_walrus (ps, k + 1, colon); /* a header runs here, a def's defaults and a class's bases too */
@@ -628,6 +625,67 @@ logical_line (struct parser *ps, size_t a, size_t b, bool bind, enum block paren
       ps->guarded -= ps->pending_guard;
     }
   return kind;
+}
+
+/* Tokens [A, B) as their source spells them, comments and line breaks out. */
+static char *
+tokens_text (const struct tok *t, size_t a, size_t b)
+{
+  char *out = NULL;
+  size_t len = 0;
+  for (size_t i = a; i < b; i++)
+    {
+      if (i > a && t[i].s > t[i - 1].s + t[i - 1].len)
+        ib_xappend (&out, &len, " ", 1);
+      ib_xappend (&out, &len, t[i].s, t[i].len);
+    }
+  ib_xappend (&out, &len, "", 1);
+  for (char *p = out; *p; p++)
+    if (*p == '\n' || *p == '\t' || *p == '\r')
+      *p = ' '; /* a multi-line string: the caches keep one line per import */
+  return out;
+}
+
+static void
+set_chain (struct parser *ps, char *chain)
+{
+  free (ps->chain[ps->depth]);
+  ps->chain[ps->depth] = chain;
+}
+
+/* Before the logical line [A, B): the conditions its body runs under, if
+ * it is an if, elif, else of an if, while or case header, and the chain
+ * of its depth (pysyms.h, ib_py_import.cond). */
+static void
+track_cond (struct parser *ps, size_t a, size_t b, enum block parent)
+{
+  const struct tok *t = ps->t;
+  free (ps->pending_cond);
+  ps->pending_cond = NULL;
+  ps->inline_body = false;
+  size_t k = ib_tok_is (&t[a], "async") ? a + 1 : a;
+  bool is_if = ib_tok_is (&t[k], "if"), is_elif = ib_tok_is (&t[k], "elif"), is_else = ib_tok_is (&t[k], "else");
+  bool is_case = ib_tok_is (&t[k], "case") && parent == BLOCK_MATCH;
+  if (!(is_if || is_elif || is_else || is_case || ib_tok_is (&t[k], "while")))
+    {
+      set_chain (ps, NULL); /* a try's, a for's or a while's else runs unless it breaks */
+      return;
+    }
+  size_t colon = header_colon (t, k, b);
+  cleanup_free char *test = is_case ? tokens_text (t, k, colon) : tokens_text (t, k + 1, colon);
+  const char *chain = ps->chain[ps->depth];
+  if (is_else)
+    ps->pending_cond = chain ? ib_xstrdup (chain) : NULL;
+  else if (is_elif)
+    ps->pending_cond = chain ? ib_xasprintf ("%s and (%s)", chain, test) : ib_xasprintf ("(%s)", test);
+  else if (!(is_if && is_type_checking (t, k + 1, colon))) /* TYPE_CHECKING is a guard (pysyms.h) */
+    ps->pending_cond = ib_xasprintf ("(%s)", test);
+  if (is_if || is_elif)
+    set_chain (ps, chain && is_elif ? ib_xasprintf ("%s and not (%s)", chain, test) : ib_xasprintf ("not (%s)", test));
+  else
+    set_chain (ps, NULL);
+  ps->pending_line = t[k].line;
+  ps->inline_body = colon + 1 < b;
 }
 
 static void
@@ -650,6 +708,10 @@ parse_tokens (struct parser *ps)
               stack[sp++] = pending;
               skipping += pending == BLOCK_SKIP;
               ps->tries[sp].active = false;
+              ps->depth = sp;
+              ps->body_cond[sp] = ps->pending_cond;
+              ps->body_line[sp] = ps->pending_line;
+              ps->pending_cond = NULL;
             }
           i++;
           continue;
@@ -659,8 +721,12 @@ parse_tokens (struct parser *ps)
           if (sp > 0)
             {
               ps->tries[sp].active = false;
+              free (ps->body_cond[sp]);
+              ps->body_cond[sp] = NULL;
+              set_chain (ps, NULL);
               skipping -= stack[--sp] == BLOCK_SKIP;
               ps->guarded -= guards[sp];
+              ps->depth = sp;
             }
           i++;
           continue;
@@ -675,10 +741,18 @@ parse_tokens (struct parser *ps)
         e++;
       enum block parent = sp ? stack[sp - 1] : BLOCK_DESCEND;
       track_try (ps, i, e, sp);
+      track_cond (ps, i, e, parent);
       ps->pending_guard = false;
       pending = logical_line (ps, i, e, skipping == 0, parent);
+      ps->inline_body = false;
       i = e;
     }
+  for (int d = 0; d <= MAX_BLOCKS; d++)
+    {
+      free (ps->body_cond[d]);
+      free (ps->chain[d]);
+    }
+  free (ps->pending_cond);
 }
 
 const char *const ib_py_runtime_bindings[] = { "globals()[...] =", "globals().update(...)",
@@ -690,7 +764,7 @@ static bool
 seq (const struct tok *t, size_t i, const char *const *words)
 {
   for (size_t k = 0; words[k]; k++, i++)
-    if (t[i].kind == T_END || !is (&t[i], words[k]))
+    if (t[i].kind == T_END || !ib_tok_is (&t[i], words[k]))
       return false;
   return true;
 }
@@ -707,25 +781,25 @@ find_runtime_binding (const struct tok *t, struct ib_py_module *m)
     {
       int kind = -1;
       bool loc = seq (t, i, locals_call), var = seq (t, i, vars_call);
-      if ((seq (t, i, globals_call) || loc || var) && (i == 0 || !is (&t[i - 1], ".")))
+      if ((seq (t, i, globals_call) || loc || var) && (i == 0 || !ib_tok_is (&t[i - 1], ".")))
         {
           size_t j = i + 3;
-          if (is (&t[j], "["))
+          if (ib_tok_is (&t[j], "["))
             {
               int depth = 0;
               for (; t[j].kind != T_END; j++)
-                if (is_open (&t[j]))
+                if (ib_tok_opens (&t[j]))
                   depth++;
-                else if (is_close (&t[j]) && --depth == 0)
+                else if (ib_tok_closes (&t[j]) && --depth == 0)
                   break;
-              kind = t[j].kind != T_END && is (&t[j + 1], "=") ? (loc ? 4 : var ? 5 : 0) : -1;
+              kind = t[j].kind != T_END && ib_tok_is (&t[j + 1], "=") ? (loc ? 4 : var ? 5 : 0) : -1;
             }
-          else if (is (&t[j], ".") && is (&t[j + 1], "update"))
+          else if (ib_tok_is (&t[j], ".") && ib_tok_is (&t[j + 1], "update"))
             kind = 1;
         }
-      else if (is (&t[i], "setattr") && is (&t[i + 1], "(") && seq (t, i + 2, self_module))
+      else if (ib_tok_is (&t[i], "setattr") && ib_tok_is (&t[i + 1], "(") && seq (t, i + 2, self_module))
         kind = 2;
-      else if (seq (t, i, self_module) && is (&t[i + 6], ".") && t[i + 7].kind == T_NAME && is (&t[i + 8], "="))
+      else if (seq (t, i, self_module) && ib_tok_is (&t[i + 6], ".") && t[i + 7].kind == T_NAME && ib_tok_is (&t[i + 8], "="))
         kind = 3;
       if (kind >= 0)
         {
@@ -791,6 +865,7 @@ ib_py_module_free (struct ib_py_module *m)
       struct ib_py_import *im = &m->imports[i];
       free (im->module);
       free (im->asname);
+      free (im->cond);
       for (size_t k = 0; k < im->n_names; k++)
         {
           free (im->names[k].name);
@@ -856,7 +931,7 @@ ib_py_statements (const char *src, size_t len, struct ib_py_statement **out, siz
               cur = &(*out)[(*n)++];
               *cur = (struct ib_py_statement){ t->line, (size_t) (t->s - src), 0, 0xcbf29ce484222325ull };
             }
-          after_decorator = is (t, "@");
+          after_decorator = ib_tok_is (t, "@");
         }
       at_line = t->kind == T_NEWLINE || (at_line && (t->kind == T_INDENT || t->kind == T_DEDENT));
       /* The lexer may close the last line twice at the end of the input. */

@@ -44,6 +44,13 @@ struct ib_py_import
    * ImportError (ModuleNotFoundError, Exception, BaseException, or bare),
    * or under `if TYPE_CHECKING:`. */
   bool guarded;
+  /* The conditions it runs under, as one Python expression (`(A) and not
+   * (B)`: the tests of the if, elif, else, while and case blocks around it,
+   * each as its source spells it, an else's as its chain's tests negated),
+   * or NULL when it runs whenever its block does; pycond.h decides them.
+   * COND_LINE is the line of the innermost one. */
+  char *cond;
+  int cond_line;
 };
 
 struct ib_py_module
@@ -79,7 +86,8 @@ bool ib_py_defines (const struct ib_py_module *m, const char *name);
 bool ib_py_promises (const struct ib_py_module *m, const char *name);
 
 /* {"path","definitions":[…],"imports":[{"line","module","level","names":[{"name","asname"}]}]};
- * an import entry has "guarded":true when it is guarded. */
+ * an import entry has "guarded":true when it is guarded, and "condition" and
+ * "condition_line" when it has one. */
 cJSON *ib_py_module_json (const char *path, const struct ib_py_module *m);
 
 /* One module-level statement of a file: a def or class with its

@@ -41,8 +41,9 @@ index_module (struct index_build *b, const struct ib_fs_entry *e, const struct i
           names = next;
         }
       b->lines = ib_xrealloc (b->lines, (b->n + 1) * sizeof (*b->lines));
-      b->lines[b->n++] = ib_xasprintf ("%s\t%d %d %d %s %s", im->module, im->line, im->guarded, im->is_from, e->path,
-                                       names);
+      b->lines[b->n++] = ib_xasprintf ("%s\t%d %d %d %d %s %s%s%s", im->module, im->line, im->guarded, im->is_from,
+                                       im->cond ? im->cond_line : 0, e->path, names, im->cond ? "\t" : "",
+                                       im->cond ? im->cond : "");
       free (names);
     }
 }
@@ -124,7 +125,7 @@ reverse_index (struct sg_ctx *c, char **out, ib_error_t *err)
   if (ib_store_cache_dir (c->s, "pyrevidx", &cache, err) < 0)
     return -1;
   ib_sha256 *h = ib_sha256_new ();
-  ib_sha256_update (h, "pyrevidx 2\n", 11);
+  ib_sha256_update (h, "pyrevidx 3\n", 11);
   ib_sha256_update (h, c->root, strlen (c->root) + 1);
   for (size_t i = 0; i < c->r->n_packages; i++)
     ib_sha256_update (h, c->r->packages[i], strlen (c->r->packages[i]) + 1);
@@ -189,15 +190,19 @@ reverse_index (struct sg_ctx *c, char **out, ib_error_t *err)
 static void
 check_importer (struct sg_ctx *c, const char *module, const struct ib_py_module *base, const struct sg_known *now, char *l)
 {
-  int line, guarded, from, off = -1;
+  int line, guarded, from, cond_line, off = -1;
   char path[4096];
-  if (sscanf (l, "%d %d %d %4095s %n", &line, &guarded, &from, path, &off) != 4 || off < 0)
+  if (sscanf (l, "%d %d %d %d %4095s %n", &line, &guarded, &from, &cond_line, path, &off) != 5 || off < 0)
     return;
+  char *cond = strchr (l + off, '\t');
+  if (cond)
+    *cond++ = '\0';
   const struct ib_fs_entry *e = ib_fsview_lookup (c->view, path);
   if (e == NULL || e->layer >= c->r->first_checked_layer)
     return; /* gone, or replaced by the overlay: its own imports are checked */
   c->st->importers++;
-  struct ib_py_import im = { .line = line, .is_from = from, .module = (char *) module, .guarded = guarded };
+  struct ib_py_import im = { .line = line, .is_from = from, .module = (char *) module, .guarded = guarded,
+                             .cond = cond, .cond_line = cond ? cond_line : 0 };
   char *save = NULL;
   for (char *n = strtok_r (l + off, ",", &save); n; n = strtok_r (NULL, ",", &save))
     {

@@ -8,7 +8,7 @@
 #include "util/cleanup.h"
 #include "util/fsutil.h"
 
-#define PY_CACHE_MAGIC "imgbuild-pysyms 3"
+#define PY_CACHE_MAGIC "imgbuild-pysyms 4"
 #define ELF_CACHE_MAGIC "imgbuild-elfsyms 1"
 #define SYNTAX_CACHE_MAGIC "imgbuild-pysyntax 1"
 #define CACHE_END "\x01end"
@@ -143,8 +143,10 @@ ib_symcache_save_py (const char *dir, const char *digest, const char *package, c
           free (names);
           names = next;
         }
-      lines[m->n_defs + i] = ib_xasprintf ("i %d %d %d %d %s %s", im->line, im->is_from, im->guarded, im->level,
-                                           *im->module ? im->module : "-", names);
+      /* The condition last: it is the only field with spaces. */
+      lines[m->n_defs + i] = ib_xasprintf ("i %d %d %d %d %d %s %s%s%s", im->line, im->is_from, im->guarded, im->level,
+                                           im->cond ? im->cond_line : 0, *im->module ? im->module : "-", names,
+                                           im->cond ? " " : "", im->cond ? im->cond : "");
       free (names);
     }
   cleanup_free char *key = relative ? package_key (digest, package) : ib_xstrdup (digest);
@@ -155,11 +157,14 @@ ib_symcache_save_py (const char *dir, const char *digest, const char *package, c
 static void
 add_cached_import (struct ib_py_module *m, const char *l)
 {
-  int line, from, guarded, level, off = -1;
+  int line, from, guarded, level, cond_line, off = -1;
   char module[1024];
-  if (sscanf (l, "i %d %d %d %d %1023s %n", &line, &from, &guarded, &level, module, &off) != 5 || off < 0)
+  if (sscanf (l, "i %d %d %d %d %d %1023s %n", &line, &from, &guarded, &level, &cond_line, module, &off) != 6 || off < 0)
     return;
   cleanup_free char *names = ib_xstrdup (l + off);
+  char *cond = strchr (names, ' ');
+  if (cond)
+    *cond++ = '\0';
   m->imports = ib_xrealloc (m->imports, (m->n_imports + 1) * sizeof (*m->imports));
   struct ib_py_import *im = &m->imports[m->n_imports++];
   memset (im, 0, sizeof (*im));
@@ -167,6 +172,8 @@ add_cached_import (struct ib_py_module *m, const char *l)
   im->is_from = from;
   im->guarded = guarded;
   im->level = level;
+  im->cond = cond ? ib_xstrdup (cond) : NULL;
+  im->cond_line = cond ? cond_line : 0;
   im->module = ib_xstrdup (strcmp (module, "-") == 0 ? "" : module);
   if (strcmp (names, "-") == 0)
     return;

@@ -103,6 +103,7 @@ struct ib_symbol_stats
   size_t files_checked, imports_checked, names_checked, native_checked;
   size_t errors, warnings;
   size_t unchecked;      /* names from extension modules, modules below one */
+  size_t never_run;      /* imports under a condition the image's Python never meets (pycond.h) */
   size_t importers;      /* reverse edges checked: base files importing a replaced module */
   size_t compiled, compile_cached; /* syntax: files compiled now vs answers from the cache */
   size_t scanned, cached; /* files whose symbols were read vs found in the cache */

@@ -11,6 +11,7 @@
 
 #include "util/cleanup.h"
 #include "util/fsutil.h"
+#include "symbol-check/pycond.h"
 #include "symbol-check/pyfinder.h"
 #include "symbol-check/pysyms.h"
 #include "symbol-check/symcache.h"
@@ -245,21 +246,30 @@ allowed_missing (const struct sg_ctx *c, const char *module, const char *name)
   return NULL;
 }
 
-/* " (a guarded import: a warning)", " (allow-missing M: a warning)" or "". */
+/* Why IM's failure would be a warning, or "" for an error: written to
+ * survive it, stated absent (ALLOWED), or under a condition that only the
+ * run decides (RUNS unknown). */
 static char *
-why_a_warning (bool guarded, const char *allowed)
+why_a_warning (const struct ib_py_import *im, enum ib_py_truth runs, const char *allowed)
 {
-  return guarded   ? ib_xstrdup (" (a guarded import: a warning)")
-         : allowed ? ib_xasprintf (" (allow-missing %s in the definition: a warning)", allowed)
-                   : ib_xstrdup ("");
+  if (im->guarded)
+    return ib_xstrdup (" (a guarded import: a warning)");
+  if (allowed)
+    return ib_xasprintf (" (allow-missing %s in the definition: a warning)", allowed);
+  if (runs == IB_PY_UNKNOWN)
+    return ib_xasprintf (" (under `if %s` at line %d, which a static reading cannot decide: a warning)", im->cond,
+                         im->cond_line);
+  return ib_xstrdup ("");
 }
 
-/* NAME imported from the resolved module RES (named MODULE) by FILE:LINE.
+/* NAME imported from the resolved module RES (named MODULE) by IM in FILE.
  * VIA says whose import it is, for the reverse edges ("" for the overlay's). */
 static void
-check_name (struct sg_ctx *c, const char *file, int line, bool guarded, const char *module,
-            const struct ib_py_resolved *res, const char *name, const char *via)
+check_name (struct sg_ctx *c, const char *file, const struct ib_py_import *im, enum ib_py_truth runs,
+            const char *module, const struct ib_py_resolved *res, const char *name, const char *via)
 {
+  int line = im->line;
+  bool guarded = im->guarded || runs == IB_PY_UNKNOWN;
   c->st->names_checked++;
   if (res->kind == IB_PY_EXTENSION || res->kind == IB_PY_BELOW_EXTENSION)
     {
@@ -281,7 +291,7 @@ check_name (struct sg_ctx *c, const char *file, int line, bool guarded, const ch
   if (t && ib_py_defines (t->m, name))
     return;
   const char *allowed = allowed_missing (c, module, name);
-  cleanup_free char *why = why_a_warning (guarded, allowed);
+  cleanup_free char *why = why_a_warning (im, runs, allowed);
   /* A star import of a Python module whose definitions are known. */
   cleanup_free char *blocker = NULL;
   if (t && t->m->has_star_import)
@@ -338,6 +348,15 @@ void
 sg_check_import (struct sg_ctx *c, const char *file, const struct ib_py_import *im, const char *via)
 {
   c->st->imports_checked++;
+  /* The image's interpreter decides what it can: an import it never runs
+   * is no fault, one that only the run decides a warning (pycond.h). */
+  struct ib_py_target tg = { c->layout.version };
+  enum ib_py_truth runs = im->cond ? ib_py_condition (im->cond, &tg) : IB_PY_TRUE;
+  if (runs == IB_PY_FALSE)
+    {
+      c->st->never_run++;
+      return;
+    }
   struct ib_py_resolved res;
   cleanup_free char *tried = NULL;
   ib_py_resolve (&c->layout, im->module, &res, &tried);
@@ -345,8 +364,8 @@ sg_check_import (struct sg_ctx *c, const char *file, const struct ib_py_import *
     {
       cleanup_free char *names = names_of (im);
       const char *allowed = allowed_missing (c, im->module, NULL);
-      cleanup_free char *why = why_a_warning (im->guarded, allowed);
-      sg_problem (c, !im->guarded && !allowed, "%s:%d: %s %s: module %s is not in the image (tried %s under /%s%s%s)%s%s",
+      cleanup_free char *why = why_a_warning (im, runs, allowed);
+      sg_problem (c, !*why, "%s:%d: %s %s: module %s is not in the image (tried %s under /%s%s%s)%s%s",
                   file, im->line, im->is_from ? "from" : "import", im->module, im->module, tried, c->root,
                   *names ? "; names imported: " : "", names, via, why);
       return;
@@ -356,7 +375,7 @@ sg_check_import (struct sg_ctx *c, const char *file, const struct ib_py_import *
                im->module, res.extension, res.e->path);
   for (size_t n = 0; n < im->n_names; n++)
     if (strcmp (im->names[n].name, "*") != 0)
-      check_name (c, file, im->line, im->guarded, im->module, &res, im->names[n].name, via);
+      check_name (c, file, im, runs, im->module, &res, im->names[n].name, via);
   ib_py_resolved_clear (&res);
 }
 

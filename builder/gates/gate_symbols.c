@@ -91,9 +91,9 @@ ib_gate_symbols (struct ib_build *b, ib_error_t *err)
     }
   ib_report_note (b->report,
                   "symbols: %zu overlay files, %zu imports, %zu names, %zu importers in the base, %zu shared objects; "
-                  "%zu read, %zu cached; %zu warnings, %zu unchecked",
+                  "%zu read, %zu cached; %zu warnings, %zu unchecked, %zu never run by this Python",
                   st.files_checked, st.imports_checked, st.names_checked, st.importers, st.native_checked, st.scanned,
-                  st.cached, st.warnings, st.unchecked);
+                  st.cached, st.warnings, st.unchecked, st.never_run);
   if (st.python[0])
     ib_report_note (b->report, "symbols: Python %s; syntax: %zu compiled%s%s, %zu from the cache", st.python,
                     st.compiled, st.compiler[0] ? " by " : "", st.compiler, st.compile_cached);

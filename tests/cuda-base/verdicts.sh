@@ -108,9 +108,11 @@ jq -r '.artifacts[0].spdx.deb[] | "\(.[0]) \(.[1])"' "$out/amd64-attest.json" 2>
 diff "$out/oracle-dpkg-query-amd64.txt" "$out/sbom-deb-amd64.txt" >"$out/sbom-vs-dpkg-query-amd64.diff"; echo "diff rc=$?" >>"$out/sbom-vs-dpkg-query-amd64.diff"
 
 # The whole unchanged torch 2.6 tree as the overlay (1,932 files): the
-# symbol gate's errors, then with the definition stating torch's internal
-# fb modules absent; CPython imports the five modules that import them
-# (config.is_fbcode() is false here) and cannot import torch._inductor.fb.
+# symbol gate (0 errors: its imports of torch's internal fb modules, under
+# `if config.is_fbcode():`, are warnings naming that condition), then with
+# the definition stating those modules absent; CPython imports the five
+# modules that import them (config.is_fbcode() is false here) and cannot
+# import torch._inductor.fb.
 mkdir -p tree/tree
 (cd "$A_ROOTFS/usr/lib/python3/dist-packages" && find torch -name '*.py' -type f) | while read -r f; do
   mkdir -p "tree/tree/$(dirname "$f")"

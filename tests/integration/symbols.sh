@@ -227,27 +227,72 @@ t_import_of_a_missing_module_fails() {
     "$IB" d/dsv41-flash-dcp2 -t m:1
 }
 
-# Issue 46: torch 2.6 imports its internal torch._inductor.fb only under
-# `if config.is_fbcode():`, which a static reading cannot decide.  The
-# definition states it (allow-missing MODULE): the import of that module,
-# or of one below it, is a warning that says why, the build tags, and the
-# line is in the provenance (imgverify reruns the gate with it).  Without
-# the line, the same import fails the build.
-t_allow_missing_turns_a_stated_absent_module_into_a_warning() {
+# Issue 46: what an import runs under, as the image's Python decides it.
+# torch 2.6 imports its internal torch._inductor.fb only under `if
+# config.is_fbcode():`, which only the run decides: a module missing there
+# is a warning that names the condition, and the build tags.  A condition
+# the image's Python decides is decided: never met (a version it is not, a
+# platform it is not) and the import is no fault, counted as never run;
+# always met and the missing module fails as an unconditional import does.
+# The definition can state a module absent (allow-missing MODULE): its
+# warning says so and the line is in the provenance (imgverify reruns the
+# gate with it).  The oracle is the stand-in's own CPython 3.12 running the
+# same lines: they import with the environment unset, fail with VLLM_FB
+# set (the warning was no noise), and the always-met import fails.
+t_import_conditions_decided_as_the_images_python_decides() {
+  stand_in_has_cpython
+  [ "$(id -u)" = 0 ] || skip_test "the stand-in's CPython runs in a chroot: root"
   build_base
   copy_images d
-  printf 'import os\nif os.environ.get("VLLM_FB"):\n    from vllm.fb.utils import log_cache\n    from vllm.v1 import fb_only\n' \
-    >>d/dsv41-flash-dcp2/files/candidate_blocks.py
-  expect_fail 5 'candidate_blocks.py:[0-9]+: from vllm.fb.utils: module vllm.fb.utils is not in the image' \
-    "$IB" d/dsv41-flash-dcp2 -t m:1
-  grep -q 'from vllm.v1 import fb_only: fb_only is not defined in vllm/v1/__init__.py' stderr.txt
+  local f=d/dsv41-flash-dcp2/files/candidate_blocks.py
+  cat >cond.py <<'PY'
+import os, sys
+if os.environ.get("VLLM_FB"):
+    from vllm.fb.utils import log_cache
+if not os.environ.get("VLLM_FB_OFF"):
+    pass
+else:
+    from vllm.v1 import fb_only
+if sys.version_info < (3, 8) or sys.platform == "win32":
+    import vllm.py37_only
+if sys.platform.startswith("linux"): pass
+elif True:
+    import vllm.not_linux
+PY
+  printf 'import sys
+if sys.version_info >= (3, 8):
+    import vllm.py38_plus
+' >always.py
+  cat cond.py >>"$f"
+  "$IB" --smoke=off d/dsv41-flash-dcp2 -t m:1 >/dev/null 2>w.err
+  grep -q 'gate symbols *pass' w.err
+  grep -q 'warning: .*module vllm.fb.utils is not in the image .*(under `if (os.environ.get("VLLM_FB"))` at line [0-9]*, which a static reading cannot decide: a warning)' w.err
+  grep -q 'warning: .*fb_only is not defined in .*(under `if not (not os.environ.get("VLLM_FB_OFF"))` at line [0-9]*, which a static reading cannot decide' w.err
+  refute grep -q 'py37_only\|not_linux' w.err
+  grep -q 'symbols: .*, 2 never run by this Python' w.err
+  # Always met: an error, as without its `if`.
+  cat always.py >>"$f"
+  expect_fail 5 'candidate_blocks.py:[0-9]+: import vllm.py38_plus: module vllm.py38_plus is not in the image' \
+    "$IB" --smoke=off d/dsv41-flash-dcp2 -t m:2
+  refute skopeo inspect "oci:$IMGBUILD_STORE:m:2" >/dev/null 2>&1
+  # The oracle: the image's CPython, on the same lines.
+  cp -al "$ROOT/images/dsv41-flash-b12x/native/amd64" root
+  mkdir -p root/tmp && cp cond.py always.py root/tmp/
+  local py=("$(command -v chroot)" root /lib/ld-linux-x86-64.so.2 --library-path /lib /usr/bin/python3.12)
+  env -i "${py[@]}" /tmp/cond.py
+  refute env -i VLLM_FB=1 "${py[@]}" /tmp/cond.py 2>fb.err
+  refute env -i "${py[@]}" /tmp/always.py 2>always.err
+  grep -q 'ModuleNotFoundError' fb.err
+  grep -q 'ModuleNotFoundError' always.err
+  # Stated absent: the warning says so, and the provenance keeps the line.
+  head -n -3 "$f" >f.tmp && cat f.tmp >"$f"
   sed -i 's/^unresolved warn$/unresolved warn\nallow-missing vllm.fb vllm.v1.fb_only/' d/dsv41-flash-dcp2/image.conf
-  "$IB" d/dsv41-flash-dcp2 -t m:2 >/dev/null 2>ok.err
+  "$IB" --smoke=off d/dsv41-flash-dcp2 -t m:3 >/dev/null 2>ok.err
   grep -q 'gate symbols *pass' ok.err
   grep -q 'warning: .*module vllm.fb.utils is not in the image .*(allow-missing vllm.fb in the definition: a warning)' ok.err
   grep -q 'warning: .*fb_only is not defined in .*(allow-missing vllm.v1.fb_only in the definition: a warning)' ok.err
   grep -rlq 'allow-missing vllm.fb vllm.v1.fb_only' "$IMGBUILD_STORE/blobs/sha256"
-  "$IV" m:2 2>v.err >/dev/null
+  "$IV" m:3 2>v.err >/dev/null
   grep -q 'allow-missing vllm.fb in the definition: a warning' v.err
 }
 

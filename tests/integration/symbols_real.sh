@@ -90,6 +90,11 @@ tall_real_gate_equals_cpython_import() {
   oracle_case bad-dedent "$f; open(p, 'w').write(s.replace('\ndef is_scripting() -> bool:\n    r', '\ndef is_scripting() -> bool:\nr', 1))"
   oracle_case conflict-markers "$f; open(p, 'w').write(s.replace('\ndef is_scripting() -> bool:', '\n<<<<<<< ours\ndef is_scripting() -> bool:\n=======\ndef is_scripting():\n>>>>>>> theirs', 1))"
   oracle_case guarded-missing "$f; open(p, 'w').write(s + '\ntry:\n    import torch.no_such_module_at_all\nexcept ImportError:\n    pass\n')"
+  # Conditions (docs/gates.md): never met by CPython 3.11, always met, and
+  # one that only the run decides (a warning; the image imports).
+  oracle_case cond-never "$f; open(p, 'w').write(s + '\nimport sys\nif sys.version_info < (3, 0):\n    from torch._utils import no_such_helper\n')"
+  oracle_case cond-always "$f; open(p, 'w').write(s + '\nimport sys\nif sys.version_info >= (3, 8):\n    from torch._utils import no_such_helper\n')"
+  oracle_case cond-run-time "$f; open(p, 'w').write(s + '\nimport os\nif os.environ.get(\"IMGBUILD_NEVER_SET\"):\n    import torch.no_such_module_at_all\n')"
   # A new extension module that is no Python module (no PyInit__fake_ext).
   mkdir -p case-no-pyinit/files/torch
   cp "$(find "$rootfs/usr/lib/x86_64-linux-gnu" -name 'libz.so.1*' -type f | head -1)" \
@@ -103,8 +108,8 @@ tall_real_gate_equals_cpython_import() {
   cat verdicts.txt
   # Every case: the gate's verdict is CPython's.
   awk '/ gate=/ { split($2, g, "="); split($3, c, "="); if (g[2] != c[2]) bad = 1 } END { exit bad }' verdicts.txt
-  [ "$(grep -c 'gate=pass cpython=pass' verdicts.txt)" = 2 ]
-  [ "$(grep -c 'gate=fail cpython=fail' verdicts.txt)" = 7 ]
+  [ "$(grep -c 'gate=pass cpython=pass' verdicts.txt)" = 4 ]
+  [ "$(grep -c 'gate=fail cpython=fail' verdicts.txt)" = 8 ]
   # And the messages say what CPython would.
   grep -q "torch/_jit_internal.py:[0-9]*: from torch._utils import no_such_helper: no_such_helper is not defined in torch/_utils.py" verdicts.txt
   grep -q "torch/functional.py:13: from torch._jit_internal import boolean_dispatch: .*imported by the image's torch/functional.py" verdicts.txt
@@ -112,6 +117,9 @@ tall_real_gate_equals_cpython_import() {
   grep -q "torch/_jit_internal.py:[0-9]*: CPython 3.11 refuses it: .*(a merge conflict marker)" verdicts.txt
   grep -q "torch/_use_fake.py:1: import torch._fake_ext: .* does not export PyInit__fake_ext" case-no-pyinit.err
   grep -q "torch.no_such_module_at_all.*a guarded import: a warning" case-guarded-missing.err
+  grep -q "torch.no_such_module_at_all.*under \`if (os.environ.get(\"IMGBUILD_NEVER_SET\"))\` at line [0-9]*, which a static reading cannot decide: a warning" case-cond-run-time.err
+  never() { sed -n 's/.*, \([0-9]*\) never run by this Python.*/\1/p' "$1"; }
+  [ "$(never case-cond-never.err)" = "$(($(never case-unchanged.err) + 1))" ]
   # Nothing failed was tagged.
   refute skopeo inspect "oci:$IMGBUILD_STORE:case:missing-colon" >/dev/null 2>&1
   keep verdicts.txt

@@ -50,6 +50,30 @@ def stdlib_files():
     return [f for f in files if os.path.isfile(f)]
 
 
+def normal(cond):
+    """A condition as ast.unparse spells it (the reference writes ast's
+    spelling, imgverify the source's): the same expression, the same text."""
+    import ast
+    try:
+        return ast.unparse(ast.parse(cond, mode="eval"))
+    except SyntaxError:  # a case pattern: `(case P if G)`
+        try:
+            case = ast.parse("match _:\n    %s:\n        pass\n" % cond[1:-1]).body[0].cases[0]
+        except SyntaxError:  # a case under another condition: as written
+            return " ".join(cond.split())
+        return "case " + ast.unparse(case.pattern) + (" if " + ast.unparse(case.guard) if case.guard else "")
+
+
+def normalized(doc):
+    if doc is None:
+        return None
+    doc = json.loads(json.dumps(doc))
+    for im in doc["imports"]:
+        if "condition" in im:
+            im["condition"] = normal(im["condition"])
+    return doc
+
+
 def main():
     imgverify = sys.argv[1]
     files = stdlib_files() if sys.argv[2:] == ["--stdlib"] else sys.argv[2:]
@@ -57,7 +81,7 @@ def main():
     ours = run_ours(imgverify, list(ref))
     differ = []
     for path, want in ref.items():
-        got = ours.get(path)
+        want, got = normalized(want), normalized(ours.get(path))
         if got != want:
             differ.append((path, want, got))
     print(f"python-symbols: {len(ref)} files, {len(ref) - len(differ)} equal, {len(differ)} differ, "

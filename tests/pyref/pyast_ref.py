@@ -111,10 +111,68 @@ def guarded_nodes(tree):
     return out
 
 
-def imports(tree, package):
+def else_line(lines, n):
+    """The line of the `else` of if N (the AST keeps none)."""
+    for ln in range(n.orelse[0].lineno, n.lineno, -1):
+        text = lines[ln - 1]
+        if text[n.col_offset:].startswith("else") and text[n.col_offset + 4:].lstrip().startswith(":"):
+            return ln
+    return 0
+
+
+def conditions(tree, lines):
+    """id(import node) -> (condition, line): the tests of the if, elif,
+    else, while and case blocks around it, joined by `and` (an else's and
+    an elif's chain as the earlier tests negated; `if TYPE_CHECKING:` is a
+    guard, not a condition), as symbol-check/pysyms.h records them."""
+    out = {}
+
+    def stmts(body, parts):
+        for n in body:
+            stmt(n, parts)
+
+    def stmt(n, parts):
+        if isinstance(n, (ast.Import, ast.ImportFrom)):
+            if parts:
+                out[id(n)] = (" and ".join(p for p, _ in parts), parts[-1][1])
+        elif isinstance(n, ast.If):
+            if_chain(n, parts, [])
+        elif isinstance(n, ast.While):
+            stmts(n.body, parts + [("(%s)" % ast.unparse(n.test), n.lineno)])
+            stmts(n.orelse, parts)
+        elif isinstance(n, ast.Match):
+            for c in n.cases:
+                text = "case " + ast.unparse(c.pattern) + (" if " + ast.unparse(c.guard) if c.guard else "")
+                stmts(c.body, parts + [("(%s)" % text, c.pattern.lineno)])
+        else:
+            for field in ("body", "orelse", "finalbody", "handlers"):
+                sub = getattr(n, field, None)
+                if isinstance(sub, list):
+                    for x in sub:
+                        if isinstance(x, ast.ExceptHandler):
+                            stmts(x.body, parts)
+                        elif isinstance(x, ast.stmt):
+                            stmt(x, parts)
+
+    def if_chain(n, parts, chain):
+        test = ast.unparse(n.test)
+        guard = not chain and is_type_checking(n.test)
+        stmts(n.body, parts + ([] if guard and not chain else [(" and ".join(chain + ["(%s)" % test]), n.lineno)]))
+        chain = chain + ["not (%s)" % test]
+        if len(n.orelse) == 1 and isinstance(n.orelse[0], ast.If) and n.orelse[0].col_offset == n.col_offset:
+            if_chain(n.orelse[0], parts, chain)  # an elif
+        elif n.orelse:
+            stmts(n.orelse, parts + [(" and ".join(chain), else_line(lines, n))])
+
+    stmts(tree.body, [])
+    return out
+
+
+def imports(tree, package, lines):
     found = [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))]
     found.sort(key=lambda n: (n.lineno, n.col_offset))
     guarded = guarded_nodes(tree)
+    conds = conditions(tree, lines)
     out = []
     for n in found:
         if isinstance(n, ast.Import):
@@ -125,9 +183,11 @@ def imports(tree, package):
             out.append({"line": n.lineno, "module": resolve(n.module, n.level, package),
                         "level": n.level,
                         "names": [{"name": a.name, "asname": a.asname} for a in n.names]})
-        if id(n) in guarded:
-            for entry in out[-len(n.names) if isinstance(n, ast.Import) else -1:]:
+        for entry in out[-len(n.names) if isinstance(n, ast.Import) else -1:]:
+            if id(n) in guarded:
                 entry["guarded"] = True
+            if id(n) in conds:
+                entry["condition"], entry["condition_line"] = conds[id(n)]
     return out
 
 
@@ -143,7 +203,8 @@ def main(paths):
             unparsable.append(p)
             continue
         _, package = module_and_package(p)
-        files.append({"path": p, "definitions": sorted(defs), "imports": imports(tree, package)})
+        lines = importlib.util.decode_source(raw).splitlines()
+        files.append({"path": p, "definitions": sorted(defs), "imports": imports(tree, package, lines)})
     json.dump({"files": files, "unparsable": unparsable}, sys.stdout)
 
 
