@@ -2,8 +2,9 @@
  * which other modules of the base import ("from torch._jit_internal import
  * X", X removed) breaks those modules, not itself.  The base's imports of
  * the checked packages are indexed once per (base layers, python path,
- * packages) into the store's cache, one file per imported module, and each
- * overlay module's importers are checked against the merged image. */
+ * packages) into the store's cache, one file of lines sorted by imported
+ * module, and each overlay module's importers are checked against the
+ * merged image. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,44 +77,27 @@ cmp_line (const void *a, const void *b)
   return strcmp (*(char *const *) a, *(char *const *) b);
 }
 
-/* Write the index: one file per imported module, made in a temporary
- * folder and renamed whole. */
+#define INDEX_MAGIC "imgbuild-pyrevidx 4"
+
+/* Write the index: one file, its lines sorted (each module's lines
+ * together, its "#DIGEST" line first), written durably once.  It was one
+ * file per imported module, each made durable by itself: 1,951 of them
+ * and 3,902 fsyncs over the CUDA base, a second of a cold build's tail. */
 static int
-index_write (struct index_build *b, const char *dir, ib_error_t *err)
+index_write (struct index_build *b, const char *path, ib_error_t *err)
 {
   ib_qsort (b->lines, b->n, sizeof (*b->lines), cmp_line);
-  cleanup_free char *tmp = ib_xasprintf ("%s.tmp-XXXXXX", dir);
-  if (mkdtemp (tmp) == NULL)
-    return ib_error_errno (err, errno, IB_EENV, "mkdtemp `%s`", tmp);
-  for (size_t i = 0; i < b->n;)
+  char *text = NULL;
+  size_t len = 0;
+  ib_xappend (&text, &len, INDEX_MAGIC "\n", strlen (INDEX_MAGIC) + 1);
+  for (size_t i = 0; i < b->n; i++)
     {
-      size_t ml = strcspn (b->lines[i], "\t"), j = i;
-      char *text = NULL;
-      size_t len = 0;
-      while (j < b->n && strncmp (b->lines[j], b->lines[i], ml + 1) == 0)
-        {
-          ib_xappend (&text, &len, b->lines[j] + ml + 1, strlen (b->lines[j] + ml + 1));
-          ib_xappend (&text, &len, "\n", 1);
-          j++;
-        }
-      cleanup_free char *name = strndup (b->lines[i], ml);
-      cleanup_free char *path = ib_path_join (tmp, name);
-      int r = ib_write_file_atomic (path, text, len, 0644, err);
-      free (text);
-      if (r < 0)
-        {
-          ib_remove_tree (tmp, NULL);
-          return -1;
-        }
-      i = j;
+      ib_xappend (&text, &len, b->lines[i], strlen (b->lines[i]));
+      ib_xappend (&text, &len, "\n", 1);
     }
-  if (rename (tmp, dir) < 0)
-    {
-      ib_remove_tree (tmp, NULL); /* another build made it first */
-      if (errno != ENOTEMPTY && errno != EEXIST)
-        return ib_error_errno (err, errno, IB_EENV, "rename `%s`", tmp);
-    }
-  return 0;
+  int r = ib_write_file_atomic (path, text, len, 0644, err);
+  free (text);
+  return r;
 }
 
 /* The index of the base below the overlay, built once per (base layers,
@@ -125,7 +109,7 @@ reverse_index (struct sg_ctx *c, char **out, ib_error_t *err)
   if (ib_store_cache_dir (c->s, "pyrevidx", &cache, err) < 0)
     return -1;
   ib_sha256 *h = ib_sha256_new ();
-  ib_sha256_update (h, "pyrevidx 3\n", 11);
+  ib_sha256_update (h, INDEX_MAGIC "\n", strlen (INDEX_MAGIC) + 1);
   ib_sha256_update (h, c->root, strlen (c->root) + 1);
   for (size_t i = 0; i < c->r->n_packages; i++)
     ib_sha256_update (h, c->r->packages[i], strlen (c->r->packages[i]) + 1);
@@ -183,6 +167,43 @@ reverse_index (struct sg_ctx *c, char **out, ib_error_t *err)
   return r;
 }
 
+/* TEXT's lines, split in place (*N of them). */
+static char **
+split_lines (char *text, size_t *n)
+{
+  char **out = NULL;
+  size_t cap = 0;
+  char *save = NULL;
+  for (char *l = strtok_r (text, "\n", &save); l; l = strtok_r (NULL, "\n", &save))
+    {
+      if (*n == cap)
+        {
+          cap = cap ? cap * 2 : 1024;
+          out = ib_xrealloc (out, cap * sizeof (*out));
+        }
+      out[(*n)++] = l;
+    }
+  return out;
+}
+
+/* The index of the first of the sorted LINES that is not before
+ * "MODULE\t" (N when none). */
+static size_t
+first_line_of (char *const *lines, size_t n, const char *module)
+{
+  cleanup_free char *key = ib_xasprintf ("%s\t", module);
+  size_t lo = 0, hi = n;
+  while (lo < hi)
+    {
+      size_t mid = lo + (hi - lo) / 2;
+      if (strcmp (lines[mid], key) < 0)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+  return lo;
+}
+
 /* One line of an index entry, checked against the merged image.  BASE is
  * what the base's own version of MODULE defined: a name it defined that the
  * overlay's version no longer does was removed, whatever run-time binding
@@ -234,9 +255,25 @@ sg_check_reverse_edges (struct sg_ctx *c, ib_error_t *err)
     any = c->known[k]->checked;
   if (!any)
     return 0;
-  cleanup_free char *dir = NULL;
-  if (reverse_index (c, &dir, err) < 0)
-    return ib_error_wrap (err, "the reverse-import index");
+  cleanup_free char *path = NULL, *text = NULL;
+  cleanup_free char **lines = NULL;
+  size_t n_lines = 0;
+  /* A record that is not whole (written by hand, damaged) is made again. */
+  for (int attempt = 0; attempt < 2 && (n_lines == 0 || strcmp (lines[0], INDEX_MAGIC) != 0); attempt++)
+    {
+      if (attempt)
+        unlink (path);
+      free (path);
+      free (text);
+      free (lines);
+      path = text = NULL;
+      n_lines = 0;
+      if (reverse_index (c, &path, err) < 0 || ib_read_file (path, 1u << 30, &text, NULL, err) < 0)
+        return ib_error_wrap (err, "the reverse-import index");
+      lines = split_lines (text, &n_lines);
+    }
+  if (n_lines == 0 || strcmp (lines[0], INDEX_MAGIC) != 0)
+    return ib_error (err, IB_EINTEGRITY, "the reverse-import index `%s` is not one of this version", path);
   size_t n_known = c->n_known;
   for (size_t k = 0; k < n_known; k++)
     {
@@ -245,14 +282,13 @@ sg_check_reverse_edges (struct sg_ctx *c, ib_error_t *err)
       cleanup_free char *module = sg_module_of (c, c->known[k]->e->path);
       if (!sg_in_packages (c, module))
         continue;
-      cleanup_free char *path = ib_path_join (dir, module);
-      cleanup_free char *text = NULL;
-      if (ib_read_file (path, 1u << 30, &text, NULL, NULL) < 0)
-        continue; /* nobody in the base imports names from it */
-      char *save = NULL;
+      size_t ml = strlen (module);
       struct ib_py_module *base = NULL;
-      for (char *l = strtok_r (text, "\n", &save); l; l = strtok_r (NULL, "\n", &save))
+      /* Its lines, if any base module imports names from it. */
+      for (size_t i = first_line_of (lines + 1, n_lines - 1, module) + 1;
+           i < n_lines && strncmp (lines[i], module, ml) == 0 && lines[i][ml] == '\t'; i++)
         {
+          char *l = lines[i] + ml + 1;
           if (l[0] == '#')
             {
               cleanup_free char *package = sg_package_of (c, c->known[k]->e->path);

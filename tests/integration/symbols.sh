@@ -111,6 +111,29 @@ t_overlay_dropping_a_name_the_base_imports_fails() {
   "$IB" -q --smoke=off e/dsv41-flash-dcp2 -t dcp2:rev-ok
 }
 
+# The reverse-import index is one file, written durably once (it was one
+# file per imported module, each fsynced by itself: 3,902 fsyncs and one to
+# three seconds of a cold build over the CUDA base).  A damaged one is made
+# again, never trusted: the reverse edge above is still found.
+t_reverse_index_is_one_file_made_again_when_damaged() {
+  build_base
+  copy_images d
+  sed -i 's/^def default_weight_loader(/def default_weight_loader_v2(/' d/dsv41-flash-dcp2/files/weight_utils.py
+  expect_fail 5 'model_loader/__init__.py:1: from vllm.model_executor.model_loader.weight_utils import default_weight_loader: default_weight_loader was defined in the base' \
+    "$IB" --smoke=off d/dsv41-flash-dcp2 -t dcp2:rev
+  local idx
+  idx=$(grep -rlx 'imgbuild-pyrevidx 4' "$IMGBUILD_STORE/imgbuild/pyrevidx")
+  [ "$(echo "$idx" | wc -l)" = 1 ]
+  [ "$(dirname "$idx")" = "$IMGBUILD_STORE/imgbuild/pyrevidx" ]
+  [ "$(head -1 "$idx")" = "imgbuild-pyrevidx 4" ]
+  grep -q $'^vllm.model_executor.model_loader.weight_utils\t#' "$idx"
+  # Damaged: nothing but its first line.  Made again, the same bytes.
+  cp "$idx" whole.idx
+  head -c 10 whole.idx >"$idx"
+  expect_fail 5 'default_weight_loader was defined in the base' "$IB" --smoke=off d/dsv41-flash-dcp2 -t dcp2:rev
+  cmp whole.idx "$idx"
+}
+
 t_missing_required_symbol_fails_the_build() {
   build_base
   copy_images d
