@@ -42,7 +42,7 @@ struct parser
   char *chain[MAX_BLOCKS + 1];
   char *pending_cond; /* the body the header just read opens */
   int pending_line;
-  bool inline_body;   /* the header's body is on its own line: pending_cond holds */
+  bool inline_body;   /* the body is on the header's line (`if C: import x`): pending_cond holds it */
 };
 
 static char *

@@ -232,15 +232,17 @@ check_importer (struct sg_ctx *c, const char *module, const struct ib_py_module 
     }
   cleanup_free char *via = ib_xasprintf (" (imported by the image's %s; the overlay replaces %s)", sg_display (c, path), module);
   bool removed = false;
-  for (size_t i = 0; base && now && i < im.n_names; i++)
+  enum ib_py_truth runs = im.cond ? sg_import_runs (c, &im) : IB_PY_TRUE;
+  cleanup_free char *why = sg_why_a_warning (&im, runs, NULL);
+  for (size_t i = 0; runs != IB_PY_FALSE && base && now && i < im.n_names; i++)
     if (ib_py_defines (base, im.names[i].name) && !ib_py_defines (now->m, im.names[i].name))
       {
-        sg_problem (c, !im.guarded, "%s:%d: from %s import %s: %s was defined in the base's %s and the overlay's no longer defines it (layer %s)%s%s",
+        sg_problem (c, !*why, "%s:%d: from %s import %s: %s was defined in the base's %s and the overlay's no longer defines it (layer %s)%s%s",
                     sg_display (c, path), line, module, im.names[i].name, im.names[i].name, sg_display (c, now->e->path),
-                    sg_layer_of (c, now->e), via, im.guarded ? " (a guarded import: a warning)" : "");
+                    sg_layer_of (c, now->e), via, why);
         removed = true;
       }
-  if (!removed)
+  if (!removed && runs != IB_PY_FALSE)
     sg_check_import (c, sg_display (c, path), &im, via);
   free (im.names);
 }

@@ -246,11 +246,8 @@ allowed_missing (const struct sg_ctx *c, const char *module, const char *name)
   return NULL;
 }
 
-/* Why IM's failure would be a warning, or "" for an error: written to
- * survive it, stated absent (ALLOWED), or under a condition that only the
- * run decides (RUNS unknown). */
-static char *
-why_a_warning (const struct ib_py_import *im, enum ib_py_truth runs, const char *allowed)
+char *
+sg_why_a_warning (const struct ib_py_import *im, enum ib_py_truth runs, const char *allowed)
 {
   if (im->guarded)
     return ib_xstrdup (" (a guarded import: a warning)");
@@ -291,7 +288,7 @@ check_name (struct sg_ctx *c, const char *file, const struct ib_py_import *im, e
   if (t && ib_py_defines (t->m, name))
     return;
   const char *allowed = allowed_missing (c, module, name);
-  cleanup_free char *why = why_a_warning (im, runs, allowed);
+  cleanup_free char *why = sg_why_a_warning (im, runs, allowed);
   /* A star import of a Python module whose definitions are known. */
   cleanup_free char *blocker = NULL;
   if (t && t->m->has_star_import)
@@ -344,19 +341,24 @@ names_of (const struct ib_py_import *im)
   return out;
 }
 
+enum ib_py_truth
+sg_import_runs (struct sg_ctx *c, const struct ib_py_import *im)
+{
+  struct ib_py_target tg = { c->layout.version };
+  enum ib_py_truth runs = im->cond ? ib_py_condition (im->cond, &tg) : IB_PY_TRUE;
+  c->st->never_run += runs == IB_PY_FALSE;
+  return runs;
+}
+
 void
 sg_check_import (struct sg_ctx *c, const char *file, const struct ib_py_import *im, const char *via)
 {
   c->st->imports_checked++;
   /* The image's interpreter decides what it can: an import it never runs
    * is no fault, one that only the run decides a warning (pycond.h). */
-  struct ib_py_target tg = { c->layout.version };
-  enum ib_py_truth runs = im->cond ? ib_py_condition (im->cond, &tg) : IB_PY_TRUE;
+  enum ib_py_truth runs = sg_import_runs (c, im);
   if (runs == IB_PY_FALSE)
-    {
-      c->st->never_run++;
-      return;
-    }
+    return;
   struct ib_py_resolved res;
   cleanup_free char *tried = NULL;
   ib_py_resolve (&c->layout, im->module, &res, &tried);
@@ -364,7 +366,7 @@ sg_check_import (struct sg_ctx *c, const char *file, const struct ib_py_import *
     {
       cleanup_free char *names = names_of (im);
       const char *allowed = allowed_missing (c, im->module, NULL);
-      cleanup_free char *why = why_a_warning (im, runs, allowed);
+      cleanup_free char *why = sg_why_a_warning (im, runs, allowed);
       sg_problem (c, !*why, "%s:%d: %s %s: module %s is not in the image (tried %s under /%s%s%s)%s%s",
                   file, im->line, im->is_from ? "from" : "import", im->module, im->module, tried, c->root,
                   *names ? "; names imported: " : "", names, via, why);

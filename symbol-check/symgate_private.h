@@ -11,6 +11,7 @@
 #include <stdbool.h>
 
 #include "symbol-check/pyfinder.h"
+#include "symbol-check/pycond.h"
 #include "symbol-check/pysyms.h"
 #include "symbol-check/symgate.h"
 
@@ -87,6 +88,13 @@ void sg_want (const struct ib_fs_entry ***list, size_t *n, const struct ib_fs_en
 /* Checks one import of FILE against the merged image; VIA is appended to
  * each problem ("" or where the import comes from). */
 void sg_check_import (struct sg_ctx *c, const char *file, const struct ib_py_import *im, const char *via);
+/* Whether IM runs when its file does, as the image's interpreter decides
+ * its conditions (pycond.h); one that never runs is counted as such. */
+enum ib_py_truth sg_import_runs (struct sg_ctx *c, const struct ib_py_import *im);
+/* Why IM's failure would be a warning (written to survive it, stated
+ * absent by ALLOWED, under a condition only the run decides), or "" for an
+ * error; malloc'd. */
+char *sg_why_a_warning (const struct ib_py_import *im, enum ib_py_truth runs, const char *allowed);
 
 /* checked_memo.c: the checked files WANTED (N of them) from the caches,
  * in the order the layers hold them, as reading them would have added
