@@ -134,6 +134,31 @@ t_reverse_index_is_one_file_made_again_when_damaged() {
   cmp whole.idx "$idx"
 }
 
+# The reverse edge under a condition: files of an image built first import
+# a name under `if os.environ.get(...)` (only the run decides) and under
+# `if sys.version_info < (3, 0)` (never on the stand-in's 3.12); the image
+# above drops that name: a warning naming the condition for the first,
+# nothing for the second, and it tags.  Unconditional, the same import
+# fails (t_overlay_dropping_a_name_the_base_imports_fails).
+t_base_importers_under_conditions_judged_as_the_images_python_decides() {
+  build_base
+  local P=/usr/local/lib/python3.12/dist-packages W=model_executor/model_loader/weight_utils.py
+  mkdir -p a/files b/files
+  printf 'import os\nif os.environ.get("VLLM_X"):\n    from vllm.model_executor.model_loader.weight_utils import find_weight_files\n' >a/files/cond_user.py
+  printf 'import sys\nif sys.version_info < (3, 0):\n    from vllm.model_executor.model_loader.weight_utils import find_weight_files\n' >a/files/old_user.py
+  printf '[image]\nname = cond-base:1\nfrom = dsv41-flash-b12x:local\n[copy]\nfile files/cond_user.py %s/vllm/cond_user.py\nfile files/old_user.py %s/vllm/old_user.py\n[new]\n%s/vllm/cond_user.py\n%s/vllm/old_user.py\n[symbols]\npython-path %s\ncheck-package vllm\n' \
+    "$P" "$P" "$P" "$P" "$P" >a/image.conf
+  "$IB" -q --smoke=off a -t cond-base:1 >/dev/null
+  sed 's/^def find_weight_files(/def find_weight_files_v2(/' "$ROOT/images/dsv41-flash-dcp2/files/weight_utils.py" >b/files/weight_utils.py
+  printf '[image]\nname = cond-top:1\nfrom = cond-base:1\n[copy]\nfile files/weight_utils.py %s/vllm/%s\n[symbols]\npython-path %s\ncheck-package vllm\n' \
+    "$P" "$W" "$P" >b/image.conf
+  "$IB" --smoke=off b -t cond-top:1 >/dev/null 2>b.err
+  grep -q 'gate symbols *pass' b.err
+  grep -q 'warning: vllm/cond_user.py:3: from vllm.model_executor.model_loader.weight_utils import find_weight_files: find_weight_files was defined in the base.s .*(under `if (os.environ.get("VLLM_X"))` at line 2, which a static reading cannot decide: a warning)' b.err
+  refute grep -q 'old_user.py' b.err
+  grep -q ', 1 never run by this Python' b.err
+}
+
 t_missing_required_symbol_fails_the_build() {
   build_base
   copy_images d
