@@ -1,5 +1,5 @@
-/* symbol-check/pycond.c: the conditions an import sits under, as the
- * scanner records them (pysyms.c) and as CPython decides them.  The oracle
+/* symbol-check/pycond.c: the conditions an import sits under (recorded by
+ * pysyms.c, tested in test_symbols.c) as CPython decides them.  The oracle
  * is the build machine's python3: every condition the evaluator decides is
  * evaluated by it too, with its own version as the target, and with what
  * only the run decides (config.is_fbcode()) both true and false: a
@@ -9,7 +9,6 @@
 #include <string.h>
 
 #include "symbol-check/pycond.h"
-#include "symbol-check/pysyms.h"
 #include "util/cleanup.h"
 #include "util/fsutil.h"
 #include "tests/unit/test.h"
@@ -132,84 +131,4 @@ pycond_decides_as_cpython_does (struct test_ctx *t)
   /* An image whose version is not known decides no version test. */
   CHECK (t, decide ("sys.version_info >= (3, 8)", "") == IB_PY_UNKNOWN);
   CHECK (t, decide ("sys.platform == 'win32'", "") == IB_PY_FALSE);
-}
-
-static struct ib_py_module *
-scan (struct test_ctx *t, const char *src)
-{
-  struct ib_py_module *m = NULL;
-  ib_error_t err = NULL;
-  CHECK (t, ib_py_scan (src, strlen (src), NULL, &m, &err) == 0);
-  ib_error_release (&err);
-  return m;
-}
-
-/* What each import runs under: the if, elif and else chain, nesting, a
- * one-line body, TYPE_CHECKING (a guard, not a condition), and blocks that
- * are no condition (def, try, for, with). */
-void
-pysyms_records_the_conditions_of_an_import (struct test_ctx *t)
-{
-  const char *src = "import a0\n"
-                    "if config.is_fbcode():\n"
-                    "    import a1\n"
-                    "elif sys.platform == 'win32':  # a comment\n"
-                    "    import a2\n"
-                    "else:\n"
-                    "    import a3\n"
-                    "    if (X and\n"
-                    "        Y): import a4\n"
-                    "if TYPE_CHECKING:\n"
-                    "    import a5\n"
-                    "else:\n"
-                    "    import a6\n"
-                    "def f():\n"
-                    "    try:\n"
-                    "        import a7\n"
-                    "    except ImportError:\n"
-                    "        pass\n"
-                    "    else:\n"
-                    "        import a8\n"
-                    "    while more():\n"
-                    "        import a9\n"
-                    "import a10\n";
-  static const struct
-  {
-    const char *module, *cond;
-    int line;
-  } want[] = {
-    { "a0", NULL, 0 },
-    { "a1", "(config.is_fbcode())", 2 },
-    { "a2", "not (config.is_fbcode()) and (sys.platform == 'win32')", 4 },
-    { "a3", "not (config.is_fbcode()) and not (sys.platform == 'win32')", 6 },
-    { "a4", "not (config.is_fbcode()) and not (sys.platform == 'win32') and ((X and Y))", 8 },
-    { "a5", NULL, 0 },
-    { "a6", "not (TYPE_CHECKING)", 12 },
-    { "a7", NULL, 0 },
-    { "a8", NULL, 0 },
-    { "a9", "(more())", 21 },
-    { "a10", NULL, 0 },
-  };
-  struct ib_py_module *m = scan (t, src);
-  if (m == NULL)
-    return;
-  CHECK (t, m->n_imports == sizeof (want) / sizeof (want[0]));
-  for (size_t i = 0; i < m->n_imports && i < sizeof (want) / sizeof (want[0]); i++)
-    {
-      const struct ib_py_import *im = &m->imports[i];
-      CHECK_STR (t, im->module, want[i].module);
-      if ((im->cond == NULL) != (want[i].cond == NULL) || (im->cond && strcmp (im->cond, want[i].cond) != 0))
-        fprintf (stderr, "  %s: [%s], expected [%s]\n", im->module, im->cond ? im->cond : "-",
-                 want[i].cond ? want[i].cond : "-");
-      CHECK (t, (im->cond == NULL) == (want[i].cond == NULL));
-      CHECK (t, im->cond == NULL || strcmp (im->cond, want[i].cond) == 0);
-      CHECK (t, im->cond_line == want[i].line);
-    }
-  CHECK (t, m->imports[5].guarded && !m->imports[6].guarded);
-  struct ib_py_target tg = { "3.11" };
-  CHECK (t, ib_py_condition (m->imports[6].cond, &tg) == IB_PY_TRUE);
-  CHECK (t, ib_py_condition (m->imports[1].cond, &tg) == IB_PY_UNKNOWN);
-  CHECK (t, ib_py_condition (m->imports[2].cond, &tg) == IB_PY_FALSE); /* unknown and false */
-  CHECK (t, ib_py_condition (m->imports[3].cond, &tg) == IB_PY_UNKNOWN);
-  ib_py_module_free (m);
 }

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "symbol-check/elfsyms.h"
+#include "symbol-check/pycond.h"
 #include "symbol-check/pylex.h"
 #include "symbol-check/pysyms.h"
 #include "symbol-check/symcache.h"
@@ -265,5 +266,75 @@ symcache_py_record_that_would_read_otherwise_is_not_kept (struct test_ctx *t)
   ib_py_module_free (m);
   m = ib_symcache_load_py (dir, digest, "");
   CHECK (t, m != NULL && ib_py_defines (m, "x") && m->n_all == 1);
+  ib_py_module_free (m);
+}
+
+/* What each import runs under: the if, elif and else chain, nesting, a
+ * one-line body, TYPE_CHECKING (a guard, not a condition), and blocks that
+ * are no condition (def, try, for, with). */
+void
+pysyms_records_the_conditions_of_an_import (struct test_ctx *t)
+{
+  const char *src = "import a0\n"
+                    "if config.is_fbcode():\n"
+                    "    import a1\n"
+                    "elif sys.platform == 'win32':  # a comment\n"
+                    "    import a2\n"
+                    "else:\n"
+                    "    import a3\n"
+                    "    if (X and\n"
+                    "        Y): import a4\n"
+                    "if TYPE_CHECKING:\n"
+                    "    import a5\n"
+                    "else:\n"
+                    "    import a6\n"
+                    "def f():\n"
+                    "    try:\n"
+                    "        import a7\n"
+                    "    except ImportError:\n"
+                    "        pass\n"
+                    "    else:\n"
+                    "        import a8\n"
+                    "    while more():\n"
+                    "        import a9\n"
+                    "import a10\n";
+  static const struct
+  {
+    const char *module, *cond;
+    int line;
+  } want[] = {
+    { "a0", NULL, 0 },
+    { "a1", "(config.is_fbcode())", 2 },
+    { "a2", "not (config.is_fbcode()) and (sys.platform == 'win32')", 4 },
+    { "a3", "not (config.is_fbcode()) and not (sys.platform == 'win32')", 6 },
+    { "a4", "not (config.is_fbcode()) and not (sys.platform == 'win32') and ((X and Y))", 8 },
+    { "a5", NULL, 0 },
+    { "a6", "not (TYPE_CHECKING)", 12 },
+    { "a7", NULL, 0 },
+    { "a8", NULL, 0 },
+    { "a9", "(more())", 21 },
+    { "a10", NULL, 0 },
+  };
+  struct ib_py_module *m = scan (t, src, NULL);
+  if (m == NULL)
+    return;
+  CHECK (t, m->n_imports == sizeof (want) / sizeof (want[0]));
+  for (size_t i = 0; i < m->n_imports && i < sizeof (want) / sizeof (want[0]); i++)
+    {
+      const struct ib_py_import *im = &m->imports[i];
+      CHECK_STR (t, im->module, want[i].module);
+      if ((im->cond == NULL) != (want[i].cond == NULL) || (im->cond && strcmp (im->cond, want[i].cond) != 0))
+        fprintf (stderr, "  %s: [%s], expected [%s]\n", im->module, im->cond ? im->cond : "-",
+                 want[i].cond ? want[i].cond : "-");
+      CHECK (t, (im->cond == NULL) == (want[i].cond == NULL));
+      CHECK (t, im->cond == NULL || strcmp (im->cond, want[i].cond) == 0);
+      CHECK (t, im->cond_line == want[i].line);
+    }
+  CHECK (t, m->imports[5].guarded && !m->imports[6].guarded);
+  struct ib_py_target tg = { "3.11" };
+  CHECK (t, ib_py_condition (m->imports[6].cond, &tg) == IB_PY_TRUE);
+  CHECK (t, ib_py_condition (m->imports[1].cond, &tg) == IB_PY_UNKNOWN);
+  CHECK (t, ib_py_condition (m->imports[2].cond, &tg) == IB_PY_FALSE); /* unknown and false */
+  CHECK (t, ib_py_condition (m->imports[3].cond, &tg) == IB_PY_UNKNOWN);
   ib_py_module_free (m);
 }
