@@ -232,7 +232,7 @@ check_importer (struct sg_ctx *c, const char *module, const struct ib_py_module 
     }
   cleanup_free char *via = ib_xasprintf (" (imported by the image's %s; the overlay replaces %s)", sg_display (c, path), module);
   bool removed = false;
-  enum ib_py_truth runs = im.cond ? sg_import_runs (c, &im) : IB_PY_TRUE;
+  enum ib_py_truth runs = sg_import_runs (c, &im);
   cleanup_free char *why = sg_why_a_warning (&im, runs, NULL);
   for (size_t i = 0; runs != IB_PY_FALSE && base && now && i < im.n_names; i++)
     if (ib_py_defines (base, im.names[i].name) && !ib_py_defines (now->m, im.names[i].name))

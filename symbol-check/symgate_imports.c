@@ -254,7 +254,7 @@ sg_why_a_warning (const struct ib_py_import *im, enum ib_py_truth runs, const ch
   if (allowed)
     return ib_xasprintf (" (allow-missing %s in the definition: a warning)", allowed);
   if (runs == IB_PY_UNKNOWN)
-    return ib_xasprintf (" (under `if %s` at line %d, which a static reading cannot decide: a warning)", im->cond,
+    return ib_xasprintf (" (under the condition `%s` at line %d, which a static reading cannot decide: a warning)", im->cond,
                          im->cond_line);
   return ib_xstrdup ("");
 }

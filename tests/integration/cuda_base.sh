@@ -169,7 +169,7 @@ tall_cuda_base_torch_tree_no_errors_each_warning_checked_by_cpython() {
 import importlib, importlib.util, re, sys
 n = 0
 for line in sys.stdin:
-    m = re.search(r"(torch/\S+)\.py:\d+: (?:from|import) (\S+?):? .*under `if (.*)` at line \d+, which", line)
+    m = re.search(r"(torch/\S+)\.py:\d+: (?:from|import) (\S+?):? .*under the condition `(.*)` at line \d+, which", line)
     assert m, line
     path, module, cond = m.groups()
     mod = importlib.import_module(path.replace("/", "."))

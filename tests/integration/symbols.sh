@@ -154,7 +154,7 @@ t_base_importers_under_conditions_judged_as_the_images_python_decides() {
     "$P" "$W" "$P" >b/image.conf
   "$IB" --smoke=off b -t cond-top:1 >/dev/null 2>b.err
   grep -q 'gate symbols *pass' b.err
-  grep -q 'warning: vllm/cond_user.py:3: from vllm.model_executor.model_loader.weight_utils import find_weight_files: find_weight_files was defined in the base.s .*(under `if (os.environ.get("VLLM_X"))` at line 2, which a static reading cannot decide: a warning)' b.err
+  grep -q 'warning: vllm/cond_user.py:3: from vllm.model_executor.model_loader.weight_utils import find_weight_files: find_weight_files was defined in the base.s .*(under the condition `(os.environ.get("VLLM_X"))` at line 2, which a static reading cannot decide: a warning)' b.err
   refute grep -q 'old_user.py' b.err
   grep -q ', 1 never run by this Python' b.err
 }
@@ -314,8 +314,8 @@ if sys.version_info >= (3, 8):
   cat cond.py >>"$f"
   "$IB" --smoke=off d/dsv41-flash-dcp2 -t m:1 >/dev/null 2>w.err
   grep -q 'gate symbols *pass' w.err
-  grep -q 'warning: .*module vllm.fb.utils is not in the image .*(under `if (os.environ.get("VLLM_FB"))` at line [0-9]*, which a static reading cannot decide: a warning)' w.err
-  grep -q 'warning: .*fb_only is not defined in .*(under `if not (not os.environ.get("VLLM_FB_OFF"))` at line [0-9]*, which a static reading cannot decide' w.err
+  grep -q 'warning: .*module vllm.fb.utils is not in the image .*(under the condition `(os.environ.get("VLLM_FB"))` at line [0-9]*, which a static reading cannot decide: a warning)' w.err
+  grep -q 'warning: .*fb_only is not defined in .*(under the condition `not (not os.environ.get("VLLM_FB_OFF"))` at line [0-9]*, which a static reading cannot decide' w.err
   refute grep -q 'py37_only\|not_linux' w.err
   grep -q 'symbols: .*, 2 never run by this Python' w.err
   # Always met: an error, as without its `if`.

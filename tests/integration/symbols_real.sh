@@ -117,7 +117,7 @@ tall_real_gate_equals_cpython_import() {
   grep -q "torch/_jit_internal.py:[0-9]*: CPython 3.11 refuses it: .*(a merge conflict marker)" verdicts.txt
   grep -q "torch/_use_fake.py:1: import torch._fake_ext: .* does not export PyInit__fake_ext" case-no-pyinit.err
   grep -q "torch.no_such_module_at_all.*a guarded import: a warning" case-guarded-missing.err
-  grep -q "torch.no_such_module_at_all.*under \`if (os.environ.get(\"IMGBUILD_NEVER_SET\"))\` at line [0-9]*, which a static reading cannot decide: a warning" case-cond-run-time.err
+  grep -q "torch.no_such_module_at_all.*under the condition \`(os.environ.get(\"IMGBUILD_NEVER_SET\"))\` at line [0-9]*, which a static reading cannot decide: a warning" case-cond-run-time.err
   never() { sed -n 's/.*, \([0-9]*\) never run by this Python.*/\1/p' "$1"; }
   [ "$(never case-cond-never.err)" = "$(($(never case-unchanged.err) + 1))" ]
   # Nothing failed was tagged.
