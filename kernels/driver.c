@@ -6,7 +6,6 @@
 
 #include "util/cleanup.h"
 #include "util/fsutil.h"
-#include "layers/view/ldconf.h"
 #include "kernels/fleet.h"
 
 /* One CUDA version that WHAT (a file, or a config variable) needs, against
@@ -124,20 +123,25 @@ declared (const struct ib_target *t, const char *path)
   return false;
 }
 
-/* Where the dynamic loader looks before (or instead of) the driver that the
- * NVIDIA runtime injects into the default folders (ld.so(8)):
- * LD_LIBRARY_PATH, the folders of /etc/ld.so.conf (ld.so.cache), then the
- * default folders themselves; each folder as its path in the view (its
- * links followed), with what put it there. */
+static const char *
+config_str (const struct ib_image *img, const char *key)
+{
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive (img->config_json, key);
+  return cJSON_IsString (v) ? v->valuestring : "";
+}
+
+/* The folders of LD_LIBRARY_PATH: the dynamic loader searches them before
+ * ld.so.cache (ld.so(8)), so a libcuda there is the one a program loads,
+ * whatever the runtime injects; each as its clean path in the view (its
+ * links followed). */
 struct search
 {
   size_t n;
-  char **dir; /* clean view paths: "usr/lib/x86_64-linux-gnu" */
-  const char **via;
+  char **dir; /* clean view paths: "usr/local/cuda/compat" */
 };
 
-static void
-search_add (struct search *s, const struct ib_fsview *v, const char *dir, const char *via)
+static char *
+view_dir (const struct ib_fsview *v, const char *dir)
 {
   cleanup_free char *canon = NULL;
   const struct ib_fs_entry *e = ib_fsview_resolve (v, dir, &canon);
@@ -145,10 +149,22 @@ search_add (struct search *s, const struct ib_fsview *v, const char *dir, const 
   size_t len = strlen (clean);
   while (len && clean[len - 1] == '/')
     clean[--len] = '\0';
-  s->dir = ib_xrealloc (s->dir, (s->n + 1) * sizeof (*s->dir));
-  s->via = ib_xrealloc (s->via, (s->n + 1) * sizeof (*s->via));
-  s->dir[s->n] = clean;
-  s->via[s->n++] = via;
+  return clean;
+}
+
+static void
+search_init (const struct ib_fleet_scope *sc, struct search *s)
+{
+  memset (s, 0, sizeof (*s));
+  const char *llp = ib_image_env (sc->img, "LD_LIBRARY_PATH");
+  cleanup_free char *copy = ib_xstrdup (llp ? llp : "");
+  char *save = NULL;
+  for (char *w = strtok_r (copy, ":;", &save); w; w = strtok_r (NULL, ":;", &save))
+    if (w[0] == '/')
+      {
+        s->dir = ib_xrealloc (s->dir, (s->n + 1) * sizeof (*s->dir));
+        s->dir[s->n++] = view_dir (sc->view, w);
+      }
 }
 
 static void
@@ -157,61 +173,120 @@ search_clear (struct search *s)
   for (size_t i = 0; i < s->n; i++)
     free (s->dir[i]);
   free (s->dir);
-  free (s->via);
 }
 
-static int
-search_init (const struct ib_fleet_scope *sc, struct search *s, ib_error_t *err)
-{
-  static const char *const defaults[] = { "/lib", "/usr/lib", "/lib64", "/usr/lib64", "/lib/x86_64-linux-gnu",
-                                          "/usr/lib/x86_64-linux-gnu", "/lib/aarch64-linux-gnu",
-                                          "/usr/lib/aarch64-linux-gnu", NULL };
-  memset (s, 0, sizeof (*s));
-  const char *llp = ib_image_env (sc->img, "LD_LIBRARY_PATH");
-  cleanup_free char *copy = ib_xstrdup (llp ? llp : "");
-  char *save = NULL;
-  for (char *w = strtok_r (copy, ":;", &save); w; w = strtok_r (NULL, ":;", &save))
-    if (w[0] == '/')
-      search_add (s, sc->view, w, "LD_LIBRARY_PATH");
-  struct ib_ldconf conf = { 0 };
-  if (ib_ldconf_read (sc->store, sc->img, sc->view, &conf, sc->reads ? &sc->reads->layer_passes : NULL, err) < 0)
-    {
-      ib_ldconf_clear (&conf);
-      return -1;
-    }
-  for (size_t i = 0; i < conf.n_dirs; i++)
-    search_add (s, sc->view, conf.dirs[i], "/etc/ld.so.conf");
-  ib_ldconf_clear (&conf);
-  for (int i = 0; defaults[i]; i++)
-    search_add (s, sc->view, defaults[i], "a default folder");
-  return 0;
-}
-
-/* What put the folder DIR (a clean view path) on the loader's path, NULL
- * when nothing did. */
-static const char *
-search_finds (const struct search *s, const char *dir)
+static bool
+search_has (const struct search *s, const char *dir)
 {
   for (size_t i = 0; i < s->n; i++)
     if (strcmp (s->dir[i], dir) == 0)
-      return s->via[i];
-  return NULL;
+      return true;
+  return false;
 }
 
-static int
-check_libcuda (const struct ib_fleet_scope *sc, ib_error_t *err)
+/* The folder where the NVIDIA container runtime binds the driver's
+ * libraries (libnvidia-container's libs_dir): the multiarch folder of an
+ * image with /etc/debian_version, /usr/lib64 otherwise.  It then runs
+ * ldconfig with that folder named first, so the folder's libcuda.so.1
+ * leads ld.so.cache, ahead of every folder of /etc/ld.so.conf (glibc's
+ * ldconfig over the CUDA base shows it: tests/integration/fleet.sh). */
+static char *
+runtime_libs_dir (const struct ib_fleet_scope *sc)
+{
+  if (ib_fsview_resolve (sc->view, "/etc/debian_version", NULL) == NULL)
+    return view_dir (sc->view, "/usr/lib64");
+  bool arm = strcmp (config_str (sc->img, "architecture"), "arm64") == 0;
+  return view_dir (sc->view, arm ? "/usr/lib/aarch64-linux-gnu" : "/usr/lib/x86_64-linux-gnu");
+}
+
+/* Whether the link E (libcuda.so) leads, link by link, to DIR/libcuda.so.1:
+ * the name that the runtime's ldconfig points at the driver's libcuda. */
+static bool
+leads_to_soname (const struct ib_fsview *v, const struct ib_fs_entry *e, const char *dir)
+{
+  cleanup_free char *soname = ib_xasprintf ("%s/libcuda.so.1", dir);
+  for (int hops = 0; e && e->type == IB_FS_SYMLINK && e->link && hops < 40; hops++)
+    {
+      cleanup_free char *parent = ib_xstrdup (e->path);
+      char *slash = strrchr (parent, '/');
+      *(slash ? slash : parent) = '\0';
+      cleanup_free char *target
+          = e->link[0] == '/' ? ib_xstrdup (e->link) : ib_xasprintf ("/%s/%s", parent, e->link);
+      char *base = strrchr (target, '/');
+      *base = '\0';
+      cleanup_free char *folder = view_dir (v, *target ? target : "/");
+      cleanup_free char *next = *folder ? ib_xasprintf ("%s/%s", folder, base + 1) : ib_xstrdup (base + 1);
+      if (strcmp (next, soname) == 0)
+        return true;
+      e = ib_fsview_lookup (v, next);
+    }
+  return false;
+}
+
+/* A libcuda of the image at PATH (its file name NAME) in the folder where
+ * the runtime binds the driver's (DIR): what ldconfig does with it. */
+static void
+judge_in_runtime_dir (const struct ib_fleet_scope *sc, const struct ib_fs_entry *e, const char *path,
+                      const char *name, const char *dir)
+{
+  struct ib_driver_version d = ib_target_driver (sc->target), mine;
+  char dv[32];
+  ib_driver_version_str (d, dv, sizeof (dv));
+  bool file = e->type == IB_FS_FILE || e->type == IB_FS_HARDLINK;
+  if (strcmp (name, "libcuda.so.1") == 0)
+    {
+      if (file)
+        ib_problemf (sc->fn, sc->data, true,
+                     "%s: a libcuda in the image, a file and not a link, where the NVIDIA runtime binds the "
+                     "driver's: its ldconfig leaves a libcuda.so.1 that is not a link, so the loader takes the "
+                     "image's (CUDA error 803 where it differs from the driver): remove it, or declare it with "
+                     "`libcuda = %s` in [target]",
+                     path, path);
+      return;
+    }
+  if (strcmp (name, "libcuda.so") == 0)
+    {
+      if (!leads_to_soname (sc->view, e, dir))
+        ib_problemf (sc->fn, sc->data, false,
+                     "%s: leads to the image's own libcuda, not to /%s/libcuda.so.1 that the NVIDIA runtime points "
+                     "at the driver's: a program that opens libcuda.so by that name gets CUDA error 803 where "
+                     "they differ (libcuda.so.1, which CUDA loads, is the driver's)",
+                     path, dir);
+      return;
+    }
+  if (ib_driver_version_parse (name + strlen ("libcuda.so."), &mine) < 0)
+    return;
+  char mv[32];
+  ib_driver_version_str (mine, mv, sizeof (mv));
+  int c = ib_driver_version_cmp (mine, d);
+  if (c > 0)
+    ib_problemf (sc->fn, sc->data, true,
+                 "%s: a libcuda newer than the target's driver %s, where the NVIDIA runtime binds the driver's: "
+                 "its ldconfig points libcuda.so.1 at the newest, this one (CUDA error 803): remove it, or declare "
+                 "it with `libcuda = %s` in [target]",
+                 path, dv, path);
+  else if (c < 0)
+    ib_problemf (sc->fn, sc->data, false,
+                 "%s: a libcuda where the NVIDIA runtime binds the driver's: on the target's driver %s its ldconfig "
+                 "points libcuda.so.1 at the driver's; on a driver older than %s, at this one (CUDA error 803)",
+                 path, dv, mv);
+}
+
+static void
+check_libcuda (const struct ib_fleet_scope *sc)
 {
   /* By name, without a walk of every path (336,000 at 30 GB): a base
    * read in place keeps what the pattern matched in it. */
   static const char *const glob = "*/libcuda.so*";
   cleanup_free const struct ib_fs_entry **named = NULL;
   size_t n = ib_fsview_match (sc->view, &glob, 1, &named);
-  struct search s = { 0 };
-  bool have_search = false;
+  struct search s;
+  search_init (sc, &s);
+  cleanup_free char *runtime_dir = runtime_libs_dir (sc);
   for (size_t i = 0; i < n; i++)
     {
       const struct ib_fs_entry *e = named[i];
-      if (e->type != IB_FS_FILE && e->type != IB_FS_SYMLINK)
+      if (e->type != IB_FS_FILE && e->type != IB_FS_SYMLINK && e->type != IB_FS_HARDLINK)
         continue;
       cleanup_free char *path = ib_xasprintf ("/%s", e->path);
       char *slash = strrchr (path, '/');
@@ -221,32 +296,21 @@ check_libcuda (const struct ib_fleet_scope *sc, ib_error_t *err)
         (*sc->checked)++;
       if (declared (sc->target, path))
         continue;
-      /* The image's ld.so.conf is read only for an image with a libcuda. */
-      if (!have_search && search_init (sc, &s, err) < 0)
-        {
-          search_clear (&s);
-          return ib_error_wrap (err, "the loader's search path of %s", path);
-        }
-      have_search = true;
       *slash = '\0';
-      const char *via = search_finds (&s, path + 1);
+      bool first = search_has (&s, path + 1), runtime = strcmp (path + 1, runtime_dir) == 0;
       *slash = '/';
-      if (via)
+      if (first)
         ib_problemf (sc->fn, sc->data, true,
                      "%s: a libcuda in the image where the loader finds it before the driver's that the NVIDIA "
-                     "runtime injects (CUDA error 803 when they differ; its folder is on the search path through %s): "
+                     "runtime injects (CUDA error 803 when they differ; its folder is on LD_LIBRARY_PATH): "
                      "remove it, or declare it with `libcuda = %s` in [target]",
-                     path, via, path);
+                     path, path);
+      else if (runtime)
+        judge_in_runtime_dir (sc, e, path, slash + 1, runtime_dir);
+      /* Elsewhere (a folder of /etc/ld.so.conf, say) the runtime's folder
+       * leads the cache: the loader never reaches it by name. */
     }
   search_clear (&s);
-  return 0;
-}
-
-static const char *
-config_str (const struct ib_image *img, const char *key)
-{
-  const cJSON *v = cJSON_GetObjectItemCaseSensitive (img->config_json, key);
-  return cJSON_IsString (v) ? v->valuestring : "";
 }
 
 static void
@@ -277,5 +341,6 @@ ib_fleet_driver (const struct ib_fleet_scope *sc, ib_error_t *err)
       cleanup_free char *what = ib_xasprintf ("CUDA_VERSION=%s", cv);
       judge (sc, what, "the image's CUDA", v);
     }
-  return check_libcuda (sc, err);
+  check_libcuda (sc);
+  return 0;
 }

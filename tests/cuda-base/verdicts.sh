@@ -60,10 +60,16 @@ A_ROOTFS=$rootfs A_REF=$ref A_OCI=$oci
 prog=$("$ROOT/tests/cuda-base/thin.sh" "$A_ROOTFS" "$A_REF" thin-amd64-90 9.0)
 "$ROOT/tests/cuda-base/thin.sh" "$A_ROOTFS" "$A_REF" thin-amd64-121 12.1 >/dev/null
 cp thin-amd64-90/image.conf "$out/image.conf.amd64-gpu9.0"
-step amd64-gpu9.0-default "$IB" --smoke=off --json thin-amd64-90
+step amd64-gpu9.0-default "$IB" --smoke=off --json -t cuda-thin:90 thin-amd64-90
+# The driver gate's oracle: which libcuda the image loads once the NVIDIA
+# runtime has bound the driver's, on the target's driver and on one older
+# than the image's 550; and what `libcuda.so` (the warning) loads.
+printf '%s\n' "580.95.05 libcuda.so.1" "545.23.08 libcuda.so.1" "580.95.05 libcuda.so" | while read -r drv name; do
+  echo "driver $drv, $name: $("$ROOT/tests/cuda-base/runtime-libcuda.sh" "$A_ROOTFS" "$drv" "$name" 2>&1)"
+done >"$out/oracle-runtime-libcuda-amd64.txt"
 step amd64-gpu9.0-unsafe "$IB" --smoke=off --json thin-amd64-90
 step amd64-gpu12.1-unsafe "$IB" --smoke=off --json -t cuda-thin:121 thin-amd64-121
-# What the driver gate's message says to do: declare the image's libcuda.
+# Declared, the image's libcuda is not judged (nor is its warning given).
 cp -a thin-amd64-90 thin-amd64-libcuda
 printf 'libcuda = /usr/lib/x86_64-linux-gnu/libcuda.so\nlibcuda = /usr/lib/x86_64-linux-gnu/libcuda.so.1\n' >>thin-amd64-libcuda/image.conf
 step amd64-gpu9.0-libcuda-declared "$IB" --smoke=off --json -t cuda-thin:libcuda thin-amd64-libcuda

@@ -98,25 +98,114 @@ file $c/amd64/usr/lib/x86_64-linux-gnu/libnvrtc.so.11.8.89 /usr/lib/x86_64-linux
   grep -q 'CUDA_VERSION=13.0.1: the image.s CUDA of CUDA 13.0 needs driver 580' stderr.txt
 }
 
-t_shipped_libcuda() {
-  echo 'not a driver' >libcuda.so.1
-  fleet_image lib t-lib:1 "file libcuda.so.1 /usr/lib/x86_64-linux-gnu/libcuda.so.1" $'[target]\ngpu = 12.1'
-  cp libcuda.so.1 lib/
-  expect_fail 6 '/usr/lib/x86_64-linux-gnu/libcuda.so.1: a libcuda in the image where the loader finds it before the driver.s' "$IB" lib
-  # Declared: the image means it.
-  printf 'libcuda = /usr/lib/x86_64-linux-gnu/libcuda.so.1\n' >>lib/image.conf
-  "$IB" -q lib >/dev/null
-  # A compat libcuda outside the loader's path is fine, until LD_LIBRARY_PATH names its folder.
-  fleet_image compat t-compat:1 "file libcuda.so.1 /usr/local/cuda/compat/libcuda.so.1" $'[target]\ngpu = 12.1'
-  cp libcuda.so.1 compat/
-  "$IB" -q compat >/dev/null
-  printf '[env]\nLD_LIBRARY_PATH = /usr/local/cuda/compat/:/usr/lib\n' >>compat/image.conf
-  expect_fail 6 '/usr/local/cuda/compat/libcuda.so.1: a libcuda in the image' "$IB" compat
+# What the NVIDIA container runtime does with the image before the
+# program starts (libnvidia-container, which `docker run --gpus` calls):
+# it binds the driver's libcuda.so.VERSION into LIBS (the multiarch folder
+# of an image with /etc/debian_version, /usr/lib64 otherwise), adds a
+# libcuda.so link unless one exists, and runs ldconfig with LIBS named
+# first.  Done here to a copy of the image's files with glibc's ldconfig,
+# the oracle: then ROOT's cache says which libcuda.so.1 the loader takes.
+#   runtime_ldconfig ROOT LIBS DRIVER-VERSION
+runtime_ldconfig() {
+  local root=$1 libs=$2 v=$3
+  mkdir -p "$root$libs" "$root/etc"
+  [ -e "$root/etc/ld.so.conf" ] || : >"$root/etc/ld.so.conf"
+  echo 'int cuInit (int f) { return f; }' >driver.c
+  gcc -shared -fPIC -Wl,-soname,libcuda.so.1 driver.c -o "$root$libs/libcuda.so.$v"
+  [ -e "$root$libs/libcuda.so" ] || [ -L "$root$libs/libcuda.so" ] || ln -s libcuda.so.1 "$root$libs/libcuda.so"
+  ldconfig -r "$root" -f /etc/ld.so.conf -C /etc/ld.so.cache "$libs" 2>&1 | tee -a ldconfig.log
+}
+# The file the loader opens for libcuda.so.1 in ROOT after the runtime: the
+# first entry of the cache, its links followed inside ROOT (relative links).
+loaded_libcuda() {
+  local root=$1 p
+  p=$(ldconfig -p -C "$root/etc/ld.so.cache" | awk '$1 == "libcuda.so.1" { print $NF; exit }')
+  while [ -L "$root$p" ]; do
+    local t
+    t=$(readlink "$root$p")
+    case $t in /*) p=$t ;; *) p=$(dirname "$p")/$t ;; esac
+  done
+  realpath -m --relative-to=/ "/$p" | sed 's|^|/|'
 }
 
-# /etc/ld.so.conf.d puts a folder on the loader's path as LD_LIBRARY_PATH
-# does: glibc's ldconfig over the same tree is the oracle (its cache lists
-# the image's libcuda.so.1, so the loader takes it before the injected one).
+# The image's libcuda against the runtime's, each verdict beside what glibc's
+# ldconfig makes of the same files once the runtime has bound the driver's.
+t_shipped_libcuda() {
+  local m=/usr/lib/x86_64-linux-gnu
+  echo 'int cuInit (int f) { return f; }' >img.c
+  gcc -shared -fPIC -Wl,-soname,libcuda.so.1 img.c -o libcuda.image
+  echo 13.1 >debian_version
+  # 1. Debian's libcuda1: libcuda.so.1 a link to the file elsewhere.  The
+  #    runtime's ldconfig points the link at the driver's, older or newer
+  #    than the image's 550: it passes, with no warning.
+  mkdir -p root-deb$m/nvidia/current root-deb/etc
+  cp debian_version root-deb/etc/
+  cp libcuda.image root-deb$m/nvidia/current/libcuda.so.550.163.01
+  ln -s libcuda.so.550.163.01 root-deb$m/nvidia/current/libcuda.so.1
+  ln -s nvidia/current/libcuda.so.1 root-deb$m/libcuda.so.1
+  ln -s libcuda.so.1 root-deb$m/libcuda.so
+  fleet_image deb t-deb:1 "tree $PWD/root-deb /" $'[target]\ngpu = 12.1\ndriver = 580.95.05'
+  "$IB" deb --json >deb.json 2>deb.err
+  jq -e '.gates[] | select(.name == "driver") | .status == "pass"' deb.json
+  refute grep -q libcuda deb.err
+  for v in 580.95.05 545.23.08; do
+    rm -rf r && cp -a root-deb r && runtime_ldconfig r $m $v
+    [ "$(loaded_libcuda r)" = "$m/libcuda.so.$v" ]
+  done
+  # 2. libcuda.so.1 a file, not a link, in the runtime's folder: ldconfig
+  #    leaves it, and the loader takes the image's.
+  mkdir -p root-file$m root-file/etc && cp debian_version root-file/etc/ && cp libcuda.image root-file$m/libcuda.so.1
+  fleet_image file t-file:1 "tree $PWD/root-file /" $'[target]\ngpu = 12.1'
+  expect_fail 6 "$m/libcuda.so.1: a libcuda in the image, a file and not a link, where the NVIDIA runtime binds the driver.s: its ldconfig leaves" "$IB" file
+  refute skopeo inspect "oci:$IMGBUILD_STORE:t-file:1" >/dev/null 2>&1
+  rm -rf r && cp -a root-file r && runtime_ldconfig r $m 580.95.05
+  grep -q "$m/libcuda.so.1 is not a symbolic link" ldconfig.log
+  [ "$(loaded_libcuda r)" = "$m/libcuda.so.1" ]
+  [ ! -L r$m/libcuda.so.1 ]
+  #    Declared: the image means it.
+  printf 'libcuda = %s/libcuda.so.1\n' $m >>file/image.conf
+  "$IB" -q file >/dev/null
+  # 3. A libcuda newer than the target's driver: ldconfig links libcuda.so.1
+  #    to the newest, the image's; a driver newer than it takes its own,
+  #    and the image's is a warning that names the floor.
+  mkdir -p root-new$m root-new/etc && cp debian_version root-new/etc/ && cp libcuda.image root-new$m/libcuda.so.590.10.01
+  ln -s libcuda.so.590.10.01 root-new$m/libcuda.so.1
+  fleet_image new t-new:1 "tree $PWD/root-new /" $'[target]\ngpu = 12.1\ndriver = 580.95.05'
+  expect_fail 6 "$m/libcuda.so.590.10.01: a libcuda newer than the target.s driver 580.95.05, where the NVIDIA runtime binds the driver.s: its ldconfig points libcuda.so.1 at the newest, this one" "$IB" new
+  rm -rf r && cp -a root-new r && runtime_ldconfig r $m 580.95.05
+  [ "$(loaded_libcuda r)" = "$m/libcuda.so.590.10.01" ]
+  sed -i 's/^driver = .*/driver = 595.11.02/' new/image.conf
+  "$IB" new 2>new.err >/dev/null
+  grep -q "warning: $m/libcuda.so.590.10.01: a libcuda where the NVIDIA runtime binds the driver.s: on the target.s driver 595.11.02 its ldconfig points libcuda.so.1 at the driver.s; on a driver older than 590.10.01, at this one" new.err
+  rm -rf r && cp -a root-new r && runtime_ldconfig r $m 595.11.02
+  [ "$(loaded_libcuda r)" = "$m/libcuda.so.595.11.02" ]
+  # 4. libcuda.so leading elsewhere than libcuda.so.1: a warning (CUDA
+  #    loads libcuda.so.1, the driver's).
+  mkdir -p root-dev$m/other root-dev/etc && cp debian_version root-dev/etc/ && cp libcuda.image root-dev$m/other/libcuda.so.1
+  ln -s other/libcuda.so.1 root-dev$m/libcuda.so
+  fleet_image dev t-dev:1 "tree $PWD/root-dev /" $'[target]\ngpu = 12.1'
+  "$IB" dev 2>dev.err >/dev/null
+  grep -q "warning: $m/libcuda.so: leads to the image.s own libcuda, not to $m/libcuda.so.1 that the NVIDIA runtime points at the driver.s" dev.err
+  # 5. No /etc/debian_version: the runtime's folder is /usr/lib64, and a
+  #    libcuda.so.1 file in the multiarch folder is behind it.
+  mkdir -p root-rpm$m && cp libcuda.image root-rpm$m/libcuda.so.1
+  mkdir -p root-rpm/etc && printf '%s\n' $m >root-rpm/etc/ld.so.conf
+  fleet_image rpm t-rpm:1 "tree $PWD/root-rpm /" $'[target]\ngpu = 12.1'
+  "$IB" -q rpm >/dev/null
+  rm -rf r && cp -a root-rpm r && runtime_ldconfig r /usr/lib64 580.95.05
+  [ "$(loaded_libcuda r)" = "/usr/lib64/libcuda.so.580.95.05" ]
+  # 6. A compat libcuda outside the loader's path is fine, until
+  #    LD_LIBRARY_PATH names its folder: the loader searches it before the cache.
+  fleet_image compat t-compat:1 "file libcuda.image /usr/local/cuda/compat/libcuda.so.1" $'[target]\ngpu = 12.1'
+  cp libcuda.image compat/
+  "$IB" -q compat >/dev/null
+  printf '[env]\nLD_LIBRARY_PATH = /usr/local/cuda/compat/:/usr/lib\n' >>compat/image.conf
+  expect_fail 6 '/usr/local/cuda/compat/libcuda.so.1: a libcuda in the image where the loader finds it before the driver.s .*its folder is on LD_LIBRARY_PATH' "$IB" compat
+}
+
+# /etc/ld.so.conf.d puts /opt/x in the image's own cache, ahead of nothing
+# the runtime injects: the runtime's ldconfig names its folder first, so
+# the driver's libcuda.so.1 leads the cache (glibc's ldconfig, the oracle).
 t_libcuda_through_ld_so_conf_d() {
   mkdir -p root/opt/x root/etc/ld.so.conf.d
   echo 'int cuInit (int f) { return f; }' >cuda.c
@@ -124,29 +213,26 @@ t_libcuda_through_ld_so_conf_d() {
   echo 'include /etc/ld.so.conf.d/*.conf' >root/etc/ld.so.conf
   echo '/opt/y  # not this one' >root/etc/ld.so.conf.d/a.conf
   echo '/opt/x/' >root/etc/ld.so.conf.d/x.conf
+  echo 13.1 >root/etc/debian_version
   ldconfig -r root -X
   ldconfig -p -C root/etc/ld.so.cache | grep -q 'libcuda.so.1 (libc6,x86-64) => /opt/x/libcuda.so.1'
-  local copies="file $PWD/root/opt/x/libcuda.so.1 /opt/x/libcuda.so.1
-file $PWD/root/etc/ld.so.conf /etc/ld.so.conf
-file $PWD/root/etc/ld.so.conf.d/a.conf /etc/ld.so.conf.d/a.conf
-file $PWD/root/etc/ld.so.conf.d/x.conf /etc/ld.so.conf.d/x.conf"
-  fleet_image conf t-conf:1 "$copies" $'[target]\ngpu = 12.1'
-  expect_fail 6 'gate driver: /opt/x/libcuda.so.1: a libcuda in the image where the loader finds it before the driver.s .*through /etc/ld.so.conf' \
-    "$IB" conf
-  refute skopeo inspect "oci:$IMGBUILD_STORE:t-conf:1" >/dev/null 2>&1
-  # Declared, it builds; imgverify against the definition without the
-  # declaration names it as the build did.
-  cp -r conf declared
-  printf 'libcuda = /opt/x/libcuda.so.1\n' >>declared/image.conf
-  "$IB" -q declared >/dev/null
-  expect_fail 6 '/opt/x/libcuda.so.1: a libcuda in the image where the loader finds it' "$IV" t-conf:1 --definition conf
-  # The same files with x.conf naming another folder: ldconfig leaves
-  # libcuda out of its cache, and the gate passes.
-  echo '/opt/z' >root/etc/ld.so.conf.d/x.conf
-  ldconfig -r root -X
-  refute grep -q libcuda <(ldconfig -p -C root/etc/ld.so.cache)
-  fleet_image other t-other:1 "$copies" $'[target]\ngpu = 12.1'
-  "$IB" -q other >/dev/null
+  fleet_image conf t-conf:1 "tree $PWD/root /" $'[target]\ngpu = 12.1'
+  "$IB" conf --json >conf.json 2>conf.err
+  jq -e '.gates[] | select(.name == "driver") | .status == "pass"' conf.json
+  refute grep -q libcuda conf.err
+  cp -a root r && runtime_ldconfig r /usr/lib/x86_64-linux-gnu 580.95.05
+  ldconfig -p -C r/etc/ld.so.cache | grep -q 'libcuda.so.1 (libc6,x86-64) => /opt/x/libcuda.so.1'
+  [ "$(loaded_libcuda r)" = /usr/lib/x86_64-linux-gnu/libcuda.so.580.95.05 ]
+  # The same folder on LD_LIBRARY_PATH comes before the cache: it fails,
+  # and imgverify against that definition names it as the build did.
+  cp -r conf llp
+  printf '[env]\nLD_LIBRARY_PATH = /opt/x\n' >>llp/image.conf
+  expect_fail 6 'gate driver: /opt/x/libcuda.so.1: a libcuda in the image where the loader finds it before the driver.s .*LD_LIBRARY_PATH' \
+    "$IB" llp
+  sed -i 's|^\[target\]$|&\nlibcuda = /opt/x/libcuda.so.1|' llp/image.conf
+  "$IB" -q -t t-llp:1 llp >/dev/null
+  sed -i '/^libcuda = /d' llp/image.conf
+  expect_fail 6 '/opt/x/libcuda.so.1: a libcuda in the image where the loader finds it' "$IV" t-llp:1 --definition llp
 }
 
 t_ptx_version_against_the_driver() {
