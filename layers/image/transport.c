@@ -55,20 +55,28 @@ ib_image_copy_blobs (const struct ib_store *src, struct ib_store *dst, const str
     return -1;
   if (listener && listener->arrived (listener->data, img, 0, err) < 0)
     return -1;
+  /* The layers the listener reads where they are: with settled, its read
+   * copies them (they are all told of first, so that its threads read
+   * several at once), else the copy goes on beside the read. */
+  cleanup_free bool *early = ib_xcalloc (img->n_layers ? img->n_layers : 1, sizeof (*early));
+  bool copies = listener && listener->arriving && listener->settled;
   for (size_t i = 0; i < img->n_layers; i++)
     {
-      /* Listed from where it is while it is copied: the lister checks the
-       * bytes it reads against the same digest as the copy. */
       struct ib_blob_loc at = { 0 };
-      bool early = listener && listener->arriving && !ib_store_has_blob (dst, &img->layers[i].digest)
-                   && ib_store_locate_blob (src, &img->layers[i].digest, &at, NULL) == 0;
-      int r = early ? listener->arriving (listener->data, img, i + 1, &at, err) : 0;
+      early[i] = listener && listener->arriving && !ib_store_has_blob (dst, &img->layers[i].digest)
+                 && ib_store_locate_blob (src, &img->layers[i].digest, &at, NULL) == 0;
+      int r = early[i] ? listener->arriving (listener->data, img, i + 1, &at, err) : 0;
       ib_blob_loc_clear (&at);
-      if (r < 0 || ib_store_copy_blob (src, dst, &img->layers[i], err) < 0)
+      if (r < 0 || (!(early[i] && copies) && ib_store_copy_blob (src, dst, &img->layers[i], err) < 0))
         return -1;
-      if (listener && !early && listener->arrived (listener->data, img, i + 1, err) < 0)
+      if (listener && !early[i] && listener->arrived (listener->data, img, i + 1, err) < 0)
         return -1;
     }
+  for (size_t i = 0; copies && i < img->n_layers; i++)
+    if (early[i]
+        && (listener->settled (listener->data, img, i + 1, err) < 0
+            || ib_store_copy_blob (src, dst, &img->layers[i], err) < 0))
+      return -1;
   /* The manifest last: a layout never names an image whose blobs it lacks. */
   return ib_store_copy_blob (src, dst, &img->manifest, err);
 }

@@ -47,6 +47,13 @@ struct ib_pull_listener
    * copies, the other lists: a 4.4 GB layer's copy was 10 s of a cold
    * build on which one core stayed idle).  NULL: arrived after the copy. */
   int (*arriving) (void *data, const struct ib_image *img, size_t i, const struct ib_blob_loc *at, ib_error_t *err);
+  /* With arriving: returns once the listener is done with layer I - 1 that
+   * it was told of (its read copies the blob into the store: one read and
+   * one hash of it, not two; ib_layer_reader_open_at), 0, or -1 with ERR
+   * set, and the pull stops.  The pull then copies what is still not in
+   * the store (a list taken from a cache, a read that failed).  NULL: the
+   * pull copies each layer beside the listener's read. */
+  int (*settled) (void *data, const struct ib_image *img, size_t i, ib_error_t *err);
   void *data;
 };
 

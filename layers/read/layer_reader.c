@@ -78,6 +78,8 @@ struct ib_layer_reader
   unsigned char *snap;                     /* a checkpoint being recorded */
   void (*progress) (void *, unsigned long long);
   void *progress_data;
+  struct ib_blob_writer *copy; /* the blob's bytes into the store, else NULL */
+  bool copy_checked;           /* ib_layer_reader_end found them BLOB */
   int file_fd;        /* ib_layer_reader_of_file's: the file, else -1 */
   uint64_t file_len;  /* its length; data_read is where the next read starts */
 };
@@ -124,6 +126,8 @@ fill_input (struct ib_layer_reader *r)
     r->left -= (uint64_t) n;
   if (n < 0)
     return ib_error_errno (&r->pending, errno, IB_EENV, "read `%s`", r->path);
+  if (n > 0 && r->copy && ib_blob_writer_write (r->copy, r->in, (size_t) n, &r->pending) < 0)
+    return -1;
   if (n > 0)
     r->in_ring[r->in_i].ticket = ib_hash_worker_submit (r->hw, r->blob_hash, r->in, (size_t) n);
   r->blob_size += (uint64_t) n;
@@ -406,13 +410,15 @@ ib_layer_reader_open (struct ib_store *s, const struct ib_descriptor *blob, cons
   return ib_layer_reader_open_threads (s, blob, expected_diff_id, 1, out, err);
 }
 
-/* Open BLOB's bytes at LOC (its path is taken) for S. */
+/* Open BLOB's bytes at LOC (its path is taken) for S; COPY (taken, may be
+ * NULL) gets them as they are read. */
 static int
 open_loc (struct ib_store *s, const struct ib_descriptor *blob, struct ib_blob_loc loc, const ib_digest *expected_diff_id,
-          int threads, struct ib_layer_reader **out, ib_error_t *err)
+          int threads, struct ib_blob_writer *copy, struct ib_layer_reader **out, ib_error_t *err)
 {
   struct ib_layer_reader *r = ib_xcalloc (1, sizeof (*r));
   r->store = s;
+  r->copy = copy;
   r->file_fd = -1;
   r->fd = ib_blob_loc_open (&loc, &blob->digest, err);
   r->path = steal_pointer (&loc.path);
@@ -447,15 +453,19 @@ ib_layer_reader_open_threads (struct ib_store *s, const struct ib_descriptor *bl
   struct ib_blob_loc loc;
   if (ib_store_locate_blob (s, &blob->digest, &loc, err) < 0)
     return ib_error_wrap (err, "layer %s", blob->digest.s);
-  return open_loc (s, blob, loc, expected_diff_id, threads, out, err);
+  return open_loc (s, blob, loc, expected_diff_id, threads, NULL, out, err);
 }
 
 int
 ib_layer_reader_open_at (struct ib_store *s, const struct ib_descriptor *blob, const struct ib_blob_loc *at,
                          const ib_digest *expected_diff_id, struct ib_layer_reader **out, ib_error_t *err)
 {
+  struct ib_blob_writer *w = NULL;
+  if (ib_blob_writer_new_unhashed (s, &w, err) < 0)
+    return -1;
   struct ib_blob_loc loc = { ib_xstrdup (at->path), at->offset, at->length };
-  return open_loc (s, blob, loc, expected_diff_id, 1, out, err);
+  /* One thread: the bytes are copied in their order (fill_input). */
+  return open_loc (s, blob, loc, expected_diff_id, 1, w, out, err);
 }
 
 static int
@@ -598,6 +608,7 @@ ib_layer_reader_end (struct ib_layer_reader *r, ib_digest *diff_id, ib_error_t *
                      r->blob.digest.s, tar.s, r->expected_diff_id.s);
   if (diff_id)
     *diff_id = tar;
+  r->copy_checked = r->copy != NULL;
   if (r->have_diff_id)
     ib_store_mark_hashed (r->store, &r->blob.digest);
   if (r->listed_all)
@@ -607,6 +618,12 @@ ib_layer_reader_end (struct ib_layer_reader *r, ib_digest *diff_id, ib_error_t *
   if (r->record && ib_inflate_index_writer_commit (r->record, r->blob_size, &e) < 0)
     ib_error_release (&e);
   return 0;
+}
+
+struct ib_blob_writer *
+ib_layer_reader_take_copy (struct ib_layer_reader *r)
+{
+  return r->copy_checked ? steal_pointer (&r->copy) : NULL;
 }
 
 struct ib_hash_worker *
@@ -634,6 +651,7 @@ ib_layer_reader_free (struct ib_layer_reader *r)
     ZSTD_freeDStream (r->zs);
   if (r->fd >= 0)
     close (r->fd);
+  ib_blob_writer_abort (r->copy);
   ib_sha256_free (r->blob_hash);
   ib_sha256_free (r->tar_hash);
   ib_tar_check_free (r->check);

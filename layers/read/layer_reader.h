@@ -44,12 +44,19 @@ int ib_layer_reader_open_threads (struct ib_store *s, const struct ib_descriptor
                                   const ib_digest *expected_diff_id, int threads, struct ib_layer_reader **out,
                                   ib_error_t *err);
 /* The same over bytes that are not in S yet: BLOB's bytes at AT (another
- * layout's blob, while it is being copied into S), read and checked as
- * S's own would be; what the read learns (the inflate index, the
- * read-through record) goes to S, keyed by BLOB's digest as always, and a
- * read that finds a wrong digest is an error before anything is kept. */
+ * layout's blob, being brought into S), read and checked as S's own would
+ * be, and written into a blob writer of S as they are read and hashed (one
+ * read and one hash of the blob, where a copy beside the read took a
+ * second of each).  What the read learns (the inflate index, the
+ * read-through record) goes to S, keyed by BLOB's digest as always. */
 int ib_layer_reader_open_at (struct ib_store *s, const struct ib_descriptor *blob, const struct ib_blob_loc *at,
                              const ib_digest *expected_diff_id, struct ib_layer_reader **out, ib_error_t *err);
+/* After ib_layer_reader_end found them BLOB: the writer of an open_at
+ * reader's bytes, for the caller to name them
+ * (ib_blob_writer_commit_hashed, whose fsync may then wait on another
+ * thread than the reading one) or abort; NULL for any other reader, or
+ * before that.  A reader freed with its writer leaves nothing in S. */
+struct ib_blob_writer *ib_layer_reader_take_copy (struct ib_layer_reader *r);
 /* A reader of one file's bytes instead of a layer's: LEN bytes from 0 of
  * FD (the caller's, read with pread), handed out by ib_layer_reader_data;
  * nothing else but ib_layer_reader_free may be called on it.  How a file

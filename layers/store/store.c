@@ -359,9 +359,34 @@ writer_publish (struct ib_blob_writer *w, const ib_digest *d, ib_error_t *err)
 }
 
 int
+ib_blob_writer_new_unhashed (struct ib_store *s, struct ib_blob_writer **out, ib_error_t *err)
+{
+  return writer_open (s, false, out, err);
+}
+
+int
+ib_blob_writer_commit_hashed (struct ib_blob_writer *w, const ib_digest *d, uint64_t size, ib_error_t *err)
+{
+  if (w->hash || w->size != size)
+    {
+      ib_error (err, IB_EINTEGRITY, "blob %s: %s", d->s,
+                w->hash ? "its writer hashes, and was not committed by its digest" : "not every byte was copied");
+      ib_blob_writer_abort (w);
+      return -1;
+    }
+  return writer_publish (w, d, err);
+}
+
+int
 ib_blob_writer_commit (struct ib_blob_writer *w, const ib_digest *expected, uint64_t expected_size, ib_digest *out,
                        uint64_t *size, ib_error_t *err)
 {
+  if (w->hash == NULL)
+    {
+      ib_error (err, IB_EINTEGRITY, "a writer of bytes hashed by its caller is committed by their digest");
+      ib_blob_writer_abort (w);
+      return -1;
+    }
   ib_digest got;
   ib_sha256_final (w->hash, &got);
   if (expected && strcmp (expected->s, got.s) != 0)

@@ -104,6 +104,14 @@ int ib_blob_writer_write (struct ib_blob_writer *w, const void *buf, size_t len,
 int ib_blob_writer_commit (struct ib_blob_writer *w, const ib_digest *expected, uint64_t expected_size,
                            ib_digest *out, uint64_t *size, ib_error_t *err);
 void ib_blob_writer_abort (struct ib_blob_writer *w);
+/* A writer for bytes that its caller hashes as it reads them anyway (a
+ * layer reader copying the blob it lists: one read and one hash, not two):
+ * ib_blob_writer_commit_hashed names them D once the caller has found that
+ * D is their digest and SIZE their size (an integrity error otherwise:
+ * nothing stored); the writer is freed either way.  ib_blob_writer_commit
+ * refuses such a writer. */
+int ib_blob_writer_new_unhashed (struct ib_store *s, struct ib_blob_writer **out, ib_error_t *err);
+int ib_blob_writer_commit_hashed (struct ib_blob_writer *w, const ib_digest *d, uint64_t size, ib_error_t *err);
 
 int ib_store_put_blob (struct ib_store *s, const void *buf, size_t len, ib_digest *out, ib_error_t *err);
 /* Copy a blob from FD, checked against its descriptor while it streams.

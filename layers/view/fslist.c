@@ -187,7 +187,8 @@ ib_fs_spool_dir (struct ib_store *s)
  * layers read at once), else to a pass of its own. */
 static int
 compute_list (struct ib_store *s, const struct ib_descriptor *blob, const struct ib_blob_loc *at,
-              const ib_digest *diff_id, struct ib_index_pass *shared, struct ib_fs_list *l, ib_error_t *err)
+              const ib_digest *diff_id, struct ib_index_pass *shared, struct ib_fs_list *l,
+              struct ib_blob_writer **copy, ib_error_t *err)
 {
   struct ib_layer_reader *r;
   if ((at ? ib_layer_reader_open_at (s, blob, at, diff_id, &r, err) : ib_layer_reader_open (s, blob, diff_id, &r, err))
@@ -234,6 +235,8 @@ compute_list (struct ib_store *s, const struct ib_descriptor *blob, const struct
   ib_index_pass_finish (own);
   if (x == 0)
     x = ib_layer_reader_end (r, NULL, err);
+  if (x == 0 && copy)
+    *copy = ib_layer_reader_take_copy (r);
   size_t nh;
   const char *const *h = ib_layer_reader_hazards (r, &nh);
   for (size_t i = 0; x == 0 && i < nh; i++)
@@ -289,7 +292,7 @@ ib_fs_unescape (char *s)
 
 static int
 list_layer (struct ib_store *s, const struct ib_descriptor *blob, const struct ib_blob_loc *at, const ib_digest *diff_id,
-            struct ib_index_pass *shared, struct ib_fs_list **out, ib_error_t *err)
+            struct ib_index_pass *shared, struct ib_fs_list **out, struct ib_blob_writer **copy, ib_error_t *err)
 {
   cleanup_free char *dir = NULL;
   if (ib_store_cache_dir (s, "files", &dir, err) < 0)
@@ -303,7 +306,7 @@ list_layer (struct ib_store *s, const struct ib_descriptor *blob, const struct i
     }
   ib_fs_list_free (l);
   l = ib_xcalloc (1, sizeof (*l));
-  if (compute_list (s, blob, at, diff_id, shared, l, err) < 0 || ib_fs_cache_save (cache, diff_id, l, err) < 0)
+  if (compute_list (s, blob, at, diff_id, shared, l, copy, err) < 0 || ib_fs_cache_save (cache, diff_id, l, err) < 0)
     {
       ib_fs_list_free (l);
       return -1;
@@ -323,21 +326,23 @@ int
 ib_fs_list_layer_in (struct ib_store *s, const struct ib_descriptor *blob, const ib_digest *diff_id,
                      struct ib_index_pass *shared, struct ib_fs_list **out, ib_error_t *err)
 {
-  return list_layer (s, blob, NULL, diff_id, shared, out, err);
+  return list_layer (s, blob, NULL, diff_id, shared, out, NULL, err);
 }
 
 int
 ib_fs_list_layer_at (struct ib_store *s, const struct ib_descriptor *blob, const struct ib_blob_loc *at,
-                     const ib_digest *diff_id, struct ib_index_pass *shared, struct ib_fs_list **out, ib_error_t *err)
+                     const ib_digest *diff_id, struct ib_index_pass *shared, struct ib_fs_list **out,
+                     struct ib_blob_writer **copy, ib_error_t *err)
 {
-  return list_layer (s, blob, at, diff_id, shared, out, err);
+  *copy = NULL;
+  return list_layer (s, blob, at, diff_id, shared, out, copy, err);
 }
 
 int
 ib_fs_list_layer (struct ib_store *s, const struct ib_descriptor *blob, const ib_digest *diff_id,
                   struct ib_fs_list **out, ib_error_t *err)
 {
-  return list_layer (s, blob, NULL, diff_id, NULL, out, err);
+  return list_layer (s, blob, NULL, diff_id, NULL, out, NULL, err);
 }
 
 /* ---- layers listed at once ------------------------------------------------ */

@@ -74,11 +74,14 @@ struct ib_index_pass;
 int ib_fs_list_layer_in (struct ib_store *s, const struct ib_descriptor *blob, const ib_digest *diff_id,
                          struct ib_index_pass *pass, struct ib_fs_list **out, ib_error_t *err);
 /* The same, BLOB's bytes read at AT (not in S yet: a pull from another
- * layout lists a layer from the source while it copies it into S); the
- * list is checked and cached in S as a list of S's own blob is. */
+ * layout lists a layer from the source, and its read copies them,
+ * ib_layer_reader_open_at); the list is checked and cached in S as a list
+ * of S's own blob is.  *COPY: the writer of the bytes read, found to be
+ * BLOB, for the caller to commit (ib_blob_writer_commit_hashed) or abort;
+ * NULL when nothing was read (a list from the cache) or on error. */
 int ib_fs_list_layer_at (struct ib_store *s, const struct ib_descriptor *blob, const struct ib_blob_loc *at,
                          const ib_digest *diff_id, struct ib_index_pass *shared, struct ib_fs_list **out,
-                         ib_error_t *err);
+                         struct ib_blob_writer **copy, ib_error_t *err);
 /* Whether BLOB's list is in the cache for ib_fs_list_layer to take (its
  * blob trusted and the file there; whether it loads is the read's to
  * find): a question that loads nothing. */

@@ -29,6 +29,7 @@ struct pending
   uint64_t size;
   bool done;
   struct ib_blob_loc at; /* where to read it (arriving); path NULL: in the store */
+  struct ib_blob_writer *copy; /* its bytes as the lister read them, found to be the blob */
 };
 
 struct ib_pull_lister
@@ -92,6 +93,16 @@ hold_back (struct ib_pull_lister *l, size_t n)
   l->stats.held_seconds += ib_now () - t0;
 }
 
+/* -1 with ERR set once a layer was refused (the lock held), else 0. */
+static int
+refusal (const struct ib_pull_lister *l, ib_error_t *err)
+{
+  if (!l->stats.refused)
+    return 0;
+  return ib_error (err, IB_EINTEGRITY, "pull stopped: layer %zu holds an entry this build refuses",
+                   l->stats.refused_layer + 1);
+}
+
 /* Layer I - 1 (I = 0: the config) came, or is coming at AT (NULL: it is
  * in the store). */
 static int
@@ -113,7 +124,7 @@ came (struct ib_pull_lister *l, const struct ib_image *img, size_t i, const stru
       struct ib_blob_loc where = { 0 };
       if (at)
         where = (struct ib_blob_loc){ ib_xstrdup (at->path), at->offset, at->length };
-      l->arrived[l->n_arrived++] = (struct pending){ i - 1, img->layers[i - 1].size, false, where };
+      l->arrived[l->n_arrived++] = (struct pending){ i - 1, img->layers[i - 1].size, false, where, NULL };
     }
   pthread_cond_broadcast (&l->wake);
   size_t me = l->n_arrived - 1;
@@ -125,11 +136,32 @@ came (struct ib_pull_lister *l, const struct ib_image *img, size_t i, const stru
    * the config is there: before it nothing is listed). */
   while (i == 1 && l->judge.refuses && l->have_config && !l->arrived[me].done && !l->stats.refused)
     pthread_cond_wait (&l->drained, &l->lock);
-  int r = 0;
-  if (l->stats.refused)
-    r = ib_error (err, IB_EINTEGRITY, "pull stopped: layer %zu holds an entry this build refuses",
-                  l->stats.refused_layer + 1);
+  int r = refusal (l, err);
   pthread_mutex_unlock (&l->lock);
+  return r;
+}
+
+/* Layer I - 1, told of by arriving, is listed (its read copied it into
+ * the store), or its lister gave up on it. */
+static int
+settled (void *data, const struct ib_image *img, size_t i, ib_error_t *err)
+{
+  struct ib_pull_lister *l = data;
+  pthread_mutex_lock (&l->lock);
+  size_t me = l->n_arrived;
+  for (size_t j = 0; j < l->n_arrived && me == l->n_arrived; j++)
+    if (l->arrived[j].layer == i - 1 && l->arrived[j].at.path)
+      me = j;
+  while (me < l->n_arrived && !l->arrived[me].done && !l->stats.refused)
+    pthread_cond_wait (&l->drained, &l->lock);
+  int r = refusal (l, err);
+  struct ib_blob_writer *copy = me < l->n_arrived ? steal_pointer (&l->arrived[me].copy) : NULL;
+  pthread_mutex_unlock (&l->lock);
+  /* Named here, not on the lister's thread: its fsync waits for the disk
+   * (0.3-0.9 s for a gigabyte), and the lister has the next layer to read. */
+  if (copy && r == 0)
+    return ib_blob_writer_commit_hashed (copy, &img->layers[i - 1].digest, img->layers[i - 1].size, err);
+  ib_blob_writer_abort (copy);
   return r;
 }
 
@@ -189,7 +221,8 @@ judge_layer (struct ib_pull_lister *l, const struct ib_image *img, size_t k, con
 /* List layer K of IMG as the build would (fsview.c caches it), and judge
  * it; a layer it cannot list is the build's own pass's to report. */
 static void
-list_layer (struct ib_pull_lister *l, const struct ib_image *img, size_t k, const struct ib_blob_loc *at)
+list_layer (struct ib_pull_lister *l, const struct ib_image *img, size_t k, const struct ib_blob_loc *at,
+            struct ib_blob_writer **copy)
 {
   if (k >= img->n_layers)
     return;
@@ -198,7 +231,8 @@ list_layer (struct ib_pull_lister *l, const struct ib_image *img, size_t k, cons
   /* Listed before (a warm build): counted, and nothing is loaded for
    * nothing (the build's view judges it, from the list, before any gate). */
   bool listed = ib_fs_list_cached (l->s, &img->layers[k], &img->diff_ids[k])
-                || (at->path ? ib_fs_list_layer_at (l->s, &img->layers[k], at, &img->diff_ids[k], l->pass, &list, &e)
+                || (at->path ? ib_fs_list_layer_at (l->s, &img->layers[k], at, &img->diff_ids[k], l->pass, &list,
+                                                    copy, &e)
                              : ib_fs_list_layer_in (l->s, &img->layers[k], &img->diff_ids[k], l->pass, &list, &e))
                        == 0;
   if (list && l->judge.refuses)
@@ -230,11 +264,13 @@ run (void *data)
       ib_error_t e = NULL;
       if (img == NULL && ib_image_load (l->s, &l->manifest, NULL, &img, &e) < 0)
         ib_error_release (&e);
+      struct ib_blob_writer *copy = NULL;
       if (img)
-        list_layer (l, img, k, &at);
+        list_layer (l, img, k, &at, &copy);
       pthread_mutex_lock (&l->lock);
       if (img)
         l->stats.layers = img->n_layers;
+      l->arrived[n].copy = copy;
       l->arrived[n].done = true;
       pthread_cond_broadcast (&l->drained);
     }
@@ -271,7 +307,7 @@ ib_pull_lister_start (struct ib_store *s, uint64_t ahead, const struct ib_pull_j
       *listener = (struct ib_pull_listener){ 0 };
       return NULL;
     }
-  *listener = (struct ib_pull_listener){ .arrived = arrived, .arriving = arriving, .data = l };
+  *listener = (struct ib_pull_listener){ .arrived = arrived, .arriving = arriving, .settled = settled, .data = l };
   return l;
 }
 
@@ -304,7 +340,10 @@ ib_pull_lister_finish (struct ib_pull_lister *l, bool pull_failed, struct ib_pul
   pthread_mutex_destroy (&l->lock);
   ib_descriptor_clear (&l->manifest);
   for (size_t i = 0; i < l->n_arrived; i++)
-    ib_blob_loc_clear (&l->arrived[i].at);
+    {
+      ib_blob_loc_clear (&l->arrived[i].at);
+      ib_blob_writer_abort (l->arrived[i].copy); /* the pull stopped before it was named */
+    }
   free (l->arrived);
   free (l);
 }
