@@ -72,10 +72,13 @@ ib_image_copy_blobs (const struct ib_store *src, struct ib_store *dst, const str
       if (listener && !early[i] && listener->arrived (listener->data, img, i + 1, err) < 0)
         return -1;
     }
+  /* Named by the listener's read (its size was checked there), or copied
+   * now. */
   for (size_t i = 0; copies && i < img->n_layers; i++)
     if (early[i]
         && (listener->settled (listener->data, img, i + 1, err) < 0
-            || ib_store_copy_blob (src, dst, &img->layers[i], err) < 0))
+            || (!ib_store_has_blob (dst, &img->layers[i].digest)
+                && ib_store_copy_blob (src, dst, &img->layers[i], err) < 0)))
       return -1;
   /* The manifest last: a layout never names an image whose blobs it lacks. */
   return ib_store_copy_blob (src, dst, &img->manifest, err);
