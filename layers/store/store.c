@@ -24,6 +24,7 @@ struct ib_blob_writer
   int fd;         /* -1 likewise */
   ib_sha256 *hash; /* NULL: the caller knows the digest (ib_store_put_blob) */
   uint64_t size;
+  uint64_t handed; /* bytes of the file given to writeback (writer_hand_on) */
   char *held;
   size_t n_held, held_cap;
 };
@@ -280,6 +281,28 @@ writer_spill (struct ib_blob_writer *w, ib_error_t *err)
   return r;
 }
 
+/* A blob's bytes go to the disk as they come, a window behind the writer,
+ * not all at its fsync.  A layer's copy of 1 GB otherwise left its writer
+ * waiting most of a second at publish (writeback that could have run
+ * beside the read: the last layer's wait is the build's), and its dirty
+ * pages stalled the build's other writers meanwhile (ext4's fsync commits
+ * the journal).  Only a head start: the fsync at publish still decides,
+ * so a failure here changes nothing. */
+#define WRITEBACK_WINDOW (16u << 20)
+
+static void
+writer_hand_on (struct ib_blob_writer *w)
+{
+#ifdef SYNC_FILE_RANGE_WRITE
+  if (w->size - w->handed < WRITEBACK_WINDOW)
+    return;
+  (void) sync_file_range (w->fd, (off_t) w->handed, (off_t) (w->size - w->handed), SYNC_FILE_RANGE_WRITE);
+  w->handed = w->size;
+#else
+  (void) w;
+#endif
+}
+
 int
 ib_blob_writer_write (struct ib_blob_writer *w, const void *buf, size_t len, ib_error_t *err)
 {
@@ -301,7 +324,10 @@ ib_blob_writer_write (struct ib_blob_writer *w, const void *buf, size_t len, ib_
     }
   if (w->fd < 0 && writer_spill (w, err) < 0)
     return -1;
-  return ib_write_all (w->fd, buf, len, w->tmp_path, err);
+  if (ib_write_all (w->fd, buf, len, w->tmp_path, err) < 0)
+    return -1;
+  writer_hand_on (w);
+  return 0;
 }
 
 void
