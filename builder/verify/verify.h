@@ -21,6 +21,7 @@ struct ib_verify_stats
   size_t bad;
   size_t layers_read;  /* inflated, both digests computed, every entry checked */
   size_t layers_known; /* hashed only: read through before (readthrough.h) */
+  size_t layers_in_pass; /* of those, a view's read where they are by this run's pass: not hashed again */
   /* The privileged entries found (setuid/setgid files, devices, FIFOs,
    * sockets: tarcheck.h), each "layer DIGEST: entry `NAME`: WHY", in the
    * order of the layers; not problems unless STRICT.  Freed by

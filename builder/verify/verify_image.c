@@ -290,8 +290,10 @@ check_integrity (struct ib_build *b, const struct ib_verify_image_options *o, st
   /* Says how each layer was checked: a layer only hashed is never
    * reported as read through. */
   cleanup_free char *detail = ib_xasprintf ("%zu blobs, %llu bytes; %zu layer(s) read through, %zu hashed and known "
-                                            "from an earlier read (--full reads them)",
-                                            st.blobs, st.bytes, st.layers_read, st.layers_known);
+                                            "from an earlier read, %zu read where they are by this run's file-list "
+                                            "pass (--full reads them)",
+                                            st.blobs, st.bytes, st.layers_read, st.layers_known - st.layers_in_pass,
+                                            st.layers_in_pass);
   cJSON *in = cJSON_CreateObject ();
   ib_report_privileged (b->report, in, "image", (const char *const *) st.privileged, st.n_privileged);
   ib_verify_stats_clear (&st);
@@ -302,6 +304,7 @@ check_integrity (struct ib_build *b, const struct ib_verify_image_options *o, st
   cJSON_AddNumberToObject (in, "bad", (double) st.bad);
   cJSON_AddNumberToObject (in, "layers_read", (double) st.layers_read);
   cJSON_AddNumberToObject (in, "layers_known", (double) st.layers_known);
+  cJSON_AddNumberToObject (in, "layers_in_pass", (double) st.layers_in_pass);
   keep (v, &e, "integrity");
 }
 

@@ -71,7 +71,7 @@ ib_inflate_index_writer_new (struct ib_store *s, const ib_digest *blob, struct i
                              ib_error_t *err)
 {
   *out = NULL;
-  if (ib_gunzip_snapshot_size () == 0 || ib_store_is_view (s))
+  if (ib_gunzip_snapshot_size () == 0)
     return 0;
   cleanup_free char *path = index_path (s, blob, true, err);
   if (path == NULL)
